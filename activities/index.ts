@@ -1,0 +1,2 @@
+export { createLedgerActivities } from './ledger-activities.js';
+export type { LedgerActivities, LedgerActivityHooks, LedgerStep } from './ledger-activities.js';

@@ -1,0 +1,64 @@
+/**
+ * The typed errors every surface maps to its own protocol (HTTP status, MCP tool error, CLI exit).
+ * `code` is stable; `message` is for a person.
+ */
+export abstract class ChargeguardError extends Error {
+  abstract readonly code: string;
+}
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+/** The request is malformed; nothing was recorded. */
+export class ValidationError extends ChargeguardError {
+  readonly code = 'validation_error';
+  constructor(readonly errors: FieldError[]) {
+    super(errors.map((e) => `${e.field}: ${e.message}`).join('; '));
+  }
+}
+
+/** The idempotency key was first used for a different request; nothing was executed. */
+export class IdempotencyConflictError extends ChargeguardError {
+  readonly code = 'idempotency_conflict';
+}
+
+/** No charge (or account) under this key for this tenant. */
+export class NotFoundError extends ChargeguardError {
+  readonly code = 'not_found';
+}
+
+/** The charge is in a state that refuses the operation (cancel after success, capture after expiry…). */
+export class ChargeStateConflictError extends ChargeguardError {
+  readonly code = 'charge_state_conflict';
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The charge was declined by the ledger (only thrown by callers that ask for it). */
+export class ChargeDeclinedError extends ChargeguardError {
+  readonly code = 'charge_declined';
+  constructor(
+    readonly declineCode: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Temporal or PostgreSQL could not be reached. Nothing is half-done: retry with the same key. */
+export class UnavailableError extends ChargeguardError {
+  readonly code = 'service_unavailable';
+  constructor(
+    readonly dependency: 'temporal' | 'database',
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

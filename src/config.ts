@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { limits } from './domain/limits.js';
+
+const positiveMs = z.coerce.number().int().positive();
+
+/**
+ * Every setting the service reads from its environment, validated at start so a typo fails loudly
+ * instead of running with a surprise. Each name carries its unit.
+ */
+const configSchema = z.object({
+  /** host:port of a Temporal frontend; unset means start the local dev server. */
+  TEMPORAL_ADDRESS: z.string().min(1).optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  /** postgres:// URL; unset means start the embedded PostgreSQL. */
+  DATABASE_URL: z.string().min(1).optional(),
+  /** Where the embedded servers keep their data. */
+  CHARGEGUARD_DATA_DIR: z.string().min(1).default('.data'),
+  CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(limits.amountMinorMaxDefault),
+  /** How long a charge call waits for the outcome before answering "still processing". */
+  CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
+  ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),
+  TRY_BUDGET_MS: positiveMs.default(300_000),
+  CONFIRM_BUDGET_MS: positiveMs.default(300_000),
+  /** Manual capture holds are voided after this long (7 days, as card authorisations). */
+  HOLD_TTL_MS: positiveMs.default(7 * 24 * 60 * 60 * 1000),
+  LEDGER_POOL_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(500).default(20),
+});
+
+export type ChargeguardConfig = z.infer<typeof configSchema>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChargeguardConfig {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ');
+    throw new Error(`invalid configuration: ${problems}`);
+  }
+  return parsed.data;
+}

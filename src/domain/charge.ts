@@ -1,0 +1,106 @@
+/**
+ * The charge as every layer sees it. Pure types and functions only: workflow code imports this.
+ */
+
+export type CaptureMode = 'automatic' | 'manual';
+
+/** Where the hold stands in the ledger (contract section 5). */
+export type HoldState = 'DECLINED' | 'TRIED' | 'CONFIRMED' | 'CANCELLED';
+
+/** The charge lifecycle the callers see (contract sections 3 and 6). */
+export type ChargeStatus =
+  | 'pending'
+  | 'reserved'
+  | 'succeeded'
+  | 'declined'
+  | 'cancelled'
+  | 'partially_refunded'
+  | 'refunded';
+
+export type DeclineCode =
+  | 'insufficient_funds'
+  | 'account_frozen'
+  | 'unknown_account'
+  | 'currency_mismatch';
+
+/** The business fields of a charge: what the caller asked for, validated. */
+export interface ChargeRequest {
+  orderId: string;
+  payerAccountId: string;
+  payeeAccountId: string;
+  amountMinor: number;
+  currency: string;
+  captureMode: CaptureMode;
+  description: string | null;
+  metadata: Record<string, string> | null;
+}
+
+/** A charge as stored: the ledger row is the source of truth once Try has run. */
+export interface Charge {
+  id: string;
+  tenant: string;
+  idempotencyKey: string;
+  status: ChargeStatus;
+  amountMinor: number;
+  amountCapturedMinor: number;
+  amountRefundedMinor: number;
+  amountHeldMinor: number;
+  currency: string;
+  orderId: string;
+  payerAccountId: string;
+  payeeAccountId: string;
+  captureMode: CaptureMode;
+  description: string | null;
+  metadata: Record<string, string> | null;
+  declineCode: DeclineCode | null;
+  failureReason: string | null;
+  holdExpiresAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Statuses after which nothing but refunds can change the charge. */
+export const decidedStatuses: ReadonlySet<ChargeStatus> = new Set([
+  'succeeded',
+  'declined',
+  'cancelled',
+  'partially_refunded',
+  'refunded',
+]);
+
+export function chargeWorkflowId(tenant: string, idempotencyKey: string): string {
+  return `charge/${tenant}/${idempotencyKey}`;
+}
+
+/** The status a ledger row implies. */
+export function statusOfHold(
+  holdState: HoldState,
+  amountCapturedMinor: number,
+  amountRefundedMinor: number,
+): ChargeStatus {
+  switch (holdState) {
+    case 'DECLINED':
+      return 'declined';
+    case 'TRIED':
+      return 'reserved';
+    case 'CANCELLED':
+      return 'cancelled';
+    case 'CONFIRMED':
+      if (amountRefundedMinor === 0) return 'succeeded';
+      return amountRefundedMinor >= amountCapturedMinor ? 'refunded' : 'partially_refunded';
+  }
+}
+
+/**
+ * Everything the workflow and the ledger need to act on one charge: who asks, under which key,
+ * and the validated request with its fingerprint. Built once, by the client.
+ */
+export interface ChargeIntent {
+  tenant: string;
+  idempotencyKey: string;
+  /** Derived from (tenant, key), so every execution for the key names the same charge. */
+  chargeId: string;
+  /** SHA-256 hex of the RFC 8785 canonical JSON of the business fields. */
+  fingerprint: string;
+  request: ChargeRequest;
+}

@@ -1,0 +1,50 @@
+/**
+ * Stable names of the ledger's business refusals. They cross three boundaries (SQL error code,
+ * activity failure type, client error), so each is spelled once here.
+ * A refusal is a decision: retrying the same step returns the same refusal.
+ */
+export const ledgerRefusals = {
+  /** Same (tenant, key) with a different request fingerprint. */
+  idempotencyConflict: { type: 'IdempotencyConflict', sqlState: 'CGI01' },
+  /** Try after Cancel (anti-hanging), Confirm after Cancel. */
+  holdCancelled: { type: 'HoldCancelled', sqlState: 'CGH01' },
+  /** Confirm with no Try before it. */
+  holdNotTried: { type: 'HoldNotTried', sqlState: 'CGH02' },
+  /** Confirm of a declined charge. */
+  holdDeclined: { type: 'HoldDeclined', sqlState: 'CGH03' },
+  /** Cancel after Confirm: the money moved, refund instead. */
+  holdAlreadyCaptured: { type: 'HoldAlreadyCaptured', sqlState: 'CGH04' },
+  /** Capture of more than is held, or of less than the minimum amount. */
+  invalidCaptureAmount: { type: 'InvalidCaptureAmount', sqlState: 'CGA01' },
+} as const;
+
+export type LedgerRefusalName = keyof typeof ledgerRefusals;
+export type LedgerRefusalType = (typeof ledgerRefusals)[LedgerRefusalName]['type'];
+
+export function refusalBySqlState(sqlState: string): LedgerRefusalName | null {
+  for (const [name, refusal] of Object.entries(ledgerRefusals)) {
+    if (refusal.sqlState === sqlState) return name as LedgerRefusalName;
+  }
+  return null;
+}
+
+/** Why a cancel or capture request is refused by a charge workflow (a 409 for HTTP callers). */
+export const chargeStateRefusals = {
+  alreadySucceeded: { type: 'ChargeAlreadySucceeded', hint: 'refund it instead' },
+  alreadyCancelled: { type: 'ChargeAlreadyCancelled', hint: 'start a new charge with a new idempotency key' },
+  declined: { type: 'ChargeDeclined', hint: 'nothing is held; start a new charge with a new idempotency key' },
+  notManualCapture: { type: 'ChargeNotManualCapture', hint: 'only charges created with capture "manual" wait for a capture' },
+  captureAmountInvalid: { type: 'CaptureAmountInvalid', hint: 'capture between 1 and the authorised amount' },
+  captureAmountConflict: { type: 'CaptureAmountConflict', hint: 'the charge was already captured with another amount' },
+} as const;
+
+export type ChargeStateRefusalName = keyof typeof chargeStateRefusals;
+
+/** Why a charge ended CANCELLED without the caller asking, stored as `failure_reason`. */
+export const cancelReasons = {
+  requestedByCaller: 'requested_by_caller',
+  cancelledBeforeTry: 'cancelled_before_try',
+  holdExpired: 'hold_expired',
+  confirmFailed: 'confirm_failed',
+  ledgerUnavailable: 'ledger_unavailable',
+} as const;

@@ -1,0 +1,105 @@
+import type { LedgerPool } from './pool.js';
+
+/** One invariant of contract section 5 and how many rows break it (0 when it holds). */
+export interface InvariantCheck {
+  name: string;
+  description: string;
+  violations: number;
+  /** A few offending rows, for the on-call engineer. */
+  samples: unknown[];
+}
+
+interface InvariantQuery {
+  name: string;
+  description: string;
+  /** Returns one row per violation; $1 is the tenant, or null for all tenants. */
+  sql: string;
+}
+
+const sampleLimit = 5;
+
+const invariantQueries: InvariantQuery[] = [
+  {
+    name: 'transfer_balanced',
+    description: 'every transfer has entries and they sum to zero',
+    sql: `SELECT t.id AS transfer_id, coalesce(sum(e.amount_minor), 0) AS sum_minor, count(e.id) AS entries
+            FROM transfers t LEFT JOIN journal_entries e ON e.transfer_id = t.id
+           WHERE ($1::text IS NULL OR t.tenant = $1)
+           GROUP BY t.id HAVING count(e.id) < 2 OR coalesce(sum(e.amount_minor), 0) <> 0`,
+  },
+  {
+    name: 'journal_balanced',
+    description: 'the whole journal sums to zero',
+    sql: `SELECT sum(amount_minor) AS sum_minor FROM journal_entries
+           WHERE ($1::text IS NULL OR tenant = $1) HAVING coalesce(sum(amount_minor), 0) <> 0`,
+  },
+  {
+    name: 'posted_matches_journal',
+    description: "each account's posted balance equals the sum of its journal entries",
+    sql: `SELECT a.tenant, a.id, a.posted_minor, coalesce(j.sum_minor, 0) AS journal_minor
+            FROM accounts a
+            LEFT JOIN (SELECT tenant, account_id, sum(amount_minor) AS sum_minor FROM journal_entries
+                        GROUP BY tenant, account_id) j ON j.tenant = a.tenant AND j.account_id = a.id
+           WHERE ($1::text IS NULL OR a.tenant = $1) AND a.posted_minor <> coalesce(j.sum_minor, 0)`,
+  },
+  {
+    name: 'pending_matches_holds',
+    description: "each account's pending balance equals the sum of its TRIED holds",
+    sql: `SELECT a.tenant, a.id, a.pending_minor, coalesce(h.held_minor, 0) AS holds_minor
+            FROM accounts a
+            LEFT JOIN (SELECT tenant, payer_account_id, sum(held_minor) AS held_minor FROM charges
+                        WHERE hold_state = 'TRIED' GROUP BY tenant, payer_account_id) h
+              ON h.tenant = a.tenant AND h.payer_account_id = a.id
+           WHERE ($1::text IS NULL OR a.tenant = $1) AND a.pending_minor <> coalesce(h.held_minor, 0)`,
+  },
+  {
+    name: 'available_non_negative',
+    description: 'no account without overdraft has negative available balance',
+    sql: `SELECT tenant, id, posted_minor, pending_minor FROM accounts
+           WHERE ($1::text IS NULL OR tenant = $1) AND NOT allow_overdraft AND posted_minor - pending_minor < 0`,
+  },
+  {
+    name: 'one_debit_per_key',
+    description: 'each confirmed charge has exactly one capture transfer of its captured amount; no other charge has one',
+    sql: `SELECT c.tenant, c.idempotency_key, c.hold_state, c.captured_minor, count(t.id) AS captures,
+                 coalesce(sum(t.amount_minor), 0) AS captured_in_journal_minor
+            FROM charges c
+            LEFT JOIN transfers t ON t.tenant = c.tenant AND t.kind = 'capture' AND t.reference = c.idempotency_key
+           WHERE ($1::text IS NULL OR c.tenant = $1)
+           GROUP BY c.tenant, c.idempotency_key, c.hold_state, c.captured_minor
+          HAVING (c.hold_state = 'CONFIRMED' AND (count(t.id) <> 1 OR sum(t.amount_minor) <> c.captured_minor))
+              OR (c.hold_state <> 'CONFIRMED' AND count(t.id) <> 0)`,
+  },
+  {
+    name: 'captures_have_charges',
+    description: 'every capture transfer belongs to a charge',
+    sql: `SELECT t.id, t.tenant, t.reference FROM transfers t
+           WHERE ($1::text IS NULL OR t.tenant = $1) AND t.kind = 'capture'
+             AND NOT EXISTS (SELECT 1 FROM charges c WHERE c.tenant = t.tenant AND c.idempotency_key = t.reference)`,
+  },
+];
+
+/** Runs every ledger invariant in one repeatable-read snapshot, so concurrent writes cannot fake a violation. */
+export async function checkLedgerInvariants(pool: LedgerPool, tenant: string | null = null): Promise<InvariantCheck[]> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const checks: InvariantCheck[] = [];
+    for (const query of invariantQueries) {
+      const result = await client.query(query.sql, [tenant]);
+      checks.push({
+        name: query.name,
+        description: query.description,
+        violations: result.rowCount ?? 0,
+        samples: result.rows.slice(0, sampleLimit),
+      });
+    }
+    await client.query('COMMIT');
+    return checks;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

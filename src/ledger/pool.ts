@@ -1,0 +1,45 @@
+import pg from 'pg';
+
+/** Limits of the connection pool; each is explicit so a saturated pool is a visible choice. */
+export interface LedgerPoolOptions {
+  databaseUrl: string;
+  maxConnections?: number;
+  connectTimeoutMs?: number;
+  statementTimeoutMs?: number;
+  idleTimeoutMs?: number;
+}
+
+const INT8_OID = 20;
+
+/** Amounts are bigint in SQL and safe integers in JavaScript; anything larger is a bug, not a value. */
+function parseSafeInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(`bigint ${text} from the ledger is outside the safe integer range`);
+  }
+  return value;
+}
+
+const ledgerTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID && format !== 'binary') return parseSafeInt8;
+    return pg.types.getTypeParser(oid, format);
+  },
+} as pg.CustomTypesConfig;
+
+export function createLedgerPool(options: LedgerPoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.databaseUrl,
+    max: options.maxConnections ?? 20,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+    idleTimeoutMillis: options.idleTimeoutMs ?? 30_000,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    application_name: 'chargeguard',
+    types: ledgerTypes,
+  });
+  // An idle client that loses its connection must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  return pool;
+}
+
+export type LedgerPool = pg.Pool;

@@ -1,0 +1,65 @@
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NativeConnection } from '@temporalio/worker';
+import type { TestProject } from 'vitest/node';
+import { migrateLedger } from '../../src/ledger/migrate.js';
+import { createLedgerPool } from '../../src/ledger/pool.js';
+import { startLocalStack } from '../../src/stack/stack.js';
+import { bundleChargeWorkflows, createChargeWorker } from '../../src/worker/charge-worker.js';
+
+export interface TestStack {
+  temporalAddress: string;
+  databaseUrl: string;
+  /** The workflow bundle, built once, for workers that tests start themselves. */
+  workflowBundlePath: string;
+  dataDir: string;
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    stack: TestStack;
+  }
+}
+
+/**
+ * Starts the real pair once for the whole run (a Temporal dev server and PostgreSQL, or the
+ * servers that TEMPORAL_ADDRESS / DATABASE_URL name) and one worker on the `charges` queue.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-test-'));
+  // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
+  await chmod(dataDir, 0o711);
+  const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+  await migrateLedger(stack.databaseUrl);
+
+  const bundle = await bundleChargeWorkflows();
+  const workflowBundlePath = join(dataDir, 'workflow-bundle.js');
+  await writeFile(workflowBundlePath, bundle.code);
+
+  const connection = await NativeConnection.connect({ address: stack.temporalAddress });
+  const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 20 });
+  const worker = await createChargeWorker({
+    connection,
+    namespace: 'default',
+    ledger: pool,
+    workflowBundle: { codePath: workflowBundlePath },
+  });
+  const running = worker.run();
+
+  project.provide('stack', {
+    temporalAddress: stack.temporalAddress,
+    databaseUrl: stack.databaseUrl,
+    workflowBundlePath,
+    dataDir,
+  });
+
+  return async () => {
+    worker.shutdown();
+    await running;
+    await connection.close();
+    await pool.end();
+    await stack.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+}

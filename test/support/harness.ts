@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { expect, inject } from 'vitest';
+import type { LedgerActivityHooks } from '../../activities/index.js';
+import { ChargeClient } from '../../src/client/charge-client.js';
+import { createAccount, deposit, getAccount, type Account } from '../../src/ledger/accounts.js';
+import { checkLedgerInvariants } from '../../src/ledger/invariants.js';
+import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
+import { createChargeWorker } from '../../src/worker/charge-worker.js';
+import type { ChargePolicy } from '../../workflows/definitions.js';
+
+/** Short budgets so fault tests finish quickly; still real timeouts on the real server. */
+export const testPolicy: ChargePolicy = {
+  activityStartToCloseMs: 5_000,
+  tryBudgetMs: 60_000,
+  confirmBudgetMs: 60_000,
+  holdTtlMs: 60_000,
+};
+
+export interface Harness {
+  temporal: Client;
+  connection: Connection;
+  pool: LedgerPool;
+  client: ChargeClient;
+  clientFor(options: { taskQueue?: string; policy?: Partial<ChargePolicy>; temporal?: Client }): ChargeClient;
+  close(): Promise<void>;
+}
+
+export async function openHarness(): Promise<Harness> {
+  const stack = inject('stack');
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  const temporal = new Client({ connection, namespace: 'default' });
+  const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 10 });
+  const clientFor: Harness['clientFor'] = (options) =>
+    new ChargeClient({
+      temporal: options.temporal ?? temporal,
+      ledger: pool,
+      policy: { ...testPolicy, ...options.policy },
+      amountMinorMax: 1_000_000_000_000,
+      waitBudgetMs: 60_000,
+      taskQueue: options.taskQueue,
+    });
+  return {
+    temporal,
+    connection,
+    pool,
+    client: clientFor({}),
+    clientFor,
+    close: async () => {
+      await connection.close();
+      await pool.end();
+    },
+  };
+}
+
+/** A tenant of its own per test, so tests never see each other's accounts or keys. */
+export function newTenant(label: string): string {
+  return `t-${label}-${randomBytes(5).toString('hex')}`.slice(0, 64);
+}
+
+export function newKey(label = 'key'): string {
+  return `${label}-${randomBytes(8).toString('hex')}`;
+}
+
+export async function openAccount(
+  pool: LedgerPool,
+  tenant: string,
+  id: string,
+  options: { currency?: string; depositMinor?: number; allowOverdraft?: boolean } = {},
+): Promise<Account> {
+  const result = await createAccount(pool, {
+    tenant,
+    id,
+    currency: options.currency ?? 'USD',
+    allowOverdraft: options.allowOverdraft ?? false,
+  });
+  if ('conflict' in result) throw new Error(`account ${id} exists with other settings`);
+  if (options.depositMinor) await deposit(pool, tenant, id, options.depositMinor, `open-${id}`);
+  return (await getAccount(pool, tenant, id))!;
+}
+
+export async function balanceOf(pool: LedgerPool, tenant: string, id: string): Promise<Account> {
+  const account = await getAccount(pool, tenant, id);
+  if (!account) throw new Error(`no account ${id}`);
+  return account;
+}
+
+/** Counts the debits the journal holds for one charge key: the number that must never exceed one. */
+export async function captureCount(pool: LedgerPool, tenant: string, key: string): Promise<number> {
+  const result = await pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM transfers WHERE tenant = $1 AND kind = 'capture' AND reference = $2",
+    [tenant, key],
+  );
+  return result.rows[0]!.n;
+}
+
+/** Asserts every ledger invariant of contract section 5, for one tenant and for the whole ledger. */
+export async function expectLedgerInvariants(pool: LedgerPool, tenant: string): Promise<void> {
+  for (const scope of [tenant, null]) {
+    const checks = await checkLedgerInvariants(pool, scope);
+    const broken = checks.filter((check) => check.violations > 0);
+    expect(broken, `ledger invariants broken (${scope ?? 'all tenants'})`).toEqual([]);
+    expect(checks.length).toBeGreaterThanOrEqual(7);
+  }
+}
+
+/** Waits for a condition with a deadline; never a fixed sleep. */
+export async function waitFor<T>(
+  probe: () => Promise<T | null | undefined | false>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? 'a condition'}`);
+    await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 50));
+  }
+}
+
+/** A worker of the test's own, on its own task queue, with fault-injection hooks. */
+export async function startTestWorker(options: {
+  taskQueue: string;
+  hooks?: LedgerActivityHooks;
+  pool: LedgerPool;
+  /** Another Temporal server than the shared one. */
+  temporalAddress?: string;
+}): Promise<{ stop(): Promise<void> }> {
+  const stack = inject('stack');
+  const connection = await NativeConnection.connect({ address: options.temporalAddress ?? stack.temporalAddress });
+  const worker: Worker = await createChargeWorker({
+    connection,
+    namespace: 'default',
+    ledger: options.pool,
+    taskQueue: options.taskQueue,
+    hooks: options.hooks,
+    workflowBundle: { codePath: stack.workflowBundlePath },
+  });
+  const running = worker.run();
+  return {
+    stop: async () => {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    },
+  };
+}
+
+export function chargeBody(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    order_id: `order-${randomBytes(4).toString('hex')}`,
+    payer_account_id: 'payer',
+    payee_account_id: 'payee',
+    amount: 1_000,
+    currency: 'USD',
+    ...overrides,
+  };
+}

@@ -1,0 +1,108 @@
+import { allHandlersFinished, condition, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { Charge } from '../src/domain/charge.js';
+import { cancelReasons } from '../src/domain/refusals.js';
+import {
+  cancelChargeUpdate,
+  captureChargeUpdate,
+  chargeStatusQuery,
+  type ChargeWorkflowInput,
+} from './definitions.js';
+import { assertCancellable, assertCapturable, isOpen, pendingCharge } from './charge-state.js';
+import { isLedgerRefusal, ledgerSteps } from './ledger-steps.js';
+
+/**
+ * One charge, one execution per idempotency key: Try reserves the money, Confirm captures it,
+ * Cancel releases it when the charge cannot or should not complete. The ledger makes every step
+ * idempotent; this workflow decides which steps to run. Its result is the charge as the ledger
+ * recorded it, identical for every caller of the key.
+ */
+export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): Promise<Charge> {
+  const ledger = ledgerSteps(policy);
+  const { tenant, idempotencyKey } = intent;
+
+  let charge = pendingCharge(intent, workflowInfo().startTime);
+  let cancelRequested = false;
+  /** undefined until a capture is asked for; null captures the whole hold. */
+  let captureMinor: number | null | undefined;
+
+  setHandler(chargeStatusQuery, () => charge);
+
+  setHandler(
+    cancelChargeUpdate,
+    async () => {
+      cancelRequested = true;
+      await condition(() => !isOpen(charge));
+      if (charge.status === 'cancelled') return charge;
+      assertCancellable(charge); // lost the race to Confirm or Try's decline: say so
+      return charge;
+    },
+    { validator: () => assertCancellable(charge) },
+  );
+
+  setHandler(
+    captureChargeUpdate,
+    async ({ amountMinor }) => {
+      captureMinor ??= amountMinor;
+      await condition(() => !isOpen(charge));
+      assertCapturable(charge, amountMinor);
+      return charge;
+    },
+    { validator: ({ amountMinor }) => assertCapturable(charge, amountMinor) },
+  );
+
+  async function compensate(reason: string): Promise<Charge> {
+    try {
+      return (await ledger.cancelCharge(intent, reason)).charge;
+    } catch (error) {
+      // Confirm did commit before its answer was lost: the money moved, so the charge succeeded.
+      if (isLedgerRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
+      throw error;
+    }
+  }
+
+  async function readLedger(): Promise<Charge> {
+    const row = await ledger.readCharge(tenant, idempotencyKey);
+    // A plain Error fails the workflow task, not the charge: it retries until the bug is fixed.
+    if (!row) throw new Error(`ledger has no row for charge ${idempotencyKey} after it answered`);
+    return row.charge;
+  }
+
+  async function reserve(): Promise<Charge> {
+    try {
+      return (await ledger.tryCharge(intent, policy.holdTtlMs)).charge;
+    } catch (error) {
+      if (isLedgerRefusal(error, 'IdempotencyConflict')) throw error;
+      // Cancelled before this Try (an earlier execution of the key, or a cancel that won the race).
+      if (isLedgerRefusal(error, 'HoldCancelled')) return readLedger();
+      return compensate(cancelReasons.ledgerUnavailable);
+    }
+  }
+
+  async function capture(amountMinor: number | null): Promise<Charge> {
+    try {
+      return (await ledger.confirmCharge(tenant, idempotencyKey, amountMinor)).charge;
+    } catch (error) {
+      if (isLedgerRefusal(error, 'HoldCancelled')) return readLedger();
+      return compensate(cancelReasons.confirmFailed);
+    }
+  }
+
+  charge = await reserve();
+
+  if (charge.status === 'reserved') {
+    if (intent.request.captureMode === 'manual') {
+      const asked = await condition(() => cancelRequested || captureMinor !== undefined, policy.holdTtlMs);
+      if (!asked) charge = await compensate(cancelReasons.holdExpired);
+      else if (cancelRequested) charge = await compensate(cancelReasons.requestedByCaller);
+      else charge = await capture(captureMinor ?? null);
+    } else if (cancelRequested) {
+      charge = await compensate(cancelReasons.requestedByCaller);
+    } else {
+      charge = await capture(null);
+    }
+  }
+
+  if (isOpen(charge)) throw new Error(`charge ${idempotencyKey} would end while ${charge.status}; this is a bug`);
+  await condition(allHandlersFinished);
+  return charge;
+}

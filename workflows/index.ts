@@ -1,0 +1,1 @@
+export { ChargeWorkflow } from './charge-workflow.js';
