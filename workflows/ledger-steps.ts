@@ -22,9 +22,10 @@ export function ledgerSteps(policy: ChargePolicy) {
     scheduleToCloseTimeout: policy.confirmBudgetMs,
     retry: retryBackoff,
   });
+  // No maximumAttempts and no schedule-to-close: Temporal retries these until they succeed.
   const untilDone = proxyActivities<LedgerActivities>({
     startToCloseTimeout: policy.activityStartToCloseMs,
-    retry: { ...retryBackoff, maximumAttempts: 0 },
+    retry: retryBackoff,
   });
   return {
     tryCharge: tryStep.tryCharge,
