@@ -75,7 +75,10 @@ export class ChargeClient {
       if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
       const { handle, started } = attached;
       const waitMs = Math.min(options.waitMs ?? this.options.waitBudgetMs, this.options.waitBudgetMs);
-      const outcome = await this.waitForOutcome(handle, waitMs);
+      const manual = this.buildIntent(tenant, idempotencyKey, body).request.captureMode === 'manual';
+      const outcome = manual
+        ? await this.waitForReservation(tenant, idempotencyKey, handle, waitMs)
+        : await this.waitForOutcome(handle, waitMs);
       if (outcome) return { charge: outcome, replayed: !started, completed: true };
       return { charge: await this.liveCharge(handle), replayed: !started, completed: false };
     });
@@ -233,6 +236,33 @@ export class ChargeClient {
     } catch (error) {
       if (isGrpcDeadlineError(error) || isGrpcDeadlineError((error as Error).cause)) return null;
       throw error;
+    }
+  }
+
+  /**
+   * A manual-capture charge stays open until it is captured, so its create is answered by the
+   * reservation (or the decline), as a card authorisation is. The ledger row is polled rather than
+   * the workflow queried, so callers waiting here cost the worker nothing; once the workflow has
+   * closed, its result is the answer, as for automatic capture.
+   */
+  private async waitForReservation(tenant: string, idempotencyKey: string, handle: ChargeHandle, waitMs: number): Promise<Charge | null> {
+    if (waitMs <= 0) return null;
+    const abort = new AbortController();
+    const closed = this.options.temporal
+      .withAbortSignal(abort.signal, () => this.waitForOutcome(handle, waitMs))
+      .catch((error: unknown) => {
+        if (abort.signal.aborted) return null;
+        throw error;
+      });
+    try {
+      for (let pollMs = 20; ; pollMs = Math.min(pollMs * 2, 200)) {
+        const row = await readCharge(this.options.ledger, tenant, idempotencyKey);
+        if (row?.charge.status === 'reserved') return row.charge;
+        const first = await Promise.race([closed, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), pollMs))]);
+        if (first !== undefined) return first; // the workflow closed, or the wait budget ran out (null)
+      }
+    } finally {
+      abort.abort();
     }
   }
 

@@ -1,0 +1,69 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ChargeReply } from '../client/charge-client.js';
+
+/**
+ * Prometheus metrics of one API instance. Each app has its own registry, so several apps in one
+ * process (tests, the MCP endpoint beside the API) never register a metric twice.
+ */
+export class ApiMetrics {
+  readonly registry = new Registry();
+  private readonly chargesStarted: Counter;
+  private readonly replaysServed: Counter;
+  private readonly idempotencyConflicts: Counter;
+  private readonly declines: Counter;
+  private readonly outcomes: Counter<'status'>;
+  readonly requestDuration: Histogram<'method' | 'route' | 'status_code'>;
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    const registers = [this.registry];
+    this.chargesStarted = new Counter({
+      name: 'chargeguard_charges_started_total',
+      help: 'charge requests that started a new charge (not replays)',
+      registers,
+    });
+    this.replaysServed = new Counter({
+      name: 'chargeguard_charge_replays_total',
+      help: 'charge requests answered from an earlier request with the same idempotency key',
+      registers,
+    });
+    this.idempotencyConflicts = new Counter({
+      name: 'chargeguard_idempotency_conflicts_total',
+      help: 'requests refused because their idempotency key was first used for a different request',
+      registers,
+    });
+    this.declines = new Counter({
+      name: 'chargeguard_charges_declined_total',
+      help: 'charges the ledger declined (counted once per charge, not per replay)',
+      registers,
+    });
+    this.outcomes = new Counter({
+      name: 'chargeguard_charge_outcomes_total',
+      help: 'charges started through this instance, by the status they were answered with',
+      labelNames: ['status'],
+      registers,
+    });
+    this.requestDuration = new Histogram({
+      name: 'chargeguard_http_request_duration_seconds',
+      help: 'HTTP request latency, by route and status code',
+      labelNames: ['method', 'route', 'status_code'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+  }
+
+  chargeAnswered(reply: ChargeReply): void {
+    if (reply.replayed) {
+      this.replaysServed.inc();
+      return;
+    }
+    this.chargesStarted.inc();
+    if (!reply.completed) return;
+    this.outcomes.inc({ status: reply.charge.status });
+    if (reply.charge.status === 'declined') this.declines.inc();
+  }
+
+  idempotencyConflict(): void {
+    this.idempotencyConflicts.inc();
+  }
+}

@@ -1,0 +1,107 @@
+import type { FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { z } from 'zod';
+import { createAccountBodySchema, depositBodySchema } from '../client/accounts-client.js';
+import { chargeRequestSchema } from '../client/validation.js';
+import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../client/wire.js';
+
+/**
+ * The OpenAPI 3.1 document is generated from the same zod schemas that validate requests (in the
+ * client module) and describe responses (in wire.ts), so the document cannot drift from the code.
+ */
+
+type JsonSchema = Record<string, unknown>;
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+  return rest;
+}
+
+export function componentSchemas(amountMinorMax: number): Record<string, JsonSchema> {
+  return {
+    Charge: jsonSchema(wireChargeSchema, 'output'),
+    Account: jsonSchema(wireAccountSchema, 'output'),
+    Deposit: jsonSchema(wireDepositSchema, 'output'),
+    Refund: jsonSchema(wireRefundSchema, 'output'),
+    Problem: jsonSchema(wireProblemSchema, 'output'),
+    CreateChargeRequest: jsonSchema(chargeRequestSchema(amountMinorMax), 'input'),
+    CreateAccountRequest: jsonSchema(createAccountBodySchema(), 'input'),
+    DepositRequest: jsonSchema(depositBodySchema(amountMinorMax), 'input'),
+    CaptureRequest: {
+      type: 'object',
+      properties: { amount: { type: 'integer', minimum: 1, description: 'capture less than authorised; the rest is released' } },
+      additionalProperties: false,
+    },
+    RefundRequest: {
+      type: 'object',
+      properties: { amount: { type: 'integer', minimum: 1, description: 'defaults to what is left to refund' } },
+      additionalProperties: false,
+    },
+  };
+}
+
+export const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
+
+const problemResponse = (description: string): JsonSchema => ({
+  description,
+  content: { 'application/problem+json': { schema: ref('Problem') } },
+});
+
+/** Responses every authenticated route can give. */
+export const commonProblems: Record<string, JsonSchema> = {
+  400: problemResponse('malformed request: `errors` names each offending field'),
+  401: problemResponse('missing, unknown or revoked API key'),
+  503: problemResponse('Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key'),
+};
+
+export function problemResponses(codes: Record<number, string>): Record<string, JsonSchema> {
+  return Object.fromEntries(Object.entries(codes).map(([code, description]) => [code, problemResponse(description)]));
+}
+
+export function jsonResponse(description: string, schemaName: string, headers: Record<string, JsonSchema> = {}): JsonSchema {
+  return { description, headers, content: { 'application/json': { schema: ref(schemaName) } } };
+}
+
+export const replayHeaders: Record<string, JsonSchema> = {
+  'Idempotent-Replayed': {
+    description: '"true" when this response repeats the outcome of an earlier request with the same key',
+    schema: { type: 'string', enum: ['true'] },
+  },
+};
+
+export const idempotencyKeyParameter = (required: boolean, description: string): JsonSchema => ({
+  type: 'object',
+  properties: { 'idempotency-key': { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', description } },
+  ...(required ? { required: ['idempotency-key'] } : {}),
+});
+
+export async function registerOpenApi(app: FastifyInstance, options: { amountMinorMax: number; version: string }): Promise<void> {
+  const schemas = componentSchemas(options.amountMinorMax);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'chargeguard',
+        version: options.version,
+        description:
+          'Exactly-once charges for automated agents. Every POST that creates something takes an ' +
+          '`Idempotency-Key`: reuse it verbatim on every retry of the same request, and the request runs once.',
+      },
+      components: {
+        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'a key from `chargeguard api-keys create`' } },
+      },
+      security: [{ apiKey: [] }],
+    },
+    // Routes carry OpenAPI response objects (with content types and headers) rather than bare
+    // JSON Schemas, and the component schemas are added whole.
+    transformObject: (documentObject) => {
+      if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
+      const document = documentObject.openapiObject as { components?: { schemas?: Record<string, unknown> } };
+      document.components = { ...document.components, schemas: { ...document.components?.schemas, ...schemas } };
+      return documentObject.openapiObject;
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}

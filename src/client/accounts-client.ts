@@ -1,0 +1,170 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { limits } from '../domain/limits.js';
+import {
+  AccountNotFoundError,
+  createAccount,
+  deposit,
+  getAccount,
+  LedgerRefusalError,
+  type Account,
+  type Deposit,
+} from '../ledger/accounts.js';
+import type { LedgerPool } from '../ledger/pool.js';
+import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError, type FieldError } from './errors.js';
+import { asUnavailable } from './unavailable.js';
+import { assertIdempotencyKey, assertTenant, chargeRequestSchema } from './validation.js';
+import type { WireDeposit } from './wire.js';
+
+/** The account id is taken with other settings (currency, overdraft): a 409 for HTTP callers. */
+export class AccountConflictError extends ChargeguardError {
+  readonly code = 'account_conflict';
+}
+
+const accountId = z
+  .string()
+  .regex(limits.accountIdPattern, 'must be 1-64 characters of letters, digits, "_", ".", ":" or "-"');
+
+/** Create-account body on the wire; the field rules are the charge body's, so both agree. */
+export function createAccountBodySchema() {
+  const charge = chargeRequestSchema(limits.amountMinorMaxDefault).shape;
+  return z
+    .object({
+      currency: charge.currency,
+      id: accountId.optional().describe('your own id; derived from the Idempotency-Key when omitted'),
+      allow_overdraft: z.boolean().default(false),
+    })
+    .strict();
+}
+
+export function depositBodySchema(amountMinorMax: number) {
+  const charge = chargeRequestSchema(amountMinorMax).shape;
+  return z
+    .object({
+      amount: charge.amount,
+      external_id: z
+        .string()
+        .min(1)
+        .max(limits.idempotencyKeyMaxLength)
+        .regex(/^[\x21-\x7e]+$/, 'must be visible ASCII characters only')
+        .optional()
+        .describe("the payment provider's id for this deposit: a redelivered webhook deposits once"),
+    })
+    .strict();
+}
+
+function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
+  }
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const errors: FieldError[] = parsed.error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') return { field: issue.keys.join(','), message: 'is not a known field' };
+    const missing = issue.code === 'invalid_type' && issue.input === undefined;
+    return { field: issue.path.map(String).join('.') || 'body', message: missing ? 'is required' : issue.message };
+  });
+  throw new ValidationError(errors);
+}
+
+/** A stable account id for a create request that names none: a retry with the same key gets the same account. */
+function accountIdFor(tenant: string, idempotencyKey: string): string {
+  return `acct_${createHash('sha256').update(`${tenant}\n${idempotencyKey}`, 'utf8').digest('hex').slice(0, 24)}`;
+}
+
+/**
+ * Deposit references live in one namespace per tenant; the prefixes keep a header key and a
+ * provider's external id from ever colliding with each other.
+ */
+function depositReference(idempotencyKey: string | null, externalId: string | undefined): string {
+  if (externalId !== undefined) return `external:${externalId}`;
+  if (idempotencyKey !== null) return `key:${idempotencyKey}`;
+  throw new ValidationError([
+    { field: 'Idempotency-Key', message: 'is required (or external_id in the body) so that a retried deposit moves money once' },
+  ]);
+}
+
+export function depositToWire(deposit: Deposit): WireDeposit {
+  return {
+    id: `dep_${deposit.transferId}`,
+    object: 'deposit',
+    account_id: deposit.accountId,
+    amount: deposit.amountMinor,
+    currency: deposit.currency,
+    created_at: deposit.createdAt,
+  };
+}
+
+/**
+ * Accounts and deposits for the surfaces, so none of them runs SQL itself. The ledger functions
+ * already make each operation exactly-once; this module validates and names the errors.
+ */
+export class AccountsClient {
+  constructor(private readonly options: { ledger: LedgerPool; amountMinorMax: number }) {}
+
+  /** Creates the account, or returns it unchanged when the same create is repeated. */
+  async createAccount(
+    tenant: string,
+    idempotencyKey: string | null,
+    body: unknown,
+  ): Promise<{ account: Account; created: boolean }> {
+    assertTenant(tenant);
+    if (idempotencyKey !== null) assertIdempotencyKey(idempotencyKey, 'Idempotency-Key');
+    const request = parseBody(createAccountBodySchema(), body);
+    if (request.id === undefined && idempotencyKey === null) {
+      throw new ValidationError([{ field: 'id', message: 'is required when no Idempotency-Key is given' }]);
+    }
+    const id = request.id ?? accountIdFor(tenant, idempotencyKey!);
+    const result = await this.translate(() =>
+      createAccount(this.options.ledger, { tenant, id, currency: request.currency, allowOverdraft: request.allow_overdraft }),
+    );
+    if ('conflict' in result) {
+      const message = `account ${id} already exists with currency ${result.conflict.currency} and allow_overdraft ${result.conflict.allowOverdraft}`;
+      // Without an explicit id the key chose the id, so a different body under the same key is key reuse.
+      if (request.id === undefined) throw new IdempotencyConflictError(`idempotency key ${idempotencyKey} was already used: ${message}`);
+      throw new AccountConflictError(message);
+    }
+    return result;
+  }
+
+  async getAccount(tenant: string, id: string): Promise<Account> {
+    assertTenant(tenant);
+    const account = await this.translate(() => getAccount(this.options.ledger, tenant, id));
+    if (!account) throw new NotFoundError(`no account ${id}`);
+    return account;
+  }
+
+  /** Exactly-once per (tenant, Idempotency-Key) or (tenant, external_id). */
+  async deposit(
+    tenant: string,
+    accountId: string,
+    idempotencyKey: string | null,
+    body: unknown,
+  ): Promise<{ deposit: Deposit; replayed: boolean }> {
+    assertTenant(tenant);
+    if (idempotencyKey !== null) assertIdempotencyKey(idempotencyKey, 'Idempotency-Key');
+    const request = parseBody(depositBodySchema(this.options.amountMinorMax), body);
+    const reference = depositReference(idempotencyKey, request.external_id);
+    try {
+      const made = await this.translate(() => deposit(this.options.ledger, tenant, accountId, request.amount, reference));
+      return { deposit: made, replayed: made.replayed };
+    } catch (error) {
+      if (error instanceof AccountNotFoundError) throw new NotFoundError(`no account ${accountId}`);
+      if (error instanceof LedgerRefusalError && error.refusal === 'idempotencyConflict') {
+        throw new IdempotencyConflictError(
+          `${request.external_id !== undefined ? 'external_id' : 'idempotency key'} was already used for a different deposit; ` +
+            'use a new key for a new deposit, or resend the original request unchanged',
+        );
+      }
+      throw error;
+    }
+  }
+
+  private async translate<T>(operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (error) {
+      throw asUnavailable(error);
+    }
+  }
+}

@@ -1,0 +1,133 @@
+import { z } from 'zod';
+import type { Charge } from '../domain/charge.js';
+import type { Account } from '../ledger/accounts.js';
+
+/**
+ * The wire format of contract section 6 (JSON, snake_case), in one place so the HTTP API, the MCP
+ * server and the CLI print the same objects. The zod schemas describe what the mappers produce:
+ * the OpenAPI document is generated from them and the tests check responses against them.
+ */
+
+const timestamp = z.string().describe('RFC 3339 timestamp (UTC)');
+const minorUnits = z.number().int().describe("integer amount in the currency's minor unit (cents)");
+
+export const chargeStatusSchema = z.enum([
+  'pending',
+  'reserved',
+  'succeeded',
+  'declined',
+  'cancelled',
+  'partially_refunded',
+  'refunded',
+]);
+
+export const wireChargeSchema = z
+  .object({
+    id: z.string().describe('stable id derived from (tenant, idempotency key)'),
+    object: z.literal('charge'),
+    idempotency_key: z.string(),
+    status: chargeStatusSchema,
+    amount: minorUnits,
+    amount_captured: minorUnits,
+    amount_refunded: minorUnits,
+    currency: z.string().describe('ISO 4217 code, upper case'),
+    order_id: z.string(),
+    payer_account_id: z.string(),
+    payee_account_id: z.string(),
+    capture: z.enum(['automatic', 'manual']),
+    description: z.string().nullable(),
+    metadata: z.record(z.string(), z.string()).nullable(),
+    decline_code: z
+      .enum(['insufficient_funds', 'account_frozen', 'unknown_account', 'currency_mismatch'])
+      .optional()
+      .describe('present when status is declined'),
+    failure_reason: z.string().optional().describe('present when the charge ended without the money moving'),
+    created_at: timestamp,
+    updated_at: timestamp,
+  });
+export type WireCharge = z.infer<typeof wireChargeSchema>;
+
+export function chargeToWire(charge: Charge): WireCharge {
+  return {
+    id: charge.id,
+    object: 'charge',
+    idempotency_key: charge.idempotencyKey,
+    status: charge.status,
+    amount: charge.amountMinor,
+    amount_captured: charge.amountCapturedMinor,
+    amount_refunded: charge.amountRefundedMinor,
+    currency: charge.currency,
+    order_id: charge.orderId,
+    payer_account_id: charge.payerAccountId,
+    payee_account_id: charge.payeeAccountId,
+    capture: charge.captureMode,
+    description: charge.description,
+    metadata: charge.metadata,
+    ...(charge.declineCode ? { decline_code: charge.declineCode } : {}),
+    ...(charge.failureReason ? { failure_reason: charge.failureReason } : {}),
+    created_at: charge.createdAt,
+    updated_at: charge.updatedAt,
+  };
+}
+
+export const wireAccountSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('account'),
+    currency: z.string(),
+    posted: minorUnits.describe('settled balance'),
+    pending: minorUnits.describe('held by charges that are reserved but not captured'),
+    available: minorUnits.describe('posted - pending: what a new charge can use'),
+    allow_overdraft: z.boolean(),
+    created_at: timestamp,
+  });
+export type WireAccount = z.infer<typeof wireAccountSchema>;
+
+export function accountToWire(account: Account): WireAccount {
+  return {
+    id: account.id,
+    object: 'account',
+    currency: account.currency,
+    posted: account.postedMinor,
+    pending: account.pendingMinor,
+    available: account.availableMinor,
+    allow_overdraft: account.allowOverdraft,
+    created_at: account.createdAt,
+  };
+}
+
+export const wireDepositSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('deposit'),
+    account_id: z.string(),
+    amount: minorUnits,
+    currency: z.string(),
+    created_at: timestamp,
+  });
+export type WireDeposit = z.infer<typeof wireDepositSchema>;
+
+export const wireRefundSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('refund'),
+    charge_id: z.string(),
+    amount: minorUnits,
+    status: z.string(),
+    created_at: timestamp,
+  });
+export type WireRefund = z.infer<typeof wireRefundSchema>;
+
+/** RFC 9457 problem details, with the offending fields for validation errors. */
+export const wireProblemSchema = z
+  .object({
+    type: z.string().describe('stable machine-readable code, e.g. idempotency_conflict'),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    instance: z.string().optional(),
+    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+    reason: z.string().optional().describe('for charge_state_conflict: which state refused the operation'),
+    dependency: z.enum(['temporal', 'database']).optional().describe('for service_unavailable'),
+  });
+export type WireProblem = z.infer<typeof wireProblemSchema>;

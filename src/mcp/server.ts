@@ -1,0 +1,154 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { AccountsClient } from '../client/accounts-client.js';
+import type { ChargeClient } from '../client/charge-client.js';
+import { accountToWire, chargeToWire } from '../client/wire.js';
+import { errorResult, okResult } from './tool-results.js';
+
+export interface McpDeps {
+  charges: ChargeClient;
+  accounts: AccountsClient;
+  /** Every tool acts for this tenant only: the API key's on HTTP, the command line's on stdio. */
+  tenant: string;
+  /** How long create_charge waits for the outcome before answering "still processing". */
+  waitBudgetMs: number;
+  version?: string;
+}
+
+const idempotencyKey = z
+  .string()
+  .describe(
+    'Idempotency key of the charge: 1-255 visible ASCII characters you choose once per intended charge ' +
+      '(e.g. "order-1234-attempt-1"). REUSE THE SAME KEY when you retry after an error or timeout: that is ' +
+      'what makes the retry safe. A new key means a new charge.',
+  );
+
+async function run(operation: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  try {
+    return await operation();
+  } catch (error) {
+    return errorResult(error);
+  }
+}
+
+/**
+ * The chargeguard tools for one tenant. Argument checks are the client module's (one message per
+ * field), so the schemas here only state types and meaning for the model.
+ */
+export function createMcpServer(deps: McpDeps): McpServer {
+  const { charges, accounts, tenant } = deps;
+  const server = new McpServer(
+    { name: 'chargeguard', version: deps.version ?? '0.1.0' },
+    {
+      instructions:
+        'Exactly-once charges. Every charge has an idempotency_key that you choose; when a call fails or times ' +
+        'out, call again with the SAME key and the same arguments and you will get the same charge, never a second one.',
+    },
+  );
+
+  server.registerTool(
+    'create_charge',
+    {
+      title: 'Create a charge (exactly once per idempotency_key)',
+      description:
+        'Charges payer_account_id and credits payee_account_id. Safe to retry: with the same idempotency_key and ' +
+        'arguments it returns the original charge instead of charging again. Amounts are integers in minor units ' +
+        '(cents). Status "declined" is a final answer for that key. When `completed` is false the charge is still ' +
+        'processing: call create_charge again with the same key, or get_charge.',
+      inputSchema: {
+        idempotency_key: idempotencyKey,
+        order_id: z.string().describe('your order or invoice id'),
+        payer_account_id: z.string().describe('account to debit'),
+        payee_account_id: z.string().describe('account to credit'),
+        amount: z.number().describe('integer amount in minor units, e.g. 1250 for 12.50'),
+        currency: z.string().describe('ISO 4217 code, upper case, e.g. "USD"; must be both accounts\' currency'),
+        capture: z.enum(['automatic', 'manual']).optional().describe('"manual" only reserves; capture_charge moves the money'),
+        description: z.string().optional(),
+        metadata: z.record(z.string(), z.string()).optional(),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    ({ idempotency_key, ...body }) =>
+      run(async () => {
+        const answer = await charges.charge(tenant, idempotency_key, body, { waitMs: deps.waitBudgetMs });
+        const charge = chargeToWire(answer.charge);
+        const summary = !answer.completed
+          ? `Charge ${charge.id} is still processing (status ${charge.status}). Call create_charge again with the same idempotency_key, or get_charge.`
+          : `${answer.replayed ? 'Replayed: this key was already used for this charge; no new charge was made. ' : ''}Charge ${charge.id} is ${charge.status}.`;
+        return okResult(summary, { charge, replayed: answer.replayed, completed: answer.completed });
+      }),
+  );
+
+  server.registerTool(
+    'get_charge',
+    {
+      title: 'Get a charge',
+      description: 'The charge created with this idempotency_key, as it stands now (refunds included).',
+      inputSchema: { idempotency_key: idempotencyKey },
+      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    ({ idempotency_key }) =>
+      run(async () => {
+        const charge = chargeToWire(await charges.getCharge(tenant, idempotency_key));
+        return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
+      }),
+  );
+
+  server.registerTool(
+    'cancel_charge',
+    {
+      title: 'Cancel a charge that has not succeeded',
+      description:
+        'Releases the hold of a pending or reserved (manual-capture) charge. Repeating it is harmless. A succeeded ' +
+        'charge cannot be cancelled: use refund_charge.',
+      inputSchema: { idempotency_key: idempotencyKey },
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    ({ idempotency_key }) =>
+      run(async () => {
+        const charge = chargeToWire(await charges.cancelCharge(tenant, idempotency_key));
+        return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
+      }),
+  );
+
+  server.registerTool(
+    'capture_charge',
+    {
+      title: 'Capture a manual-capture charge',
+      description: 'Moves the reserved money: all of it, or `amount` of it (the rest is released). Repeating it is harmless.',
+      inputSchema: {
+        idempotency_key: idempotencyKey,
+        amount: z.number().optional().describe('capture less than reserved, in minor units; omit to capture all'),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    ({ idempotency_key, amount }) =>
+      run(async () => {
+        const charge = chargeToWire(await charges.captureCharge(tenant, idempotency_key, amount ?? null));
+        return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
+      }),
+  );
+
+  registerRefundTool(server, deps);
+
+  server.registerTool(
+    'get_account_balance',
+    {
+      title: 'Get an account balance',
+      description: 'posted (settled), pending (reserved by charges not yet captured) and available (posted - pending), in minor units.',
+      inputSchema: { account_id: z.string() },
+      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    ({ account_id }) =>
+      run(async () => {
+        const account = accountToWire(await accounts.getAccount(tenant, account_id));
+        return okResult(`Account ${account.id}: ${account.available} ${account.currency} available.`, { account });
+      }),
+  );
+
+  return server;
+}
+
+/** Refunds arrive with the lifecycle work (issue 3); registered once ChargeClient.refund exists. */
+function registerRefundTool(_server: McpServer, _deps: McpDeps): void {}

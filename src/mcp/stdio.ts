@@ -1,0 +1,25 @@
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { AccountsClient } from '../client/accounts-client.js';
+import type { AppContext } from '../runtime/app-context.js';
+import { createMcpServer } from './server.js';
+
+/**
+ * Serves the tools over stdin/stdout for one tenant until stdin closes. Stdout belongs to the
+ * protocol: anything human goes to stderr.
+ */
+export async function serveMcpOverStdio(context: AppContext, tenant: string): Promise<void> {
+  const server = createMcpServer({
+    charges: context.charges,
+    accounts: new AccountsClient({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
+    tenant,
+    waitBudgetMs: context.config.CHARGE_WAIT_BUDGET_MS,
+  });
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+    process.stdin.once('end', () => resolve());
+  });
+  await server.connect(transport);
+  await closed;
+  await server.close();
+}
