@@ -87,7 +87,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   // An empty body with a JSON content type (curl -H 'Content-Type: application/json' -X POST)
   // means "no fields", as for a cancel or a full capture.
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
+  // JSON only: a text/plain body would otherwise arrive as a string and fail as "not an object".
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: bodyLimitBytes }, (request, body, done) => {
     if (body.toString().trim() === '') {
       done(null, undefined);

@@ -57,7 +57,7 @@ function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
   }
-  const parsed = schema.safeParse(body);
+  const parsed = schema.safeParse(body, { reportInput: true });
   if (parsed.success) return parsed.data;
   const errors: FieldError[] = parsed.error.issues.map((issue) => {
     if (issue.code === 'unrecognized_keys') return { field: issue.keys.join(','), message: 'is not a known field' };

@@ -57,7 +57,7 @@ export function parseChargeRequest(body: unknown, amountMinorMax: number): Charg
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
   }
-  const parsed = chargeRequestSchema(amountMinorMax).safeParse(body);
+  const parsed = chargeRequestSchema(amountMinorMax).safeParse(body, { reportInput: true });
   if (!parsed.success) throw new ValidationError(fieldErrors(parsed.error));
   const b = parsed.data;
   return {
