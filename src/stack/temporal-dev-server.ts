@@ -1,0 +1,283 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { hasExited, killOnParentExit, terminate } from './child-process.js';
+import { findFreePorts } from './free-port.js';
+import { LogSink } from './log-sink.js';
+import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
+import { resolveTemporalCliPath } from './temporal-cli.js';
+import { isPortAccepting, pollUntil } from './wait.js';
+
+export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';
+
+/** Custom search attributes the charge workflows are indexed by (DESIGN.md). */
+export const chargeSearchAttributes: Readonly<Record<string, SearchAttributeKind>> = {
+  ChargeTenant: 'Keyword',
+  ChargeOrderId: 'Keyword',
+  ChargePayerAccountId: 'Keyword',
+  ChargeStatus: 'Keyword',
+};
+
+// Wire values of temporal.api.enums.v1.IndexedValueType; spelled out here so we need no direct
+// dependency on @temporalio/proto just for an enum.
+const indexedValueTypeByKind: Readonly<Record<SearchAttributeKind, number>> = {
+  Text: 1,
+  Keyword: 2,
+  Int: 3,
+  Double: 4,
+  Bool: 5,
+  Datetime: 6,
+  KeywordList: 7,
+};
+
+export interface TemporalDevServerOptions {
+  /** SQLite file holding all Temporal state; created on first start, reused afterwards. */
+  dbFilePath: string;
+  /** Frontend gRPC port; a free port when omitted. */
+  port?: number;
+  /** Web UI port; a free port when omitted, no UI at all when null. */
+  uiPort?: number | null;
+  namespace?: string;
+  /** Where the server's stdout/stderr are appended. */
+  logFilePath?: string;
+  startTimeoutMs?: number;
+  /** How long SIGTERM may take before SIGKILL. */
+  stopTimeoutMs?: number;
+  /** Defaults to {@link chargeSearchAttributes}. */
+  searchAttributes?: Readonly<Record<string, SearchAttributeKind>>;
+  /** Extra `--dynamic-config-value KEY=JSON` pairs. */
+  dynamicConfigValues?: Readonly<Record<string, unknown>>;
+  /** Defaults to {@link resolveTemporalCliPath}. */
+  cliPath?: string;
+}
+
+export interface TemporalDevServer {
+  /** host:port for Connection.connect / NativeConnection.connect. */
+  address: string;
+  uiUrl: string | null;
+  stop(): Promise<void>;
+}
+
+const host = '127.0.0.1';
+const defaultStartTimeoutMs = 30_000;
+const defaultStopTimeoutMs = 10_000;
+const maxPortRaceAttempts = 3;
+
+class StartFailure extends Error {
+  constructor(
+    message: string,
+    readonly portTaken: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Starts `temporal server start-dev` persisted to a SQLite file and resolves once the frontend
+ * answers gRPC calls, the namespace exists and the search attributes are registered.
+ */
+export async function startTemporalDevServer(opts: TemporalDevServerOptions): Promise<TemporalDevServer> {
+  const cliPath = opts.cliPath ?? resolveTemporalCliPath();
+  const deadlineMs = Date.now() + (opts.startTimeoutMs ?? defaultStartTimeoutMs);
+  // Free ports we pick can be taken by someone else before the server binds them; only then is a
+  // retry with fresh ports meaningful.
+  const portsArePicked = opts.port === undefined || opts.uiPort === undefined;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(cliPath, opts, deadlineMs);
+    } catch (err) {
+      const retry = err instanceof StartFailure && err.portTaken && portsArePicked && attempt < maxPortRaceAttempts;
+      if (!retry || Date.now() >= deadlineMs) throw err;
+    }
+  }
+}
+
+async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadlineMs: number): Promise<TemporalDevServer> {
+  const namespace = opts.namespace ?? 'default';
+  const searchAttributes = opts.searchAttributes ?? chargeSearchAttributes;
+  const dbFilePath = resolve(opts.dbFilePath);
+  await mkdir(dirname(dbFilePath), { recursive: true });
+
+  const [pickedPort, pickedUiPort] = await findFreePorts(2, host);
+  const port = opts.port ?? pickedPort!;
+  const uiPort = opts.uiPort === null ? null : (opts.uiPort ?? pickedUiPort!);
+  const args = buildArgs({ dbFilePath, port, uiPort, namespace, searchAttributes, dynamicConfigValues: opts.dynamicConfigValues ?? {} });
+
+  const stopTimeoutMs = opts.stopTimeoutMs ?? defaultStopTimeoutMs;
+  const sink = new LogSink(opts.logFilePath);
+  const lockPath = `${dbFilePath}.server.json`;
+  try {
+    await reclaimServerLock(lockPath, {
+      what: `Temporal SQLite file ${dbFilePath}`,
+      stopSignal: 'SIGTERM',
+      graceMs: stopTimeoutMs,
+      log: (line) => sink.note(line),
+    });
+  } catch (err) {
+    await sink.close();
+    throw err;
+  }
+  sink.note(`starting ${cliPath} ${args.join(' ')}`);
+  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let spawnError: Error | null = null;
+  child.on('error', (err) => {
+    spawnError = err;
+    sink.note(`spawn error: ${err.message}`);
+  });
+  child.stdout?.on('data', (chunk: Buffer) => sink.write(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => sink.write(chunk));
+  child.on('exit', (code, signal) => sink.note(`server exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`));
+  const removeExitHook = killOnParentExit(child);
+
+  const address = `${host}:${port}`;
+  try {
+    if (child.pid !== undefined) await writeServerLock(lockPath, child.pid);
+    await waitUntilReady({ child, address, port, uiPort, namespace, deadlineMs, spawnError: () => spawnError });
+    await ensureSearchAttributes(address, namespace, searchAttributes, deadlineMs);
+  } catch (err) {
+    await terminate(child, { signal: 'SIGTERM', graceMs: stopTimeoutMs }).catch(() => undefined);
+    removeExitHook();
+    await removeServerLock(lockPath);
+    await sink.close();
+    const reason = err instanceof Error ? err.message : String(err);
+    const tail = sink.tail();
+    throw new StartFailure(
+      `Temporal dev server (${cliPath}) failed to start on ${address}: ${reason}` +
+        (opts.logFilePath ? ` (full log: ${opts.logFilePath})` : '') +
+        (tail ? `\n--- last server output ---\n${tail}` : ''),
+      /address already in use|can't (set|use default) .*port/i.test(tail),
+    );
+  }
+
+  let stopping: Promise<void> | null = null;
+  return {
+    address,
+    uiUrl: uiPort === null ? null : `http://${host}:${uiPort}`,
+    stop: () => {
+      stopping ??= (async () => {
+        try {
+          const { forced } = await terminate(child, { signal: 'SIGTERM', graceMs: stopTimeoutMs });
+          if (forced) sink.note(`server ignored SIGTERM for ${stopTimeoutMs} ms and was killed`);
+        } finally {
+          removeExitHook();
+          await removeServerLock(lockPath);
+          await sink.close();
+        }
+      })();
+      return stopping;
+    },
+  };
+}
+
+function buildArgs(p: {
+  dbFilePath: string;
+  port: number;
+  uiPort: number | null;
+  namespace: string;
+  searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
+  dynamicConfigValues: Readonly<Record<string, unknown>>;
+}): string[] {
+  const args = ['server', 'start-dev', '--db-filename', p.dbFilePath, '--ip', host, '--port', String(p.port)];
+  args.push(...(p.uiPort === null ? ['--headless'] : ['--ui-port', String(p.uiPort)]));
+  // "default" is always created by the dev server; naming it again would only register it twice.
+  if (p.namespace !== 'default') args.push('--namespace', p.namespace);
+  // Only takes effect when the namespace is first created; ensureSearchAttributes covers the rest.
+  for (const [name, kind] of Object.entries(p.searchAttributes)) args.push('--search-attribute', `${name}=${kind}`);
+  for (const [key, value] of Object.entries(p.dynamicConfigValues)) {
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+  }
+  args.push('--log-level', 'warn');
+  return args;
+}
+
+async function waitUntilReady(p: {
+  child: ChildProcess;
+  address: string;
+  port: number;
+  uiPort: number | null;
+  namespace: string;
+  deadlineMs: number;
+  spawnError: () => Error | null;
+}): Promise<void> {
+  const died = (): boolean => p.spawnError() !== null || hasExited(p.child);
+  const diedError = (): Error =>
+    p.spawnError() ?? new Error(`server process exited early (code ${p.child.exitCode ?? 'null'}, signal ${p.child.signalCode ?? 'null'})`);
+
+  const portOpen = await pollUntil(() => isPortAccepting(p.port, host), { deadlineMs: p.deadlineMs, shouldAbort: died });
+  if (died()) throw diedError();
+  if (!portOpen.ok) throw new Error(`gRPC port ${p.port} did not accept connections before the deadline`);
+
+  // The port opens before the frontend can serve requests, so ask it something real.
+  const serving = await pollUntil(
+    () =>
+      withConnection(p.address, p.deadlineMs, async (connection) => {
+        await connection.withDeadline(p.deadlineMs, () => connection.workflowService.getSystemInfo({}));
+        await connection.withDeadline(p.deadlineMs, () => connection.workflowService.describeNamespace({ namespace: p.namespace }));
+        return true;
+      }),
+    { deadlineMs: p.deadlineMs, intervalMs: 200, shouldAbort: died },
+  );
+  if (died()) throw diedError();
+  if (!serving.ok) throw new Error(`frontend did not answer getSystemInfo/describeNamespace before the deadline: ${describe(serving.lastError)}`);
+
+  if (p.uiPort !== null) {
+    const uiPort = p.uiPort;
+    const uiOpen = await pollUntil(() => isPortAccepting(uiPort, host), { deadlineMs: p.deadlineMs, shouldAbort: died });
+    if (died()) throw diedError();
+    if (!uiOpen.ok) throw new Error(`Web UI port ${uiPort} did not accept connections before the deadline`);
+  }
+}
+
+/**
+ * The dev server only applies --search-attribute when it creates the namespace, so a SQLite file
+ * from an earlier version of this list would silently lack newer attributes. Registering them
+ * through the operator API keeps the list in this file authoritative for existing files too.
+ */
+async function ensureSearchAttributes(
+  address: string,
+  namespace: string,
+  wanted: Readonly<Record<string, SearchAttributeKind>>,
+  deadlineMs: number,
+): Promise<void> {
+  if (Object.keys(wanted).length === 0) return;
+  await withConnection(address, deadlineMs, async (connection) => {
+    const existing = await connection.withDeadline(deadlineMs, () =>
+      connection.operatorService.listSearchAttributes({ namespace }),
+    );
+    const custom = existing.customAttributes ?? {};
+    const missing: Record<string, number> = {};
+    for (const [name, kind] of Object.entries(wanted)) {
+      const wantedType = indexedValueTypeByKind[kind];
+      const actualType = custom[name];
+      if (actualType === undefined || actualType === null) {
+        missing[name] = wantedType;
+      } else if (Number(actualType) !== wantedType) {
+        throw new Error(
+          `search attribute ${name} exists with type ${String(actualType)} but ${kind} (${wantedType}) is required; ` +
+            'delete the Temporal SQLite file to start over',
+        );
+      }
+    }
+    if (Object.keys(missing).length > 0) {
+      await connection.withDeadline(deadlineMs, () =>
+        connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing }),
+      );
+    }
+  });
+}
+
+async function withConnection<T>(address: string, deadlineMs: number, fn: (connection: Connection) => Promise<T>): Promise<T> {
+  const connectTimeoutMs = Math.max(1, Math.min(5_000, deadlineMs - Date.now()));
+  const connection = await Connection.connect({ address, connectTimeout: connectTimeoutMs });
+  try {
+    return await fn(connection);
+  } finally {
+    await connection.close();
+  }
+}
+
+function describe(err: unknown): string {
+  if (err === undefined) return 'no response';
+  return err instanceof Error ? err.message : String(err);
+}

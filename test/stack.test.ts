@@ -1,0 +1,152 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findFreePort } from '../src/stack/free-port.js';
+import { startLocalStack, type LocalStack } from '../src/stack/stack.js';
+
+const stackTimeoutMs = 120_000;
+
+/** Resolves with the socket error code, or 'connected' if something still listens. */
+function probe(host: string, port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    socket.setTimeout(2_000, () => {
+      socket.destroy();
+      resolve('timeout');
+    });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('connected');
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+function hostPort(urlOrAddress: string): { host: string; port: number } {
+  const url = new URL(urlOrAddress.includes('://') ? urlOrAddress : `tcp://${urlOrAddress}`);
+  return { host: url.hostname, port: Number(url.port) };
+}
+
+async function withPg<T>(databaseUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+async function withTemporal<T>(address: string, fn: (connection: Connection) => Promise<T>): Promise<T> {
+  const connection = await Connection.connect({ address });
+  try {
+    return await fn(connection);
+  } finally {
+    await connection.close();
+  }
+}
+
+describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
+  let dataRoot: string;
+  let running: LocalStack | null = null;
+  const savedEnv = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS, DATABASE_URL: process.env.DATABASE_URL };
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    // Both servers must be started by the stack, not borrowed from the environment.
+    delete process.env.TEMPORAL_ADDRESS;
+    delete process.env.DATABASE_URL;
+    dataRoot = await mkdtemp(join(tmpdir(), 'chargeguard-stack-'));
+    // mkdtemp makes the dir 0700; when we run as root, PostgreSQL runs as the `postgres` OS user,
+    // which must be able to enter it.
+    await chmod(dataRoot, 0o755);
+  });
+
+  afterAll(async () => {
+    await running?.stop();
+    process.env.TEMPORAL_ADDRESS = savedEnv.TEMPORAL_ADDRESS;
+    process.env.DATABASE_URL = savedEnv.DATABASE_URL;
+    if (savedEnv.TEMPORAL_ADDRESS === undefined) delete process.env.TEMPORAL_ADDRESS;
+    if (savedEnv.DATABASE_URL === undefined) delete process.env.DATABASE_URL;
+    if (dataRoot) await rm(dataRoot, { recursive: true, force: true });
+  }, stackTimeoutMs);
+
+  const start = async (): Promise<LocalStack> => {
+    running = await startLocalStack({
+      dataDir: join(dataRoot, 'data'),
+      temporalUiPort: await findFreePort(),
+      log: (line) => lines.push(line),
+    });
+    return running;
+  };
+
+  const stop = async (stack: LocalStack): Promise<void> => {
+    await stack.stop();
+    running = null;
+  };
+
+  it(
+    'serves PostgreSQL and Temporal, and frees every port on stop',
+    async () => {
+      const stack = await start();
+      expect(stack.temporalUiUrl).not.toBeNull();
+
+      const one = await withPg(stack.databaseUrl, async (client) => {
+        await client.query('create table stack_survivor (note text primary key)');
+        await client.query("insert into stack_survivor values ('written before restart')");
+        return (await client.query<{ one: number }>('select 1 as one')).rows[0]?.one;
+      });
+      expect(one).toBe(1);
+
+      await withTemporal(stack.temporalAddress, async (connection) => {
+        const info = await connection.workflowService.getSystemInfo({});
+        expect(info.serverVersion).toMatch(/^1\./);
+        const attributes = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
+        expect(Object.keys(attributes.customAttributes ?? {})).toEqual(
+          expect.arrayContaining(['ChargeTenant', 'ChargeOrderId', 'ChargePayerAccountId', 'ChargeStatus']),
+        );
+        // No worker is needed to start a workflow; it proves Temporal state survives a restart.
+        await new Client({ connection }).workflow.start('stackPersistenceProbe', {
+          taskQueue: 'stack-test',
+          workflowId: 'stack-persistence-probe',
+        });
+      });
+
+      const ui = await fetch(stack.temporalUiUrl!);
+      expect(ui.status).toBe(200);
+
+      const endpoints = [hostPort(stack.temporalAddress), hostPort(stack.databaseUrl), hostPort(stack.temporalUiUrl!)];
+      await stop(stack);
+      // stop() resolves only after both processes exited, so the ports must be closed right away.
+      for (const { host, port } of endpoints) {
+        expect(await probe(host, port), `${host}:${port}`).toBe('ECONNREFUSED');
+      }
+    },
+    stackTimeoutMs,
+  );
+
+  it(
+    'keeps PostgreSQL and Temporal data across a restart on the same data dir',
+    async () => {
+      const stack = await start();
+      const notes = await withPg(stack.databaseUrl, async (client) => {
+        return (await client.query<{ note: string }>('select note from stack_survivor')).rows.map((r) => r.note);
+      });
+      expect(notes).toEqual(['written before restart']);
+
+      const status = await withTemporal(stack.temporalAddress, async (connection) => {
+        const handle = new Client({ connection }).workflow.getHandle('stack-persistence-probe');
+        return (await handle.describe()).status.name;
+      });
+      expect(status).toBe('RUNNING');
+
+      await stop(stack);
+      expect(lines.some((line) => line.startsWith('postgres: embedded server ready'))).toBe(true);
+    },
+    stackTimeoutMs,
+  );
+});
