@@ -1,4 +1,5 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +49,13 @@ async function withTemporal<T>(address: string, fn: (connection: Connection) => 
   } finally {
     await connection.close();
   }
+}
+
+/** A pid that certainly belonged to a process which has exited. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  await new Promise((resolve) => child.once('exit', resolve));
+  return child.pid!;
 }
 
 describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
@@ -146,6 +154,43 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
 
       await stop(stack);
       expect(lines.some((line) => line.startsWith('postgres: embedded server ready'))).toBe(true);
+    },
+    stackTimeoutMs,
+  );
+
+  it(
+    'stops servers orphaned by a dead owner before starting on the same data dir',
+    async () => {
+      const orphaned = await start();
+      const oldEndpoints = [hostPort(orphaned.temporalAddress), hostPort(orphaned.databaseUrl)];
+      // Pretend the process that started them was SIGKILLed: its servers keep running, and the lock
+      // files name an owner that no longer exists.
+      const owner = await deadPid();
+      for (const lockPath of [join(dataRoot, 'data', 'temporal.sqlite.server.json'), join(dataRoot, 'data', 'postgres.server.json')]) {
+        const lock = JSON.parse(await readFile(lockPath, 'utf8')) as Record<string, unknown>;
+        await writeFile(lockPath, JSON.stringify({ ...lock, ownerPid: owner, ownerStartTicks: null }));
+      }
+
+      const stack = await start();
+      for (const { host, port } of oldEndpoints) {
+        expect(await probe(host, port), `orphan ${host}:${port}`).toBe('ECONNREFUSED');
+      }
+      const notes = await withPg(stack.databaseUrl, async (client) => (await client.query('select note from stack_survivor')).rowCount);
+      expect(notes).toBe(1);
+      await stop(stack);
+      await orphaned.stop(); // already gone; must not hang or throw
+    },
+    stackTimeoutMs,
+  );
+
+  it(
+    'refuses to start on a data dir that a live stack is using',
+    async () => {
+      const first = await start();
+      await expect(startLocalStack({ dataDir: join(dataRoot, 'data'), temporalUiPort: null })).rejects.toThrow(/already in use by process/);
+      // The failed second start must not have disturbed the first.
+      expect(await withPg(first.databaseUrl, async (client) => (await client.query('select 1')).rowCount)).toBe(1);
+      await stop(first);
     },
     stackTimeoutMs,
   );

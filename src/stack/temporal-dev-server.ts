@@ -67,7 +67,8 @@ const maxPortRaceAttempts = 3;
 class StartFailure extends Error {
   constructor(
     message: string,
-    readonly portTaken: boolean,
+    /** A port we picked ourselves was taken before the server could bind it. */
+    readonly pickedPortTaken: boolean,
   ) {
     super(message);
   }
@@ -80,14 +81,13 @@ class StartFailure extends Error {
 export async function startTemporalDevServer(opts: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const cliPath = opts.cliPath ?? resolveTemporalCliPath();
   const deadlineMs = Date.now() + (opts.startTimeoutMs ?? defaultStartTimeoutMs);
-  // Free ports we pick can be taken by someone else before the server binds them; only then is a
-  // retry with fresh ports meaningful.
-  const portsArePicked = opts.port === undefined || opts.uiPort === undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       return await startOnce(cliPath, opts, deadlineMs);
     } catch (err) {
-      const retry = err instanceof StartFailure && err.portTaken && portsArePicked && attempt < maxPortRaceAttempts;
+      // A free port we picked can be taken by someone else before the server binds it; only then
+      // is a retry with fresh ports meaningful.
+      const retry = err instanceof StartFailure && err.pickedPortTaken && attempt < maxPortRaceAttempts;
       if (!retry || Date.now() >= deadlineMs) throw err;
     }
   }
@@ -99,9 +99,12 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   const dbFilePath = resolve(opts.dbFilePath);
   await mkdir(dirname(dbFilePath), { recursive: true });
 
-  const [pickedPort, pickedUiPort] = await findFreePorts(2, host);
-  const port = opts.port ?? pickedPort!;
-  const uiPort = opts.uiPort === null ? null : (opts.uiPort ?? pickedUiPort!);
+  const [freePort, freeUiPort] = await findFreePorts(2, host);
+  const port = opts.port ?? freePort!;
+  const uiPort = opts.uiPort === null ? null : (opts.uiPort ?? freeUiPort!);
+  const pickedPorts = new Set<number>();
+  if (opts.port === undefined) pickedPorts.add(port);
+  if (opts.uiPort === undefined && uiPort !== null) pickedPorts.add(uiPort);
   const args = buildArgs({ dbFilePath, port, uiPort, namespace, searchAttributes, dynamicConfigValues: opts.dynamicConfigValues ?? {} });
 
   const stopTimeoutMs = opts.stopTimeoutMs ?? defaultStopTimeoutMs;
@@ -120,11 +123,15 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   }
   sink.note(`starting ${cliPath} ${args.join(' ')}`);
   const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Aborts all waiting as soon as the server dies: no point in waiting for the deadline then.
+  const serverGone = new AbortController();
   let spawnError: Error | null = null;
   child.on('error', (err) => {
     spawnError = err;
     sink.note(`spawn error: ${err.message}`);
+    serverGone.abort();
   });
+  child.on('exit', () => serverGone.abort());
   child.stdout?.on('data', (chunk: Buffer) => sink.write(chunk));
   child.stderr?.on('data', (chunk: Buffer) => sink.write(chunk));
   child.on('exit', (code, signal) => sink.note(`server exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`));
@@ -133,7 +140,7 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   const address = `${host}:${port}`;
   try {
     if (child.pid !== undefined) await writeServerLock(lockPath, child.pid);
-    await waitUntilReady({ child, address, port, uiPort, namespace, deadlineMs, spawnError: () => spawnError });
+    await waitUntilReady({ child, address, port, uiPort, namespace, deadlineMs, serverGone: serverGone.signal, spawnError: () => spawnError });
     await ensureSearchAttributes(address, namespace, searchAttributes, deadlineMs);
   } catch (err) {
     await terminate(child, { signal: 'SIGTERM', graceMs: stopTimeoutMs }).catch(() => undefined);
@@ -146,7 +153,7 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
       `Temporal dev server (${cliPath}) failed to start on ${address}: ${reason}` +
         (opts.logFilePath ? ` (full log: ${opts.logFilePath})` : '') +
         (tail ? `\n--- last server output ---\n${tail}` : ''),
-      /address already in use|can't (set|use default) .*port/i.test(tail),
+      takenPorts(tail).some((taken) => pickedPorts.has(taken)),
     );
   }
 
@@ -198,13 +205,14 @@ async function waitUntilReady(p: {
   uiPort: number | null;
   namespace: string;
   deadlineMs: number;
+  serverGone: AbortSignal;
   spawnError: () => Error | null;
 }): Promise<void> {
-  const died = (): boolean => p.spawnError() !== null || hasExited(p.child);
+  const died = (): boolean => p.serverGone.aborted || hasExited(p.child);
   const diedError = (): Error =>
     p.spawnError() ?? new Error(`server process exited early (code ${p.child.exitCode ?? 'null'}, signal ${p.child.signalCode ?? 'null'})`);
 
-  const portOpen = await pollUntil(() => isPortAccepting(p.port, host), { deadlineMs: p.deadlineMs, shouldAbort: died });
+  const portOpen = await pollUntil(() => isPortAccepting(p.port, host), { deadlineMs: p.deadlineMs, signal: p.serverGone });
   if (died()) throw diedError();
   if (!portOpen.ok) throw new Error(`gRPC port ${p.port} did not accept connections before the deadline`);
 
@@ -216,14 +224,14 @@ async function waitUntilReady(p: {
         await connection.withDeadline(p.deadlineMs, () => connection.workflowService.describeNamespace({ namespace: p.namespace }));
         return true;
       }),
-    { deadlineMs: p.deadlineMs, intervalMs: 200, shouldAbort: died },
+    { deadlineMs: p.deadlineMs, intervalMs: 200, signal: p.serverGone },
   );
   if (died()) throw diedError();
   if (!serving.ok) throw new Error(`frontend did not answer getSystemInfo/describeNamespace before the deadline: ${describe(serving.lastError)}`);
 
   if (p.uiPort !== null) {
     const uiPort = p.uiPort;
-    const uiOpen = await pollUntil(() => isPortAccepting(uiPort, host), { deadlineMs: p.deadlineMs, shouldAbort: died });
+    const uiOpen = await pollUntil(() => isPortAccepting(uiPort, host), { deadlineMs: p.deadlineMs, signal: p.serverGone });
     if (died()) throw diedError();
     if (!uiOpen.ok) throw new Error(`Web UI port ${uiPort} did not accept connections before the deadline`);
   }
@@ -269,12 +277,23 @@ async function ensureSearchAttributes(
 
 async function withConnection<T>(address: string, deadlineMs: number, fn: (connection: Connection) => Promise<T>): Promise<T> {
   const connectTimeoutMs = Math.max(1, Math.min(5_000, deadlineMs - Date.now()));
-  const connection = await Connection.connect({ address, connectTimeout: connectTimeoutMs });
+  // Not Connection.connect(): when connecting fails it leaves the gRPC channel open, and every
+  // failed poll would leak one that keeps the process alive.
+  const connection = Connection.lazy({ address, connectTimeout: connectTimeoutMs });
   try {
+    await connection.ensureConnected();
     return await fn(connection);
   } finally {
     await connection.close();
   }
+}
+
+/** Ports the server's output reports as already in use ("can't set UI port 8233: … address already in use"). */
+function takenPorts(output: string): number[] {
+  return output
+    .split('\n')
+    .filter((line) => /address already in use/i.test(line))
+    .flatMap((line) => [...line.matchAll(/port (\d+)/gi)].map((m) => Number(m[1])));
 }
 
 function describe(err: unknown): string {

@@ -2,26 +2,38 @@ import { connect } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 
 /**
- * Polls `probe` until it returns true or `deadlineMs` (a Date.now() timestamp) passes.
- * Returns false on deadline; errors thrown by `probe` count as "not yet" and the last one is
- * reported through `lastError` so the caller can include it in its own error.
+ * Polls `probe` until it returns true, `deadlineMs` (a Date.now() timestamp) passes, or `signal`
+ * aborts / `shouldAbort` says so between probes (e.g. the server process died, so waiting longer
+ * is pointless). Only `signal` can cut a hanging probe short. Errors thrown by `probe`
+ * count as "not yet"; the last one is returned so callers can put it in their own error.
  */
 export async function pollUntil(
   probe: () => Promise<boolean>,
-  opts: { deadlineMs: number; intervalMs?: number; shouldAbort?: () => boolean },
+  opts: { deadlineMs: number; intervalMs?: number; signal?: AbortSignal; shouldAbort?: () => boolean },
 ): Promise<{ ok: boolean; lastError: unknown }> {
   const intervalMs = opts.intervalMs ?? 100;
+  const signal = opts.signal;
+  // A probe may hang (e.g. a connect timeout); abort must not wait for it.
+  const aborted =
+    signal === undefined
+      ? null
+      : new Promise<'aborted'>((resolve) => {
+          if (signal.aborted) resolve('aborted');
+          else signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+        });
   let lastError: unknown = undefined;
   for (;;) {
-    if (opts.shouldAbort?.() === true) return { ok: false, lastError };
+    if (signal?.aborted === true || opts.shouldAbort?.() === true) return { ok: false, lastError };
     try {
-      if (await probe()) return { ok: true, lastError: undefined };
+      const result = await (aborted === null ? probe() : Promise.race([probe(), aborted]));
+      if (result === 'aborted') return { ok: false, lastError };
+      if (result) return { ok: true, lastError: undefined };
     } catch (err) {
       lastError = err;
     }
     const remainingMs = opts.deadlineMs - Date.now();
     if (remainingMs <= 0) return { ok: false, lastError };
-    await delay(Math.min(intervalMs, remainingMs));
+    await delay(Math.min(intervalMs, remainingMs), undefined, signal === undefined ? {} : { signal }).catch(() => undefined);
   }
 }
 
