@@ -1,7 +1,15 @@
 #!/usr/bin/env node
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command } from 'commander';
+import { registerAccountsCommand } from './commands/accounts.js';
+import { registerApiKeysCommand } from './commands/api-keys.js';
+import { registerApiCommand } from './commands/api.js';
+import { registerCancelCommand } from './commands/cancel.js';
+import { registerCaptureCommand } from './commands/capture.js';
+import { registerChargeCommand } from './commands/charge.js';
 import { registerDemoCommand } from './commands/demo.js';
+import { registerMcpCommand } from './commands/mcp.js';
+import { registerStatusCommand } from './commands/status.js';
 import { registerStartCommand } from './commands/start.js';
 import { registerWorkerCommand } from './commands/worker.js';
 
@@ -16,6 +24,14 @@ const program = new Command()
 registerStartCommand(program);
 registerWorkerCommand(program);
 registerDemoCommand(program);
+registerApiCommand(program);
+registerMcpCommand(program);
+registerChargeCommand(program);
+registerStatusCommand(program);
+registerCancelCommand(program);
+registerCaptureCommand(program);
+registerAccountsCommand(program);
+registerApiKeysCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`error: ${(error as Error).message}\n`);

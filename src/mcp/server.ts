@@ -28,7 +28,12 @@ async function run(operation: () => Promise<CallToolResult>): Promise<CallToolRe
   try {
     return await operation();
   } catch (error) {
-    return errorResult(error);
+    const result = errorResult(error);
+    // Unexpected failures reach the model only as "internal_error"; the operator needs the cause.
+    if ((result.structuredContent as { error: { type: string } }).error.type === 'internal_error') {
+      process.stderr.write(`chargeguard MCP tool failed: ${(error as Error).stack ?? String(error)}\n`);
+    }
+    return result;
   }
 }
 

@@ -1,0 +1,62 @@
+import type { Command } from 'commander';
+import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../../auth/api-keys.js';
+import { NotFoundError } from '../../client/errors.js';
+import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
+
+function describeKey(key: ApiKeyRecord): string {
+  return `${key.id}  tenant ${key.tenant}  ${key.keyPrefix}…  ${key.label ?? ''}  created ${key.createdAt}${key.revokedAt ? `  REVOKED ${key.revokedAt}` : ''}`;
+}
+
+function keyToJson(key: ApiKeyRecord) {
+  return { id: key.id, tenant: key.tenant, key_prefix: key.keyPrefix, label: key.label, created_at: key.createdAt, revoked_at: key.revokedAt };
+}
+
+export function registerApiKeysCommand(program: Command): void {
+  const keys = program.command('api-keys').description('per-tenant API keys for the HTTP API and MCP over HTTP (stored as hashes only)');
+
+  const create = keys.command('create').description('create a key; it is printed once and cannot be shown again').option('--label <text>', 'what the key is for');
+  addTenantOption(create);
+  addOutputOption(create);
+  create.action((options: { tenant?: string; label?: string; json?: boolean }) =>
+    runCommand(options, async () => {
+      const tenant = tenantFrom(options);
+      const cli = await openCliLedger();
+      try {
+        const { key, record } = await createApiKey(cli.ledger, tenant, options.label ?? null);
+        print(options, { ...keyToJson(record), key }, `${key}\n(${record.id} for tenant ${tenant}: store it now, it is not kept in clear)`);
+      } finally {
+        await cli.close();
+      }
+    }),
+  );
+
+  const list = keys.command('list').description('keys (prefixes only), all tenants unless --tenant');
+  list.option('--tenant <id>', 'only this tenant');
+  addOutputOption(list);
+  list.action((options: { tenant?: string; json?: boolean }) =>
+    runCommand(options, async () => {
+      const cli = await openCliLedger();
+      try {
+        const found = await listApiKeys(cli.ledger, options.tenant ?? null);
+        print(options, found.map(keyToJson), found.length === 0 ? 'no keys' : found.map(describeKey).join('\n'));
+      } finally {
+        await cli.close();
+      }
+    }),
+  );
+
+  const revoke = keys.command('revoke').description('revoke a key at once (by its id, key_…)').argument('<key-id>');
+  addOutputOption(revoke);
+  revoke.action((id: string, options: { json?: boolean }) =>
+    runCommand(options, async () => {
+      const cli = await openCliLedger();
+      try {
+        const revoked = await revokeApiKey(cli.ledger, id);
+        if (!revoked) throw new NotFoundError(`no API key ${id}`);
+        print(options, keyToJson(revoked), describeKey(revoked));
+      } finally {
+        await cli.close();
+      }
+    }),
+  );
+}

@@ -1,0 +1,26 @@
+import type { Command } from 'commander';
+import { chargeToWire } from '../../client/wire.js';
+import { addOutputOption, addTenantOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
+
+export function registerCaptureCommand(program: Command): void {
+  const command = program
+    .command('capture')
+    .description('capture a manual-capture charge, all of it or --amount of it; repeating it is harmless')
+    .argument('<idempotency-key>', 'the key the charge was created with')
+    .option('--amount <minor-units>', 'capture less than reserved; the rest is released');
+  addTenantOption(command);
+  addOutputOption(command);
+  command.action((key: string, options: { tenant?: string; amount?: string; json?: boolean }) =>
+    runCommand(options, async () => {
+      const tenant = tenantFrom(options);
+      const amount = minorUnitsOption(options.amount, 'amount') ?? null;
+      const context = await openCliContext();
+      try {
+        const charge = chargeToWire(await context.charges.captureCharge(tenant, key, amount));
+        print(options, charge, describeCharge(charge));
+      } finally {
+        await context.close();
+      }
+    }),
+  );
+}

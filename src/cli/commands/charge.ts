@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { chargeToWire } from '../../client/wire.js';
+import { addOutputOption, addTenantOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
+
+interface ChargeOptions {
+  tenant?: string;
+  key: string;
+  order: string;
+  payer: string;
+  payee: string;
+  amount: string;
+  currency: string;
+  manual?: boolean;
+  description?: string;
+  waitMs?: string;
+  json?: boolean;
+}
+
+export function registerChargeCommand(program: Command): void {
+  const command = program
+    .command('charge')
+    .description('charge an order exactly once: rerun with the same --key after any failure and it will not charge twice')
+    .requiredOption('--key <idempotency-key>', 'idempotency key, reused verbatim on every retry')
+    .requiredOption('--order <id>', 'order id')
+    .requiredOption('--payer <account>', 'account to debit')
+    .requiredOption('--payee <account>', 'account to credit')
+    .requiredOption('--amount <minor-units>', 'integer amount in minor units (cents)')
+    .requiredOption('--currency <code>', 'ISO 4217 code, e.g. USD')
+    .option('--manual', 'only reserve the money; `capture` moves it')
+    .option('--description <text>', 'free text kept with the charge')
+    .option('--wait-ms <ms>', 'how long to wait for the outcome before reporting "still processing"');
+  addTenantOption(command);
+  addOutputOption(command);
+  command.action((options: ChargeOptions) =>
+    runCommand(options, async () => {
+      const tenant = tenantFrom(options);
+      const body = {
+        order_id: options.order,
+        payer_account_id: options.payer,
+        payee_account_id: options.payee,
+        amount: minorUnitsOption(options.amount, 'amount'),
+        currency: options.currency,
+        capture: options.manual ? 'manual' : 'automatic',
+        ...(options.description ? { description: options.description } : {}),
+      };
+      const context = await openCliContext();
+      try {
+        const waitMs = options.waitMs === undefined ? undefined : Number(options.waitMs);
+        const answer = await context.charges.charge(tenant, options.key, body, waitMs === undefined ? {} : { waitMs });
+        const charge = chargeToWire(answer.charge);
+        const note = !answer.completed ? '  (still processing: rerun with the same --key)' : answer.replayed ? '  (replayed: nothing new was charged)' : '';
+        print(options, { charge, replayed: answer.replayed, completed: answer.completed }, `${describeCharge(charge)}${note}`);
+      } finally {
+        await context.close();
+      }
+    }),
+  );
+}

@@ -1,0 +1,149 @@
+import type { Command } from 'commander';
+import { AccountsClient } from '../../client/accounts-client.js';
+import {
+  ChargeguardError,
+  ChargeStateConflictError,
+  IdempotencyConflictError,
+  NotFoundError,
+  UnavailableError,
+  ValidationError,
+} from '../../client/errors.js';
+import { asUnavailable } from '../../client/unavailable.js';
+import { loadConfig } from '../../config.js';
+import { migrateLedger } from '../../ledger/migrate.js';
+import { createLedgerPool, type LedgerPool } from '../../ledger/pool.js';
+import { openAppContext, type AppContext } from '../../runtime/app-context.js';
+
+/**
+ * What the charge, account and key commands share: where the servers are, which tenant, how to
+ * print, and one exit code per kind of failure so scripts can tell "retry" from "fix the request".
+ */
+
+export const exitCodes = {
+  failed: 1,
+  /** The request is wrong (validation, key reused with another request): fix it, do not retry. */
+  invalid: 2,
+  notFound: 3,
+  /** A state conflict (cancel after success…). */
+  conflict: 4,
+  /** Temporal or PostgreSQL unreachable: retry the same command later, it is safe. */
+  unavailable: 75,
+} as const;
+
+export interface OutputOptions {
+  json?: boolean;
+}
+
+export function addOutputOption(command: Command): Command {
+  return command.option('--json', 'print JSON (for scripts) instead of a human summary');
+}
+
+export function addTenantOption(command: Command): Command {
+  return command.option('--tenant <id>', 'tenant to act for (default: $CHARGEGUARD_TENANT)');
+}
+
+export function tenantFrom(options: { tenant?: string }): string {
+  const tenant = options.tenant ?? process.env.CHARGEGUARD_TENANT;
+  if (!tenant) throw new UsageError('--tenant is required (or set CHARGEGUARD_TENANT)');
+  return tenant;
+}
+
+export class UsageError extends Error {}
+
+function requireEndpoint(name: 'TEMPORAL_ADDRESS' | 'DATABASE_URL', value: string | undefined): string {
+  if (!value) {
+    throw new UsageError(`${name} is not set: point it at the servers \`chargeguard start\` printed (or at your own)`);
+  }
+  return value;
+}
+
+/** Temporal and the ledger, for commands that run charges. */
+export async function openCliContext(): Promise<AppContext> {
+  const config = loadConfig();
+  return openAppContext(config, {
+    temporalAddress: requireEndpoint('TEMPORAL_ADDRESS', config.TEMPORAL_ADDRESS),
+    databaseUrl: requireEndpoint('DATABASE_URL', config.DATABASE_URL),
+  });
+}
+
+/** The ledger alone, for commands that only touch accounts and keys. */
+export async function openCliLedger(): Promise<{ ledger: LedgerPool; accounts: AccountsClient; close(): Promise<void> }> {
+  const config = loadConfig();
+  const databaseUrl = requireEndpoint('DATABASE_URL', config.DATABASE_URL);
+  await migrateLedger(databaseUrl);
+  const ledger = createLedgerPool({ databaseUrl, maxConnections: 2 });
+  return {
+    ledger,
+    accounts: new AccountsClient({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
+    close: () => ledger.end(),
+  };
+}
+
+export function print(options: OutputOptions, value: unknown, human: string): void {
+  process.stdout.write(options.json ? `${JSON.stringify(value, null, 2)}\n` : `${human}\n`);
+}
+
+/** Parses an integer option in minor units; the client module judges the range. */
+export function minorUnitsOption(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^-?\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) {
+    throw new ValidationError([{ field: flag, message: 'must be an integer number of minor units (cents)' }]);
+  }
+  return value;
+}
+
+/** Runs a command body, printing a failure the way the command's output mode asks, with its exit code. */
+export async function runCommand(options: OutputOptions, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (raw) {
+    const error = asUnavailable(raw);
+    const code = exitCodeFor(error);
+    if (options.json) {
+      const payload: Record<string, unknown> = {
+        error: {
+          type: error instanceof ChargeguardError ? error.code : error instanceof UsageError ? 'usage' : 'internal_error',
+          detail: (error as Error).message,
+          ...(error instanceof ValidationError ? { errors: error.errors } : {}),
+          ...(error instanceof ChargeStateConflictError ? { reason: error.reason } : {}),
+        },
+      };
+      process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
+    } else {
+      process.stderr.write(`error: ${(error as Error).message}\n`);
+      if (error instanceof UnavailableError) process.stderr.write('retry the same command later: it will not run twice\n');
+    }
+    process.exitCode = code;
+  }
+}
+
+function exitCodeFor(error: unknown): number {
+  if (error instanceof ValidationError || error instanceof IdempotencyConflictError || error instanceof UsageError) return exitCodes.invalid;
+  if (error instanceof NotFoundError) return exitCodes.notFound;
+  if (error instanceof ChargeStateConflictError) return exitCodes.conflict;
+  if (error instanceof UnavailableError) return exitCodes.unavailable;
+  if (error instanceof ChargeguardError) return exitCodes.conflict;
+  return exitCodes.failed;
+}
+
+export function describeCharge(charge: {
+  id: string;
+  status: string;
+  amount: number;
+  amount_captured: number;
+  amount_refunded: number;
+  currency: string;
+  payer_account_id: string;
+  payee_account_id: string;
+  idempotency_key: string;
+  decline_code?: string;
+  failure_reason?: string;
+}): string {
+  const why = charge.decline_code ?? charge.failure_reason;
+  return (
+    `${charge.id}  ${charge.status}${why ? ` (${why})` : ''}  ${charge.amount} ${charge.currency} minor units  ` +
+    `${charge.payer_account_id} -> ${charge.payee_account_id}  captured ${charge.amount_captured}, refunded ${charge.amount_refunded}  ` +
+    `key ${charge.idempotency_key}`
+  );
+}

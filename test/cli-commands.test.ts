@@ -1,0 +1,111 @@
+import { execFile } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { balanceOf, captureCount, expectLedgerInvariants, newKey, newTenant, openHarness, type Harness } from './support/harness.js';
+import { openTestApi, type TestApi } from './api-support.js';
+
+let h: Harness;
+let api: TestApi;
+beforeAll(async () => {
+  h = await openHarness();
+  api = await openTestApi();
+});
+afterAll(async () => {
+  await api?.close();
+  await h?.close();
+});
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
+
+/** Runs the real CLI in a child process, as a user or a script would. */
+function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+  const stack = inject('stack');
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        let json: unknown;
+        try {
+          json = JSON.parse(stdout);
+        } catch {
+          json = undefined;
+        }
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr, json });
+      },
+    );
+  });
+}
+
+describe('the CLI', () => {
+  // Each command is a real process start (a few seconds on a busy two-core machine).
+  it('api-keys, accounts, deposits and charges from the command line, with --json and exit codes', { timeout: 300_000 }, async () => {
+    const tenant = newTenant('cli');
+    const key = await cli(['api-keys', 'create', '--tenant', tenant, '--label', 'cli test', '--json']);
+    expect(key.code, key.stderr).toBe(0);
+    expect(key.json).toMatchObject({ tenant, label: 'cli test' });
+    expect(key.json.key).toMatch(/^cgk_/);
+    const unauthenticated = await api.request('/v1/accounts/payer', { apiKey: 'cgk_wrong' });
+    expect(unauthenticated.status).toBe(401);
+
+    expect((await cli(['accounts', 'create', '--tenant', tenant, '--id', 'payer', '--currency', 'USD'])).code).toBe(0);
+    expect((await cli(['accounts', 'create', '--tenant', tenant, '--id', 'payee', '--currency', 'USD'])).code).toBe(0);
+    const deposit = await cli(['accounts', 'deposit', 'payer', '--tenant', tenant, '--amount', '5000', '--reference', 'cli-funding', '--json']);
+    expect(deposit.json).toMatchObject({ replayed: false, deposit: { amount: 5_000, account_id: 'payer' } });
+    const redeposit = await cli(['accounts', 'deposit', 'payer', '--tenant', tenant, '--amount', '5000', '--reference', 'cli-funding', '--json']);
+    expect(redeposit.json.replayed).toBe(true);
+
+    // The key the CLI printed works against the HTTP API, for this tenant's account.
+    const viaApi = await api.request('/v1/accounts/payer', { apiKey: key.json.key });
+    expect(viaApi.status).toBe(200);
+    expect(viaApi.body.posted).toBe(5_000);
+
+    const chargeKey = newKey('cli');
+    const chargeArgs = ['charge', '--tenant', tenant, '--key', chargeKey, '--order', 'o-cli', '--payer', 'payer', '--payee', 'payee', '--amount', '1200', '--currency', 'USD'];
+    const first = await cli([...chargeArgs, '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.json).toMatchObject({ replayed: false, completed: true, charge: { status: 'succeeded', amount: 1_200 } });
+    const again = await cli(chargeArgs);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/succeeded.*replayed: nothing new was charged/s);
+
+    const status = await cli(['status', chargeKey, '--tenant', tenant, '--json']);
+    expect(status.json).toEqual(first.json.charge);
+    const cancel = await cli(['cancel', chargeKey, '--tenant', tenant, '--json']);
+    expect(cancel.code).toBe(4);
+    expect(cancel.json.error).toMatchObject({ type: 'charge_state_conflict', reason: 'ChargeAlreadySucceeded' });
+    const invalid = await cli(['charge', ...chargeArgs.slice(1, 3), '--key', newKey(), ...chargeArgs.slice(5, 11), '--amount', '0', '--currency', 'USD', '--json']);
+    expect(invalid.code).toBe(2);
+    expect(invalid.json.error.errors).toContainEqual({ field: 'amount', message: 'must be at least 1' });
+    const missing = await cli(['status', newKey('nobody'), '--tenant', tenant]);
+    expect(missing.code).toBe(3);
+    expect(missing.stderr).toMatch(/no charge/);
+
+    expect(await captureCount(h.pool, tenant, chargeKey)).toBe(1);
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(5_000 - 1_200);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('says what is missing when the servers are not named, and revokes keys', { timeout: 120_000 }, async () => {
+    const noServers = await cli(['status', 'k', '--tenant', 'x'], { TEMPORAL_ADDRESS: undefined });
+    expect(noServers.code).toBe(2);
+    expect(noServers.stderr).toMatch(/TEMPORAL_ADDRESS is not set/);
+
+    const tenant = newTenant('cli-revoke');
+    const created = await cli(['api-keys', 'create', '--tenant', tenant, '--json']);
+    expect((await api.request('/v1/accounts/none', { apiKey: created.json.key })).status).toBe(404);
+    const revoked = await cli(['api-keys', 'revoke', created.json.id, '--json']);
+    expect(revoked.code).toBe(0);
+    expect(revoked.json.revoked_at).not.toBeNull();
+    expect((await api.request('/v1/accounts/none', { apiKey: created.json.key })).status).toBe(401);
+    const listed = await cli(['api-keys', 'list', '--tenant', tenant, '--json']);
+    expect(listed.json).toHaveLength(1);
+    expect(JSON.stringify(listed.json)).not.toContain(created.json.key);
+  });
+});
