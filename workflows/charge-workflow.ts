@@ -1,4 +1,11 @@
-import { allHandlersFinished, condition, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  allHandlersFinished,
+  condition,
+  isCancellation,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Charge } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
 import {
@@ -42,7 +49,9 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
   setHandler(
     captureChargeUpdate,
     async ({ amountMinor }) => {
-      captureMinor ??= amountMinor;
+      // The first capture asked for decides the amount; `??=` would let a later one overwrite a
+      // null (capture everything) before the workflow acted on it.
+      if (captureMinor === undefined) captureMinor = amountMinor;
       await condition(() => !isOpen(charge));
       assertCapturable(charge, amountMinor);
       return charge;
@@ -50,21 +59,30 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
     { validator: ({ amountMinor }) => assertCapturable(charge, amountMinor) },
   );
 
+  // Compensation and the reads it relies on run even when the workflow itself is being cancelled
+  // (Web UI, `temporal workflow cancel`): a cancelled workflow must not leave its hold behind.
   async function compensate(reason: string): Promise<Charge> {
-    try {
-      return (await ledger.cancelCharge(intent, reason)).charge;
-    } catch (error) {
-      // Confirm did commit before its answer was lost: the money moved, so the charge succeeded.
-      if (isLedgerRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
-      throw error;
-    }
+    return CancellationScope.nonCancellable(async () => {
+      try {
+        return (await ledger.cancelCharge(intent, reason)).charge;
+      } catch (error) {
+        // Confirm did commit before its answer was lost: the money moved, so the charge succeeded.
+        if (isLedgerRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
+        throw error;
+      }
+    });
   }
 
   async function readLedger(): Promise<Charge> {
-    const row = await ledger.readCharge(tenant, idempotencyKey);
+    const row = await CancellationScope.nonCancellable(() => ledger.readCharge(tenant, idempotencyKey));
     // A plain Error fails the workflow task, not the charge: it retries until the bug is fixed.
     if (!row) throw new Error(`ledger has no row for charge ${idempotencyKey} after it answered`);
     return row.charge;
+  }
+
+  /** A Temporal cancellation request is one more way of asking to cancel. */
+  function reasonFor(error: unknown, otherwise: string): string {
+    return isCancellation(error) ? cancelReasons.requestedByCaller : otherwise;
   }
 
   async function reserve(): Promise<Charge> {
@@ -74,7 +92,7 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
       if (isLedgerRefusal(error, 'IdempotencyConflict')) throw error;
       // Cancelled before this Try (an earlier execution of the key, or a cancel that won the race).
       if (isLedgerRefusal(error, 'HoldCancelled')) return readLedger();
-      return compensate(cancelReasons.ledgerUnavailable);
+      return compensate(reasonFor(error, cancelReasons.ledgerUnavailable));
     }
   }
 
@@ -83,7 +101,7 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
       return (await ledger.confirmCharge(tenant, idempotencyKey, amountMinor)).charge;
     } catch (error) {
       if (isLedgerRefusal(error, 'HoldCancelled')) return readLedger();
-      return compensate(cancelReasons.confirmFailed);
+      return compensate(reasonFor(error, cancelReasons.confirmFailed));
     }
   }
 
@@ -91,7 +109,13 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
 
   if (charge.status === 'reserved') {
     if (intent.request.captureMode === 'manual') {
-      const asked = await condition(() => cancelRequested || captureMinor !== undefined, policy.holdTtlMs);
+      const asked = await condition(() => cancelRequested || captureMinor !== undefined, policy.holdTtlMs).catch(
+        (error: unknown) => {
+          if (!isCancellation(error)) throw error;
+          cancelRequested = true;
+          return true;
+        },
+      );
       if (!asked) charge = await compensate(cancelReasons.holdExpired);
       else if (cancelRequested) charge = await compensate(cancelReasons.requestedByCaller);
       else charge = await capture(captureMinor ?? null);
@@ -103,6 +127,6 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
   }
 
   if (isOpen(charge)) throw new Error(`charge ${idempotencyKey} would end while ${charge.status}; this is a bug`);
-  await condition(allHandlersFinished);
+  await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
   return charge;
 }
