@@ -1,2 +1,4 @@
 export { createLedgerActivities } from './ledger-activities.js';
 export type { LedgerActivities, LedgerActivityHooks, LedgerStep } from './ledger-activities.js';
+export { createRefundActivities } from './refund-activities.js';
+export type { RefundActivities, RefundActivityHooks } from './refund-activities.js';

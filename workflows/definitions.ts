@@ -1,8 +1,10 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
+import type { Refund, RefundIntent } from '../src/domain/refund.js';
 
 export const chargeTaskQueue = 'charges';
 export const chargeWorkflowType = 'ChargeWorkflow';
+export const refundWorkflowType = 'RefundWorkflow';
 
 /** Timeouts and budgets of one charge, fixed at start so every replay sees the same ones. */
 export interface ChargePolicy {
@@ -34,3 +36,18 @@ export interface CaptureArgs {
 export const chargeStatusQuery = defineQuery<Charge>('status');
 export const cancelChargeUpdate = defineUpdate<Charge, []>('cancel');
 export const captureChargeUpdate = defineUpdate<Charge, [CaptureArgs]>('capture');
+
+export interface RefundWorkflowInput {
+  intent: RefundIntent;
+  /** The refund as callers see it until the ledger answers (status pending). */
+  pending: Refund;
+  /** Only the activity timeout applies: a refund holds nothing, so it is retried until it is answered. */
+  policy: Pick<ChargePolicy, 'activityStartToCloseMs'>;
+}
+
+/** What a refund workflow's memo carries, for callers that attach to it (as ChargeMemo). */
+export interface RefundMemo {
+  fingerprint: string;
+}
+
+export const refundStatusQuery = defineQuery<Refund>('status');

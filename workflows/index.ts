@@ -1,1 +1,2 @@
 export { ChargeWorkflow } from './charge-workflow.js';
+export { RefundWorkflow } from './refund-workflow.js';

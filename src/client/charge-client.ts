@@ -7,23 +7,34 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
+import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { ApplicationFailure } from '@temporalio/common';
-import type { Charge, ChargeIntent, ChargeRequest } from '../domain/charge.js';
+import type { Charge, ChargeIntent, ChargeRequest, ChargeStatus } from '../domain/charge.js';
 import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
-import { chargeStateRefusals, ledgerRefusals } from '../domain/refusals.js';
+import { limits } from '../domain/limits.js';
+import { refundWorkflowId, type Refund, type RefundIntent } from '../domain/refund.js';
+import { chargeStateRefusals, ledgerRefusals, refundRefusals } from '../domain/refusals.js';
 import { getAccounts } from '../ledger/accounts.js';
-import { readCharge } from '../ledger/charges.js';
+import { readCharge, type LedgerCharge } from '../ledger/charges.js';
+import { listCharges, type ChargePage } from '../ledger/listing.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import { listRefunds, readRefund } from '../ledger/refunds.js';
 import {
   cancelChargeUpdate,
   captureChargeUpdate,
   chargeStatusQuery,
   chargeTaskQueue,
+  refundStatusQuery,
+  refundWorkflowType,
   type ChargeMemo,
   type ChargePolicy,
   type ChargeWorkflowInput,
+  type RefundMemo,
+  type RefundWorkflowInput,
 } from '../../workflows/definitions.js';
 import type { ChargeWorkflow } from '../../workflows/charge-workflow.js';
+import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
 import {
   ChargeStateConflictError,
   IdempotencyConflictError,
@@ -55,6 +66,42 @@ export interface ChargeReply {
 }
 
 type ChargeHandle = WorkflowHandle<typeof ChargeWorkflow>;
+type RefundHandle = WorkflowHandle<typeof RefundWorkflow>;
+
+/** What a refund call answers, as ChargeReply does for a charge. */
+export interface RefundReply {
+  refund: Refund;
+  /** True when the refund key was already known: this call started nothing. */
+  replayed: boolean;
+  /** False when the wait budget ran out first; the refund goes on and the same call later returns it. */
+  completed: boolean;
+}
+
+/** Filters for finding charges; every one optional, newest first. */
+export interface ChargeListQuery {
+  orderId?: string;
+  payerAccountId?: string;
+  status?: ChargeStatus;
+  /** 1 to 100; 20 when omitted. */
+  limit?: number;
+  /** Idempotency key of the last charge of the previous page. */
+  startingAfter?: string;
+}
+
+/**
+ * The ledger refused the refund (more than is left to refund, or a payee that cannot pay it back).
+ * A decision, recorded: the same refund key gets this answer forever. Surfaces map it as the 409
+ * it extends; `refund` is the failed refund as the ledger recorded it.
+ */
+export class RefundRefusedError extends ChargeStateConflictError {
+  constructor(readonly refund: Refund) {
+    const failure = refundRefusals[refund.failureCode ?? 'exceeds_refundable'];
+    super(
+      failure.type,
+      `refund ${refund.refundKey} of ${refund.amountMinor} on charge ${refund.chargeKey} was refused: ${failure.hint}`,
+    );
+  }
+}
 
 /**
  * The one module that owns the idempotency rules. Every surface (HTTP API, MCP server, CLI, the
@@ -154,6 +201,118 @@ export class ChargeClient {
     );
   }
 
+  /**
+   * Refund a captured charge, all that is left of it (`{}`) or `{amount}` of it, exactly once per
+   * refund key. A repeated request returns the first result; the same refund key with another
+   * amount is an IdempotencyConflictError; a refused refund is a RefundRefusedError, every time.
+   */
+  async refund(
+    tenant: string,
+    chargeKey: string,
+    refundKey: string,
+    body: unknown,
+    options: { waitMs?: number } = {},
+  ): Promise<RefundReply> {
+    return this.translate(async () => {
+      const intent = this.buildRefundIntent(tenant, chargeKey, refundKey, body);
+      const charge = await readCharge(this.options.ledger, tenant, chargeKey);
+      // Refused before anything starts: a captured charge stays captured, so a replay of an
+      // accepted refund key always passes these checks again.
+      if (!charge) throw new NotFoundError(`no charge with idempotency key ${chargeKey}`);
+      if (charge.holdState !== 'CONFIRMED') {
+        throw refusal('notCaptured', `charge ${chargeKey} is ${charge.charge.status}`);
+      }
+      const attached = await this.startOrAttachRefund(intent, charge);
+      if ('settled' in attached) return { refund: refusedOrSucceeded(attached.settled), replayed: true, completed: true };
+      const { handle, started } = attached;
+      const waitMs = Math.min(options.waitMs ?? this.options.waitBudgetMs, this.options.waitBudgetMs);
+      const outcome = await this.waitForOutcome(handle, waitMs);
+      if (outcome) return { refund: refusedOrSucceeded(outcome), replayed: !started, completed: true };
+      return { refund: await handle.query(refundStatusQuery), replayed: !started, completed: false };
+    });
+  }
+
+  /** One refund as it stands: the ledger's decision, or pending while its workflow runs. */
+  async getRefund(tenant: string, chargeKey: string, refundKey: string): Promise<Refund> {
+    return this.translate(async () => {
+      assertTenant(tenant);
+      assertIdempotencyKey(chargeKey, 'charge_key');
+      assertIdempotencyKey(refundKey, 'refund_key');
+      const row = await readRefund(this.options.ledger, tenant, chargeKey, refundKey);
+      if (row) return row.refund;
+      const handle = this.refundHandleFor(tenant, chargeKey, refundKey);
+      try {
+        const description = await handle.describe();
+        if (description.status.name === 'RUNNING') return await handle.query(refundStatusQuery);
+        const settled = await readRefund(this.options.ledger, tenant, chargeKey, refundKey);
+        if (settled) return settled.refund;
+        return await handle.result(); // closed without a ledger row: its failure is all there is
+      } catch (error) {
+        if (error instanceof WorkflowNotFoundError) throw new NotFoundError(`no refund ${refundKey} of charge ${chargeKey}`);
+        throw error;
+      }
+    });
+  }
+
+  /** Every refund of one charge, refused ones included, oldest first. */
+  async listRefunds(tenant: string, chargeKey: string): Promise<Refund[]> {
+    return this.translate(async () => {
+      assertTenant(tenant);
+      assertIdempotencyKey(chargeKey, 'charge_key');
+      if (!(await readCharge(this.options.ledger, tenant, chargeKey))) {
+        throw new NotFoundError(`no charge with idempotency key ${chargeKey}`);
+      }
+      return listRefunds(this.options.ledger, tenant, chargeKey);
+    });
+  }
+
+  /**
+   * Charges by order id, payer account and status, newest first, from the ledger (which keeps
+   * every key forever; Temporal's visibility forgets closed workflows after the retention period).
+   */
+  async listCharges(tenant: string, query: ChargeListQuery = {}): Promise<ChargePage> {
+    return this.translate(async () => {
+      assertTenant(tenant);
+      const errors: FieldError[] = [];
+      const limit = query.limit ?? 20;
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100) errors.push({ field: 'limit', message: 'must be between 1 and 100' });
+      if (query.status !== undefined && !chargeStatuses.has(query.status)) {
+        errors.push({ field: 'status', message: `must be one of ${[...chargeStatuses].join(', ')}` });
+      }
+      if (query.orderId !== undefined && (query.orderId.length < 1 || query.orderId.length > limits.orderIdMaxLength)) {
+        errors.push({ field: 'order_id', message: `must be 1-${limits.orderIdMaxLength} characters` });
+      }
+      if (query.payerAccountId !== undefined && !limits.accountIdPattern.test(query.payerAccountId)) {
+        errors.push({ field: 'payer_account_id', message: 'is not a valid account id' });
+      }
+      if (errors.length > 0) throw new ValidationError(errors);
+      if (query.startingAfter !== undefined) assertIdempotencyKey(query.startingAfter, 'starting_after');
+      return listCharges(this.options.ledger, tenant, {
+        orderId: query.orderId ?? null,
+        payerAccountId: query.payerAccountId ?? null,
+        status: query.status ?? null,
+        limit,
+        startingAfter: query.startingAfter ?? null,
+      });
+    });
+  }
+
+  /** Validates a refund request and builds its intent: the same (tenant, keys, body) always gives the same intent. */
+  buildRefundIntent(tenant: string, chargeKey: string, refundKey: string, body: unknown): RefundIntent {
+    assertTenant(tenant);
+    assertIdempotencyKey(chargeKey, 'charge_key');
+    assertIdempotencyKey(refundKey, 'idempotency_key');
+    const amountMinor = parseRefundBody(body, this.options.amountMinorMax);
+    return {
+      tenant,
+      chargeKey,
+      refundKey,
+      refundId: `re_${sha256Hex(`${tenant}\n${chargeKey}\n${refundKey}`).slice(0, 24)}`,
+      fingerprint: sha256Hex(canonicalJson({ amount: amountMinor })),
+      amountMinor,
+    };
+  }
+
   /** Validates the request and builds the intent: the same (tenant, key, body) always gives the same intent. */
   buildIntent(tenant: string, idempotencyKey: string, body: unknown): ChargeIntent {
     assertTenant(tenant);
@@ -229,7 +388,7 @@ export class ChargeClient {
    * Waits at most `waitMs` for the workflow's result. The wait is a gRPC deadline on the long poll,
    * so nothing keeps polling after the caller has been answered.
    */
-  private async waitForOutcome(handle: ChargeHandle, waitMs: number): Promise<Charge | null> {
+  private async waitForOutcome<T>(handle: { result(): Promise<T> }, waitMs: number): Promise<T | null> {
     if (waitMs <= 0) return null;
     try {
       return await this.options.temporal.withDeadline(Date.now() + waitMs, () => handle.result());
@@ -264,6 +423,47 @@ export class ChargeClient {
     } finally {
       abort.abort();
     }
+  }
+
+  /** As startOrAttach, for refunds: Temporal rejects the second start, the memo or the ledger judges the request. */
+  private async startOrAttachRefund(
+    intent: RefundIntent,
+    charge: LedgerCharge,
+  ): Promise<{ handle: RefundHandle; started: boolean } | { settled: Refund }> {
+    const { tenant, chargeKey, refundKey } = intent;
+    const memo: RefundMemo = { fingerprint: intent.fingerprint };
+    const input: RefundWorkflowInput = {
+      intent,
+      pending: pendingRefund(intent, charge, new Date()),
+      policy: { activityStartToCloseMs: this.options.policy.activityStartToCloseMs },
+    };
+    try {
+      const handle = await this.options.temporal.workflow.start<typeof RefundWorkflow>(refundWorkflowType, {
+        taskQueue: this.taskQueue,
+        workflowId: refundWorkflowId(tenant, chargeKey, refundKey),
+        args: [input],
+        memo: { ...memo },
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        workflowIdConflictPolicy: 'FAIL',
+      });
+      return { handle, started: true };
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+    const handle = this.refundHandleFor(tenant, chargeKey, refundKey);
+    const description = await handle.describe();
+    const firstFingerprint = (description.memo as Partial<RefundMemo> | undefined)?.fingerprint;
+    if (firstFingerprint === intent.fingerprint) return { handle, started: false };
+    const row = await readRefund(this.options.ledger, tenant, chargeKey, refundKey);
+    if (row && row.fingerprint === intent.fingerprint) return { settled: row.refund };
+    throw new IdempotencyConflictError(
+      `refund key ${refundKey} was already used for a different refund of charge ${chargeKey}; ` +
+        'use a new refund key for a new refund, or resend the original request unchanged',
+    );
+  }
+
+  private refundHandleFor(tenant: string, chargeKey: string, refundKey: string): RefundHandle {
+    return this.options.temporal.workflow.getHandle<typeof RefundWorkflow>(refundWorkflowId(tenant, chargeKey, refundKey));
   }
 
   private async liveCharge(handle: ChargeHandle): Promise<Charge> {
@@ -307,6 +507,10 @@ export class ChargeClient {
       if (error instanceof WorkflowFailedError) {
         const refusal = applicationFailureIn(error);
         if (refusal?.type === ledgerRefusals.idempotencyConflict.type) throw new IdempotencyConflictError(refusal.message);
+        if (refusal?.type === ledgerRefusals.chargeNotFound.type) throw new NotFoundError(refusal.message);
+        if (refusal?.type === ledgerRefusals.chargeNotCaptured.type) {
+          throw new ChargeStateConflictError(refusal.type, refusal.message);
+        }
       }
       throw asUnavailable(error);
     }
@@ -341,4 +545,61 @@ function stateConflictFrom(cause: unknown): ChargeStateConflictError | null {
 /** An update that reached the workflow just as it closed: the ledger has the answer. */
 function isCompletedDuringUpdate(error: unknown): boolean {
   return /workflow execution already completed/i.test((error as Error | null)?.message ?? '');
+}
+
+const chargeStatuses: ReadonlySet<ChargeStatus> = new Set<ChargeStatus>([
+  'pending',
+  'reserved',
+  'succeeded',
+  'declined',
+  'cancelled',
+  'partially_refunded',
+  'refunded',
+]);
+
+// The package is CommonJS whose typings claim an ES default export; require() sees the real shape.
+const canonicalize = createRequire(import.meta.url)('canonicalize') as (input: unknown) => string | undefined;
+
+function canonicalJson(value: unknown): string {
+  const canonical = canonicalize(value);
+  if (canonical === undefined) throw new Error('request cannot be canonicalised');
+  return canonical;
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** The refund body on the wire: `{}` (refund all that is left) or `{amount}`. */
+function parseRefundBody(body: unknown, amountMinorMax: number): number | null {
+  if (body === undefined || body === null) return null;
+  if (typeof body !== 'object' || Array.isArray(body)) {
+    throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
+  }
+  const unknownFields = Object.keys(body).filter((field) => field !== 'amount');
+  if (unknownFields.length > 0) throw new ValidationError([{ field: unknownFields.join(','), message: 'is not a known field' }]);
+  return parseOptionalAmount((body as { amount?: unknown }).amount, 'amount', amountMinorMax);
+}
+
+/** A refused refund is an error for the caller, the same one on every replay. */
+function refusedOrSucceeded(refund: Refund): Refund {
+  if (refund.status === 'failed') throw new RefundRefusedError(refund);
+  return refund;
+}
+
+/** The refund before the ledger has answered: what was asked, on which charge. */
+function pendingRefund(intent: RefundIntent, charge: LedgerCharge, at: Date): Refund {
+  return {
+    id: intent.refundId,
+    tenant: intent.tenant,
+    chargeKey: intent.chargeKey,
+    chargeId: charge.charge.id,
+    refundKey: intent.refundKey,
+    amountMinor: intent.amountMinor,
+    requestedAmountMinor: intent.amountMinor,
+    currency: charge.charge.currency,
+    status: 'pending',
+    failureCode: null,
+    createdAt: at.toISOString(),
+  };
 }

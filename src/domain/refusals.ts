@@ -16,6 +16,10 @@ export const ledgerRefusals = {
   holdAlreadyCaptured: { type: 'HoldAlreadyCaptured', sqlState: 'CGH04' },
   /** Capture of more than is held, or of less than the minimum amount. */
   invalidCaptureAmount: { type: 'InvalidCaptureAmount', sqlState: 'CGA01' },
+  /** Refund of a charge the ledger has never heard of. */
+  chargeNotFound: { type: 'ChargeNotFound', sqlState: 'CGN02' },
+  /** Refund of a charge that is not captured (declined, cancelled, or still held). */
+  chargeNotCaptured: { type: 'ChargeNotCaptured', sqlState: 'CGR01' },
 } as const;
 
 export type LedgerRefusalName = keyof typeof ledgerRefusals;
@@ -36,6 +40,22 @@ export const chargeStateRefusals = {
   notManualCapture: { type: 'ChargeNotManualCapture', hint: 'only charges created with capture "manual" wait for a capture' },
   captureAmountInvalid: { type: 'CaptureAmountInvalid', hint: 'capture between 1 and the authorised amount' },
   captureAmountConflict: { type: 'CaptureAmountConflict', hint: 'the charge was already captured with another amount' },
+  notCaptured: {
+    type: 'ChargeNotCaptured',
+    hint: 'only a captured charge can be refunded; capture it first, or cancel it to release the hold',
+  },
+} as const;
+
+/** Why the ledger refused a refund (recorded: the same refund key always gets the same answer). */
+export const refundRefusals = {
+  exceeds_refundable: {
+    type: 'RefundExceedsRefundable',
+    hint: 'refund at most the captured amount not yet refunded',
+  },
+  insufficient_funds: {
+    type: 'RefundInsufficientFunds',
+    hint: 'the payee account cannot cover it; once it is funded, ask again with a new refund key',
+  },
 } as const;
 
 export type ChargeStateRefusalName = keyof typeof chargeStateRefusals;

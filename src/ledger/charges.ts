@@ -4,7 +4,7 @@ import type { LedgerPool } from './pool.js';
 import { asLedgerRefusal } from './errors.js';
 
 /** A row of the charges table, as the ledger functions return it. */
-interface ChargeRow {
+export interface ChargeRow {
   tenant: string;
   idempotency_key: string;
   id: string;
@@ -35,7 +35,7 @@ export interface LedgerCharge {
   charge: Charge;
 }
 
-function fromRow(row: ChargeRow): LedgerCharge {
+export function fromRow(row: ChargeRow): LedgerCharge {
   return {
     holdState: row.hold_state,
     fingerprint: row.fingerprint,

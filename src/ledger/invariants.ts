@@ -77,6 +77,42 @@ const invariantQueries: InvariantQuery[] = [
            WHERE ($1::text IS NULL OR t.tenant = $1) AND t.kind = 'capture'
              AND NOT EXISTS (SELECT 1 FROM charges c WHERE c.tenant = t.tenant AND c.idempotency_key = t.reference)`,
   },
+  {
+    name: 'refunds_within_capture',
+    description: "each charge's refunded amount is the sum of its succeeded refunds and never exceeds its capture",
+    sql: `SELECT c.tenant, c.idempotency_key, c.captured_minor, c.refunded_minor, coalesce(r.sum_minor, 0) AS refunds_minor
+            FROM charges c
+            LEFT JOIN (SELECT tenant, charge_key, sum(amount_minor) AS sum_minor FROM refunds
+                        WHERE status = 'succeeded' GROUP BY tenant, charge_key) r
+              ON r.tenant = c.tenant AND r.charge_key = c.idempotency_key
+           WHERE ($1::text IS NULL OR c.tenant = $1)
+             AND (c.refunded_minor <> coalesce(r.sum_minor, 0) OR c.refunded_minor > c.captured_minor)`,
+  },
+  {
+    name: 'one_transfer_per_refund',
+    description: 'each succeeded refund has its one transfer (reference <charge key>/<refund key>), moving its amount from payee to payer',
+    sql: `SELECT r.tenant, r.charge_key, r.refund_key, r.amount_minor, t.id AS transfer_id, t.kind, t.reference,
+                 t.amount_minor AS transfer_minor
+            FROM refunds r
+            JOIN charges c ON c.tenant = r.tenant AND c.idempotency_key = r.charge_key
+            LEFT JOIN transfers t ON t.id = r.transfer_id
+           WHERE ($1::text IS NULL OR r.tenant = $1) AND r.status = 'succeeded'
+             AND (t.id IS NULL OR t.kind <> 'refund' OR t.tenant <> r.tenant
+                  OR t.reference <> ledger_refund_reference(r.charge_key, r.refund_key)
+                  OR t.amount_minor <> r.amount_minor
+                  OR (SELECT count(*) FROM journal_entries e WHERE e.transfer_id = t.id) <> 2
+                  OR NOT EXISTS (SELECT 1 FROM journal_entries e WHERE e.transfer_id = t.id
+                                    AND e.account_id = c.payee_account_id AND e.amount_minor = -r.amount_minor)
+                  OR NOT EXISTS (SELECT 1 FROM journal_entries e WHERE e.transfer_id = t.id
+                                    AND e.account_id = c.payer_account_id AND e.amount_minor = r.amount_minor))`,
+  },
+  {
+    name: 'refund_transfers_have_refunds',
+    description: 'every refund transfer belongs to a succeeded refund',
+    sql: `SELECT t.id, t.tenant, t.reference, t.amount_minor FROM transfers t
+           WHERE ($1::text IS NULL OR t.tenant = $1) AND t.kind = 'refund'
+             AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.transfer_id = t.id AND r.status = 'succeeded')`,
+  },
 ];
 
 /** Runs every ledger invariant in one repeatable-read snapshot, so concurrent writes cannot fake a violation. */

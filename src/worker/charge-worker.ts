@@ -1,6 +1,11 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleOption } from '@temporalio/worker';
-import { createLedgerActivities, type LedgerActivityHooks } from '../../activities/index.js';
+import {
+  createLedgerActivities,
+  createRefundActivities,
+  type LedgerActivityHooks,
+  type RefundActivityHooks,
+} from '../../activities/index.js';
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 
@@ -14,6 +19,7 @@ export interface ChargeWorkerOptions {
   /** A prebuilt bundle (tests and benchmarks bundle once); by default the workflows are bundled at start. */
   workflowBundle?: WorkflowBundleOption;
   hooks?: LedgerActivityHooks;
+  refundHooks?: RefundActivityHooks;
   maxConcurrentActivityTaskExecutions?: number;
   maxConcurrentWorkflowTaskExecutions?: number;
   maxCachedWorkflows?: number;
@@ -39,7 +45,10 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? chargeTaskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
-    activities: createLedgerActivities(options.ledger, options.hooks),
+    activities: {
+      ...createLedgerActivities(options.ledger, options.hooks),
+      ...createRefundActivities(options.ledger, options.refundHooks),
+    },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 100,
     maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTaskExecutions ?? 100,
     maxCachedWorkflows: options.maxCachedWorkflows ?? 2_000,

@@ -1,0 +1,56 @@
+/**
+ * Refunds as every layer sees them. Pure types and functions only: workflow code imports this.
+ */
+
+/** `pending` only while the refund workflow has not answered yet; the ledger knows the other two. */
+export type RefundStatus = 'pending' | 'succeeded' | 'failed';
+
+/** Why the ledger refused a refund. Both are decisions, final for the refund key. */
+export type RefundFailureCode = 'exceeds_refundable' | 'insufficient_funds';
+
+export interface Refund {
+  id: string;
+  tenant: string;
+  chargeKey: string;
+  chargeId: string;
+  refundKey: string;
+  /** Refunded, or for a failed refund what would have been; for a pending one, what was asked (null: the rest). */
+  amountMinor: number | null;
+  /** What the caller asked for; null means "everything not yet refunded". */
+  requestedAmountMinor: number | null;
+  currency: string;
+  status: RefundStatus;
+  failureCode: RefundFailureCode | null;
+  createdAt: string;
+}
+
+/** One refund request, validated, with its fingerprint. Built once, by the client. */
+export interface RefundIntent {
+  tenant: string;
+  chargeKey: string;
+  refundKey: string;
+  /** Derived from (tenant, charge key, refund key), so every execution names the same refund. */
+  refundId: string;
+  /** SHA-256 hex of the RFC 8785 canonical JSON of `{amount}` (null when omitted). */
+  fingerprint: string;
+  amountMinor: number | null;
+}
+
+/**
+ * Percent-encodes '%' and '/' so a key can sit between '/' separators: idempotency keys may
+ * contain '/', and `a/b` + `c` must not name the same refund as `a` + `b/c`. Keys without either
+ * character are unchanged. The ledger's `ledger_refund_reference` applies the same rule.
+ */
+export function encodeKeySegment(key: string): string {
+  return key.replaceAll('%', '%25').replaceAll('/', '%2F');
+}
+
+/** `refund/<tenant>/<charge key>/<refund key>` (contract section 4), with the charge key encoded. */
+export function refundWorkflowId(tenant: string, chargeKey: string, refundKey: string): string {
+  return `refund/${tenant}/${encodeKeySegment(chargeKey)}/${refundKey}`;
+}
+
+/** The transfer reference of a refund in the journal, as the ledger writes it. */
+export function refundTransferReference(chargeKey: string, refundKey: string): string {
+  return `${encodeKeySegment(chargeKey)}/${refundKey}`;
+}
