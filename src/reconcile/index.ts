@@ -1,0 +1,3 @@
+export { reconcile, reconcileDefaults, reconcileExitCode, outcomeMismatch } from './reconcile.js';
+export type { ReconcileCheck, ReconcileCounts, ReconcileOptions, ReconcileReport } from './reconcile.js';
+export { formatReconcileReport } from './format.js';

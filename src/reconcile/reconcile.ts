@@ -1,0 +1,369 @@
+import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
+import { chargeWorkflowId, type Charge, type ChargeStatus, type HoldState } from '../domain/charge.js';
+import { fromRow, type ChargeRow, type LedgerCharge } from '../ledger/charges.js';
+import { checkLedgerInvariants } from '../ledger/invariants.js';
+import type { LedgerPool } from '../ledger/pool.js';
+import { chargeWorkflowType } from '../../workflows/definitions.js';
+
+/**
+ * Reconciliation: the invariants of contract section 5, checked across the ledger and Temporal.
+ * Read-only, safe to run against a live system at any time; every check is bounded, so it answers
+ * in seconds however large the history is (and says when it did not look at everything).
+ */
+export interface ReconcileOptions {
+  ledger: LedgerPool;
+  /** Without it only the ledger is checked, and the workflow checks are reported as skipped. */
+  temporal?: Client | null;
+  /** One tenant, or every tenant when omitted. */
+  tenant?: string | null;
+  /** How long past its expiry a TRIED hold may still wait for its workflow's timer to void it. */
+  holdGraceMs?: number;
+  /** At most this many closed ChargeWorkflow executions are compared with the ledger, newest first. */
+  workflowLimit?: number;
+  /** Visibility page size while listing closed executions. */
+  pageSize?: number;
+  /** At most this many open (TRIED) holds are checked against their workflows, oldest first. */
+  holdLimit?: number;
+  /** Temporal calls in flight at once. */
+  concurrency?: number;
+}
+
+type ReconcileSettings = Required<Pick<ReconcileOptions, 'holdGraceMs' | 'workflowLimit' | 'pageSize' | 'holdLimit' | 'concurrency'>>;
+
+export const reconcileDefaults: Readonly<ReconcileSettings> = {
+  holdGraceMs: 60_000,
+  workflowLimit: 1_000,
+  pageSize: 100,
+  holdLimit: 1_000,
+  concurrency: 8,
+};
+
+/** One check and how many things break it (0 when it holds). */
+export interface ReconcileCheck {
+  name: string;
+  description: string;
+  violations: number;
+  /** A few offenders, for the on-call engineer. */
+  samples: unknown[];
+  /** Why the check did not run (no Temporal client given). */
+  skipped?: string;
+}
+
+export interface ReconcileCounts {
+  accounts: number;
+  charges: number;
+  chargesByStatus: Partial<Record<ChargeStatus, number>>;
+  openHolds: number;
+  heldMinor: number;
+  capturedMinor: number;
+  refunds: { succeeded: number; failed: number };
+  refundedMinor: number;
+  transfersByKind: Record<string, number>;
+  journalEntries: number;
+  /** Closed ChargeWorkflow executions compared with their ledger rows. */
+  workflowsExamined: number;
+  workflowsMatched: number;
+  /** True when more closed executions exist than `workflowLimit` allowed to examine. */
+  workflowsTruncated: boolean;
+  holdsExamined: number;
+}
+
+export interface ReconcileReport {
+  ok: boolean;
+  tenant: string | null;
+  startedAt: string;
+  durationMs: number;
+  counts: ReconcileCounts;
+  checks: ReconcileCheck[];
+  /** Sum of the violations of every check. */
+  violations: number;
+}
+
+const sampleLimit = 5;
+
+export async function reconcile(options: ReconcileOptions): Promise<ReconcileReport> {
+  const started = Date.now();
+  const tenant = options.tenant ?? null;
+  const settings: ReconcileSettings = { ...reconcileDefaults, ...definedOnly(options) };
+
+  const ledgerChecks: ReconcileCheck[] = await checkLedgerInvariants(options.ledger, tenant);
+  const counts = await countLedger(options.ledger, tenant);
+  const expiredHolds = await checkExpiredHolds(options.ledger, tenant, settings.holdGraceMs);
+
+  let workflowChecks: ReconcileCheck[];
+  if (options.temporal) {
+    const outcomes = await checkWorkflowOutcomes(options.temporal, options.ledger, tenant, settings);
+    const holds = await checkHoldsHaveRunningWorkflows(options.temporal, options.ledger, tenant, settings);
+    counts.workflowsExamined = outcomes.examined;
+    counts.workflowsMatched = outcomes.examined - outcomes.check.violations;
+    counts.workflowsTruncated = outcomes.truncated;
+    counts.holdsExamined = holds.examined;
+    workflowChecks = [outcomes.check, holds.check];
+  } else {
+    const skipped = 'no Temporal client given';
+    workflowChecks = [
+      { ...workflowOutcomeCheck, violations: 0, samples: [], skipped },
+      { ...heldWhileRunningCheck, violations: 0, samples: [], skipped },
+    ];
+  }
+
+  const checks = [...ledgerChecks, expiredHolds, ...workflowChecks];
+  const violations = checks.reduce((sum, check) => sum + check.violations, 0);
+  return {
+    ok: violations === 0,
+    tenant,
+    startedAt: new Date(started).toISOString(),
+    durationMs: Date.now() - started,
+    counts,
+    checks,
+    violations,
+  };
+}
+
+/** What a reconcile command exits with: 0 when every check holds, 1 otherwise. */
+export function reconcileExitCode(report: ReconcileReport): number {
+  return report.ok ? 0 : 1;
+}
+
+function definedOnly(options: ReconcileOptions): Partial<ReconcileSettings> {
+  const picked: Partial<ReconcileSettings> = {};
+  for (const key of Object.keys(reconcileDefaults) as (keyof ReconcileSettings)[]) {
+    const value = options[key];
+    if (value !== undefined) picked[key] = value;
+  }
+  return picked;
+}
+
+async function countLedger(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts> {
+  const scope = [tenant];
+  const [accounts, charges, refunds, transfers, entries] = await Promise.all([
+    pool.query<{ n: number }>(
+      'SELECT count(*)::bigint AS n FROM accounts WHERE NOT is_system AND ($1::text IS NULL OR tenant = $1)',
+      scope,
+    ),
+    pool.query<{ status: ChargeStatus; n: number; held_minor: number; captured_minor: number }>(
+      `SELECT CASE hold_state
+                WHEN 'DECLINED' THEN 'declined' WHEN 'TRIED' THEN 'reserved' WHEN 'CANCELLED' THEN 'cancelled'
+                ELSE CASE WHEN refunded_minor = 0 THEN 'succeeded'
+                          WHEN refunded_minor >= captured_minor THEN 'refunded'
+                          ELSE 'partially_refunded' END
+              END AS status,
+              count(*)::bigint AS n, sum(held_minor)::bigint AS held_minor, sum(captured_minor)::bigint AS captured_minor
+         FROM charges WHERE ($1::text IS NULL OR tenant = $1) GROUP BY 1`,
+      scope,
+    ),
+    pool.query<{ status: 'succeeded' | 'failed'; n: number; amount_minor: number }>(
+      `SELECT status, count(*)::bigint AS n, sum(amount_minor)::bigint AS amount_minor FROM refunds
+        WHERE ($1::text IS NULL OR tenant = $1) GROUP BY status`,
+      scope,
+    ),
+    pool.query<{ kind: string; n: number }>(
+      'SELECT kind, count(*)::bigint AS n FROM transfers WHERE ($1::text IS NULL OR tenant = $1) GROUP BY kind',
+      scope,
+    ),
+    pool.query<{ n: number }>(
+      'SELECT count(*)::bigint AS n FROM journal_entries WHERE ($1::text IS NULL OR tenant = $1)',
+      scope,
+    ),
+  ]);
+  const chargesByStatus: Partial<Record<ChargeStatus, number>> = {};
+  let heldMinor = 0;
+  let capturedMinor = 0;
+  for (const row of charges.rows) {
+    chargesByStatus[row.status] = row.n;
+    heldMinor += row.held_minor;
+    capturedMinor += row.captured_minor;
+  }
+  const refundCounts = { succeeded: 0, failed: 0 };
+  let refundedMinor = 0;
+  for (const row of refunds.rows) {
+    refundCounts[row.status] = row.n;
+    if (row.status === 'succeeded') refundedMinor = row.amount_minor;
+  }
+  return {
+    accounts: accounts.rows[0]?.n ?? 0,
+    charges: charges.rows.reduce((sum, row) => sum + row.n, 0),
+    chargesByStatus,
+    openHolds: chargesByStatus.reserved ?? 0,
+    heldMinor,
+    capturedMinor,
+    refunds: refundCounts,
+    refundedMinor,
+    transfersByKind: Object.fromEntries(transfers.rows.map((row) => [row.kind, row.n])),
+    journalEntries: entries.rows[0]?.n ?? 0,
+    workflowsExamined: 0,
+    workflowsMatched: 0,
+    workflowsTruncated: false,
+    holdsExamined: 0,
+  };
+}
+
+async function checkExpiredHolds(pool: LedgerPool, tenant: string | null, graceMs: number): Promise<ReconcileCheck> {
+  // The database clock on both sides of the comparison: hold_expires_at was written with now().
+  const result = await pool.query<{ tenant: string; idempotency_key: string; hold_expires_at: Date }>(
+    `SELECT tenant, idempotency_key, hold_expires_at FROM charges
+      WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)
+        AND hold_expires_at < now() - $2 * interval '1 millisecond'
+      ORDER BY hold_expires_at`,
+    [tenant, graceMs],
+  );
+  return {
+    name: 'no_expired_holds',
+    description: `no hold is still TRIED more than ${graceMs} ms after its expiry`,
+    violations: result.rowCount ?? 0,
+    samples: result.rows.slice(0, sampleLimit),
+  };
+}
+
+const workflowOutcomeCheck = {
+  name: 'workflow_outcome_matches_ledger',
+  description: "every closed ChargeWorkflow's outcome matches its ledger row, and none left its hold open",
+};
+
+const heldWhileRunningCheck = {
+  name: 'holds_have_running_workflows',
+  description: 'every TRIED hold belongs to a ChargeWorkflow that is still running',
+};
+
+/** The hold state a completed workflow's result implies: refunds change the status, not the hold. */
+function holdStateOf(status: ChargeStatus): HoldState | null {
+  switch (status) {
+    case 'succeeded':
+    case 'partially_refunded':
+    case 'refunded':
+      return 'CONFIRMED';
+    case 'declined':
+      return 'DECLINED';
+    case 'cancelled':
+      return 'CANCELLED';
+    case 'pending':
+    case 'reserved':
+      return null;
+  }
+}
+
+/** Why a completed workflow's result and its ledger row disagree, or null when they agree. */
+export function outcomeMismatch(result: Charge, row: LedgerCharge | undefined): string | null {
+  if (!row) return 'the workflow completed but the ledger has no row for its key';
+  const expected = holdStateOf(result.status);
+  if (expected === null) return `the workflow completed while the charge was ${result.status}`;
+  if (row.holdState !== expected) return `the workflow says ${result.status}, the ledger hold is ${row.holdState}`;
+  if (row.charge.id !== result.id) return `the workflow names charge ${result.id}, the ledger ${row.charge.id}`;
+  if (row.charge.amountCapturedMinor !== result.amountCapturedMinor) {
+    return `the workflow captured ${result.amountCapturedMinor}, the ledger ${row.charge.amountCapturedMinor}`;
+  }
+  if (row.charge.declineCode !== result.declineCode) {
+    return `the workflow declined with ${result.declineCode}, the ledger with ${row.charge.declineCode}`;
+  }
+  return null;
+}
+
+/** `charge/<tenant>/<key>`: tenants contain no '/', keys may. */
+function parseChargeWorkflowId(workflowId: string): { tenant: string; key: string } | null {
+  const match = /^charge\/([^/]+)\/(.+)$/s.exec(workflowId);
+  return match ? { tenant: match[1]!, key: match[2]! } : null;
+}
+
+async function readCharges(
+  pool: LedgerPool,
+  keys: { tenant: string; key: string }[],
+): Promise<Map<string, LedgerCharge>> {
+  if (keys.length === 0) return new Map();
+  const result = await pool.query<ChargeRow>(
+    `SELECT c.* FROM charges c
+       JOIN unnest($1::text[], $2::text[]) AS k (tenant, idempotency_key)
+         ON c.tenant = k.tenant AND c.idempotency_key = k.idempotency_key`,
+    [keys.map((k) => k.tenant), keys.map((k) => k.key)],
+  );
+  return new Map(result.rows.map((row) => [chargeWorkflowId(row.tenant, row.idempotency_key), fromRow(row)]));
+}
+
+/** Runs `work` over `items` with at most `limit` in flight. */
+async function inBatches<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let i = 0; i < items.length; i += limit) {
+    results.push(...(await Promise.all(items.slice(i, i + limit).map(work))));
+  }
+  return results;
+}
+
+async function checkWorkflowOutcomes(
+  temporal: Client,
+  pool: LedgerPool,
+  tenant: string | null,
+  settings: ReconcileSettings,
+): Promise<{ check: ReconcileCheck; examined: number; truncated: boolean }> {
+  // Tenants match [a-z0-9_-], so interpolating one into the query cannot change its meaning.
+  const query =
+    `WorkflowType = '${chargeWorkflowType}' AND ExecutionStatus != 'Running'` +
+    (tenant ? ` AND WorkflowId STARTS_WITH 'charge/${tenant}/'` : '');
+  const closed: WorkflowExecutionInfo[] = [];
+  let truncated = false;
+  for await (const execution of temporal.workflow.list({ query, pageSize: settings.pageSize })) {
+    if (closed.length >= settings.workflowLimit) {
+      truncated = true;
+      break;
+    }
+    closed.push(execution);
+  }
+
+  const samples: unknown[] = [];
+  let violations = 0;
+  const note = (workflowId: string, status: string, problem: string) => {
+    violations++;
+    if (samples.length < sampleLimit) samples.push({ workflowId, status, problem });
+  };
+
+  for (let i = 0; i < closed.length; i += settings.pageSize) {
+    const page = closed.slice(i, i + settings.pageSize);
+    const keyed = page.map((execution) => ({ execution, id: parseChargeWorkflowId(execution.workflowId) }));
+    const rows = await readCharges(pool, keyed.flatMap(({ id }) => (id ? [id] : [])));
+    await inBatches(keyed, settings.concurrency, async ({ execution, id }) => {
+      const status = execution.status.name;
+      if (!id) return note(execution.workflowId, status, 'the workflow id is not charge/<tenant>/<key>');
+      const row = rows.get(execution.workflowId);
+      if (status === 'COMPLETED') {
+        const handle = temporal.workflow.getHandle(execution.workflowId, execution.runId, { followRuns: false });
+        const problem = outcomeMismatch((await handle.result()) as Charge, row);
+        if (problem) note(execution.workflowId, status, problem);
+      } else if (row?.holdState === 'TRIED') {
+        // Failed, terminated, timed out: no outcome to compare, but its hold must not outlive it.
+        note(execution.workflowId, status, 'the workflow closed and its hold is still TRIED');
+      }
+    });
+  }
+  return { check: { ...workflowOutcomeCheck, violations, samples }, examined: closed.length, truncated };
+}
+
+async function checkHoldsHaveRunningWorkflows(
+  temporal: Client,
+  pool: LedgerPool,
+  tenant: string | null,
+  settings: ReconcileSettings,
+): Promise<{ check: ReconcileCheck; examined: number }> {
+  const held = await pool.query<ChargeRow>(
+    `SELECT * FROM charges WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)
+      ORDER BY created_at LIMIT $2`,
+    [tenant, settings.holdLimit],
+  );
+  const samples: unknown[] = [];
+  let violations = 0;
+  await inBatches(held.rows, settings.concurrency, async (row) => {
+    const workflowId = chargeWorkflowId(row.tenant, row.idempotency_key);
+    let workflowStatus: string;
+    try {
+      workflowStatus = (await temporal.workflow.getHandle(workflowId).describe()).status.name;
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      workflowStatus = 'NOT_FOUND';
+    }
+    if (workflowStatus === 'RUNNING') return;
+    // The workflow may have settled the hold between the two reads: only a hold that is still
+    // TRIED after its workflow closed is an orphan.
+    const again = await readCharges(pool, [{ tenant: row.tenant, key: row.idempotency_key }]);
+    if (again.get(workflowId)?.holdState !== 'TRIED') return;
+    violations++;
+    if (samples.length < sampleLimit) samples.push({ workflowId, workflowStatus, heldMinor: row.held_minor });
+  });
+  return { check: { ...heldWhileRunningCheck, violations, samples }, examined: held.rowCount ?? 0 };
+}
