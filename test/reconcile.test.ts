@@ -1,0 +1,169 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { migrateLedger } from '../src/ledger/migrate.js';
+import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
+import { tryHold } from '../src/ledger/charges.js';
+import { formatReconcileReport, reconcile, reconcileExitCode, type ReconcileReport } from '../src/reconcile/index.js';
+import {
+  chargeBody,
+  expectLedgerInvariants,
+  newKey,
+  newTenant,
+  openAccount,
+  openHarness,
+  waitFor,
+  type Harness,
+} from './support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await openHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+function violationsOf(report: ReconcileReport): Record<string, number> {
+  return Object.fromEntries(report.checks.filter((c) => c.violations > 0).map((c) => [c.name, c.violations]));
+}
+
+/** A database of its own in the same PostgreSQL, migrated like the real one, dropped afterwards. */
+async function withScratchLedger(run: (pool: LedgerPool) => Promise<void>): Promise<void> {
+  const name = `scratch_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+  await h.pool.query(`CREATE DATABASE ${name}`);
+  const url = new URL(inject('stack').databaseUrl);
+  url.pathname = `/${name}`;
+  await migrateLedger(url.toString());
+  const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 4 });
+  try {
+    await run(pool);
+  } finally {
+    await pool.end();
+    await h.pool.query(`DROP DATABASE ${name} WITH (FORCE)`);
+  }
+}
+
+describe('reconcile', () => {
+  it('passes after a day of every outcome, with counts that add up', async () => {
+    const tenant = newTenant('recon');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const c = h.client;
+    await c.charge(tenant, newKey('ok'), chargeBody({ amount: 1_000 }));
+    const refunded = newKey('refunded');
+    await c.charge(tenant, refunded, chargeBody({ amount: 2_000 }));
+    await c.refund(tenant, refunded, 'part', { amount: 500 });
+    await c.refund(tenant, refunded, 'too-much', { amount: 5_000 }).catch(() => {});
+    await c.charge(tenant, newKey('declined'), chargeBody({ amount: 50_000 }));
+    const cancelled = newKey('cancelled');
+    await c.charge(tenant, cancelled, chargeBody({ amount: 700, capture: 'manual' }));
+    await c.cancelCharge(tenant, cancelled);
+    await c.charge(tenant, newKey('held'), chargeBody({ amount: 300, capture: 'manual' }));
+
+    // Visibility is eventually consistent: wait (with a deadline) until it lists the 4 closed charges.
+    const report = await waitFor(
+      async () => {
+        const r = await reconcile({ ledger: h.pool, temporal: h.temporal, tenant });
+        return r.counts.workflowsExamined === 4 ? r : null;
+      },
+      { what: 'visibility to list the 4 closed charge workflows' },
+    );
+    const text = formatReconcileReport(report);
+    expect(violationsOf(report), text).toEqual({});
+    expect(report.ok).toBe(true);
+    expect(reconcileExitCode(report)).toBe(0);
+    expect(report.counts).toMatchObject({
+      accounts: 2,
+      charges: 5,
+      chargesByStatus: { succeeded: 1, partially_refunded: 1, declined: 1, cancelled: 1, reserved: 1 },
+      openHolds: 1,
+      heldMinor: 300,
+      capturedMinor: 3_000,
+      refunds: { succeeded: 1, failed: 1 },
+      refundedMinor: 500,
+      transfersByKind: { deposit: 1, capture: 2, refund: 1 },
+      journalEntries: 8,
+      holdsExamined: 1,
+      workflowsMatched: 4,
+      workflowsTruncated: false,
+    });
+    expect(text).toMatch(/^reconcile OK/);
+    expect(text).toContain('4 closed ChargeWorkflow executions compared, 4 match the ledger');
+
+    // The whole ledger, every tenant (the ledger checks only: other tests are running).
+    const everything = await reconcile({ ledger: h.pool });
+    expect(violationsOf(everything), formatReconcileReport(everything)).toEqual({});
+    expect(everything.checks.filter((check) => check.skipped).map((check) => check.name)).toEqual([
+      'workflow_outcome_matches_ledger',
+      'holds_have_running_workflows',
+    ]);
+    await c.cancelCharge(tenant, (await c.listCharges(tenant, { status: 'reserved' })).charges[0]!.idempotencyKey);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('fails, with a non-zero exit code, on a ledger with an unbalanced entry, a lost hold and a forgotten charge', async () => {
+    const tenant = newTenant('corrupt');
+    // A real charge on the real ledger: its workflow is in Temporal, its row will not be in the scratch ledger.
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    expect((await h.client.charge(tenant, newKey('elsewhere'), chargeBody({ amount: 100 }))).charge.status).toBe('succeeded');
+
+    await withScratchLedger(async (scratch) => {
+      await openAccount(scratch, tenant, 'payer', { depositMinor: 1_000 });
+      await openAccount(scratch, tenant, 'payee');
+      const clean = await reconcile({ ledger: scratch, tenant });
+      expect(violationsOf(clean), formatReconcileReport(clean)).toEqual({});
+
+      // One half of a transfer, written with the triggers off, as a buggy migration or a manual
+      // fix could: the balance trigger would have refused it.
+      const client = await scratch.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('SET LOCAL session_replication_role = replica');
+        const transfer = await client.query<{ id: number }>(
+          `INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
+           VALUES ($1, 'deposit', 'hand-edit', 'USD', 50) RETURNING id`,
+          [tenant],
+        );
+        await client.query(
+          'INSERT INTO journal_entries (transfer_id, tenant, account_id, amount_minor) VALUES ($1, $2, $3, 50)',
+          [transfer.rows[0]!.id, tenant, 'payee'],
+        );
+        await client.query('UPDATE accounts SET posted_minor = posted_minor + 50 WHERE tenant = $1 AND id = $2', [
+          tenant,
+          'payee',
+        ]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+      // A hold whose workflow never existed, already past its expiry.
+      const orphan = h.client.buildIntent(tenant, newKey('orphan'), chargeBody({ amount: 200, capture: 'manual' }));
+      await tryHold(scratch, orphan, -1_000);
+
+      const report = await waitFor(
+        async () => {
+          const r = await reconcile({ ledger: scratch, temporal: h.temporal, tenant, holdGraceMs: 0 });
+          return r.counts.workflowsExamined === 1 ? r : null;
+        },
+        { what: 'visibility to list the closed charge workflow' },
+      );
+      const text = formatReconcileReport(report);
+      expect(report.ok).toBe(false);
+      expect(reconcileExitCode(report)).toBe(1);
+      expect(violationsOf(report), text).toMatchObject({
+        transfer_balanced: 1,
+        journal_balanced: 1,
+        no_expired_holds: 1,
+        holds_have_running_workflows: 1,
+        // The real charge's workflow completed, and this ledger has no row for it.
+        workflow_outcome_matches_ledger: 1,
+      });
+      expect(report.checks.find((c) => c.name === 'workflow_outcome_matches_ledger')?.samples[0]).toMatchObject({
+        problem: 'the workflow completed but the ledger has no row for its key',
+      });
+      expect(text).toMatch(/^reconcile FAILED/);
+      expect(text).toMatch(/✗ transfer_balanced/);
+    });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+});
