@@ -206,6 +206,32 @@ describe('cancel', () => {
     await expectLedgerInvariants(h.pool, tenant);
   });
 
+  it('Try racing Cancel on a fresh key, 40 times: the hold is released or never made, and neither step errs', async () => {
+    const tenant = await fundedTenant('race-try-cancel');
+    const results = await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        const intent = h.client.buildIntent(tenant, newKey(`fresh-${i}`), chargeBody({ amount: 1_000 }));
+        const [tried, cancelled] = await Promise.allSettled([
+          tryHold(h.pool, intent, 60_000),
+          cancelHold(h.pool, intent, 'requested_by_caller'),
+        ]);
+        return { tried, cancelled };
+      }),
+    );
+    for (const { tried, cancelled } of results) {
+      // Cancel always ends CANCELLED; Try either reserved first (then was released) or met the tombstone.
+      expect(cancelled.status === 'fulfilled' ? cancelled.value.holdState : cancelled.reason).toBe('CANCELLED');
+      if (tried.status === 'fulfilled') {
+        expect(tried.value.holdState).toBe('TRIED');
+      } else {
+        expect(tried.reason).toBeInstanceOf(LedgerRefusalError);
+        expect((tried.reason as LedgerRefusalError).type).toBe('HoldCancelled');
+      }
+    }
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 100_000, pendingMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
   it('cancelling the workflow itself (Web UI, temporal workflow cancel) still releases the hold', async () => {
     const tenant = await fundedTenant('temporal-cancel', 10_000);
     const key = newKey();
