@@ -9,6 +9,7 @@ import { registerCaptureCommand } from './commands/capture.js';
 import { registerChargeCommand } from './commands/charge.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerMcpCommand } from './commands/mcp.js';
+import { registerRefundCommand } from './commands/refund.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerStartCommand } from './commands/start.js';
 import { registerWorkerCommand } from './commands/worker.js';
@@ -30,6 +31,7 @@ registerChargeCommand(program);
 registerStatusCommand(program);
 registerCancelCommand(program);
 registerCaptureCommand(program);
+registerRefundCommand(program);
 registerAccountsCommand(program);
 registerApiKeysCommand(program);
 

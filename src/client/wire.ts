@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Charge } from '../domain/charge.js';
+import type { Refund } from '../domain/refund.js';
 import type { Account } from '../ledger/accounts.js';
 
 /**
@@ -107,16 +108,37 @@ export const wireDepositSchema = z
   });
 export type WireDeposit = z.infer<typeof wireDepositSchema>;
 
-export const wireRefundSchema = z
-  .object({
-    id: z.string(),
-    object: z.literal('refund'),
-    charge_id: z.string(),
-    amount: minorUnits,
-    status: z.string(),
-    created_at: timestamp,
-  });
+export const wireRefundSchema = z.object({
+  id: z.string(),
+  object: z.literal('refund'),
+  charge_id: z.string(),
+  idempotency_key: z.string().describe('the refund key this refund was requested with'),
+  amount: minorUnits.nullable().describe('null only while a refund of "the rest" is pending'),
+  currency: z.string(),
+  status: z.enum(['pending', 'succeeded', 'failed']),
+  failure_code: z.enum(['exceeds_refundable', 'insufficient_funds']).optional().describe('present when status is failed'),
+  created_at: timestamp,
+});
 export type WireRefund = z.infer<typeof wireRefundSchema>;
+
+export function refundToWire(refund: Refund): WireRefund {
+  return {
+    id: refund.id,
+    object: 'refund',
+    charge_id: refund.chargeId,
+    idempotency_key: refund.refundKey,
+    amount: refund.amountMinor,
+    currency: refund.currency,
+    status: refund.status,
+    ...(refund.failureCode ? { failure_code: refund.failureCode } : {}),
+    created_at: refund.createdAt,
+  };
+}
+
+/** A page of a list, newest first, as payment APIs return them. */
+export function listToWire<T>(data: T[], hasMore: boolean): { object: 'list'; data: T[]; has_more: boolean } {
+  return { object: 'list', data, has_more: hasMore };
+}
 
 /** RFC 9457 problem details, with the offending fields for validation errors. */
 export const wireProblemSchema = z

@@ -3,7 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { AccountsClient } from '../client/accounts-client.js';
 import type { ChargeClient } from '../client/charge-client.js';
-import { accountToWire, chargeToWire } from '../client/wire.js';
+import { accountToWire, chargeToWire, refundToWire } from '../client/wire.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
@@ -155,5 +155,35 @@ export function createMcpServer(deps: McpDeps): McpServer {
   return server;
 }
 
-/** Refunds arrive with the lifecycle work (issue 3); registered once ChargeClient.refund exists. */
-function registerRefundTool(_server: McpServer, _deps: McpDeps): void {}
+function registerRefundTool(server: McpServer, deps: McpDeps): void {
+  const { charges, tenant } = deps;
+  server.registerTool(
+    'refund_charge',
+    {
+      title: 'Refund a charge (exactly once per refund_idempotency_key)',
+      description:
+        'Refunds a succeeded charge: all that is left of it, or `amount` of it. The refund has its own key: ' +
+        'REUSE refund_idempotency_key when you retry, and use a new one for each further partial refund. ' +
+        'Refunds never add up to more than was captured.',
+      inputSchema: {
+        idempotency_key: idempotencyKey,
+        refund_idempotency_key: z
+          .string()
+          .describe('Idempotency key of this refund (1-255 visible ASCII characters); the same key on retry refunds once.'),
+        amount: z.number().optional().describe('refund this much, in minor units; omit to refund all that is left'),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    ({ idempotency_key, refund_idempotency_key, amount }) =>
+      run(async () => {
+        const answer = await charges.refund(tenant, idempotency_key, refund_idempotency_key, amount === undefined ? {} : { amount }, {
+          waitMs: deps.waitBudgetMs,
+        });
+        const refund = refundToWire(answer.refund);
+        const summary = !answer.completed
+          ? `Refund ${refund.id} is still processing. Call refund_charge again with the same keys.`
+          : `${answer.replayed ? 'Replayed: this refund key was already used; nothing new was refunded. ' : ''}Refund ${refund.id} ${refund.status}: ${refund.amount} ${refund.currency}.`;
+        return okResult(summary, { refund, replayed: answer.replayed, completed: answer.completed });
+      }),
+  );
+}

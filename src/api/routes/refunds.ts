@@ -1,4 +1,118 @@
 import type { FastifyInstance } from 'fastify';
+import { listToWire, refundToWire } from '../../client/wire.js';
 import type { ApiDeps } from '../app.js';
+import { withTemporalDeadline } from '../deadline.js';
+import { commonProblems, idempotencyKeyParameter, jsonResponse, problemResponses, ref, replayHeaders } from '../openapi.js';
+import { preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { chargeKeyParams } from './charges.js';
 
-export function registerRefundRoutes(_app: FastifyInstance, _deps: ApiDeps): void {}
+const refundParams = {
+  type: 'object',
+  properties: { ...chargeKeyParams.properties, refundKey: { type: 'string', description: 'the refund\'s own idempotency key' } },
+  required: ['key', 'refundKey'],
+} as const;
+
+export function refundLocation(chargeKey: string, refundKey: string): string {
+  return `/v1/charges/${encodeURIComponent(chargeKey)}/refunds/${encodeURIComponent(refundKey)}`;
+}
+
+export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { context } = deps;
+
+  app.post<{ Params: { key: string }; Body: unknown }>(
+    '/v1/charges/:key/refunds',
+    {
+      schema: {
+        summary: 'Refund a succeeded charge, all that is left of it or `amount` of it',
+        description:
+          'The refund has its own Idempotency-Key: a repeated request returns the first result. The refunds of a ' +
+          'charge never add up to more than was captured; a refused refund (409) is a decision, refused again on replay.',
+        tags: ['refunds'],
+        params: chargeKeyParams,
+        headers: idempotencyKeyParameter(true, 'the refund\'s own key, reused verbatim on every retry of this refund'),
+        body: ref('RefundRequest'),
+        response: {
+          200: jsonResponse('replay of an earlier request with the same refund key', 'Refund', replayHeaders),
+          201: jsonResponse('refunded', 'Refund', { Location: { schema: { type: 'string' } } }),
+          202: jsonResponse('still processing at the end of the wait budget', 'Refund', {
+            Location: { schema: { type: 'string' } },
+            'Retry-After': { schema: { type: 'integer' } },
+          }),
+          ...commonProblems,
+          ...problemResponses({
+            404: 'no charge with this key for this tenant',
+            409: 'not captured, more than is left to refund, or the payee cannot pay it back',
+            422: 'the refund key was first used for a different refund',
+          }),
+        },
+      },
+    },
+    async (request, reply) => {
+      const refundKey = requireIdempotencyKey(request);
+      const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
+      const answer = await withTemporalDeadline(context.temporal, waitMs + deps.temporalCallTimeoutMs, () =>
+        context.charges.refund(request.tenant, request.params.key, refundKey, request.body ?? {}, { waitMs }),
+      );
+      if (applied) reply.header('preference-applied', applied);
+      if (answer.replayed) reply.header('idempotent-replayed', 'true');
+      reply.header('location', refundLocation(request.params.key, refundKey));
+      if (!answer.completed) {
+        reply.header('retry-after', String(deps.retryAfterSeconds));
+        return reply.code(202).send(refundToWire(answer.refund));
+      }
+      return reply.code(answer.replayed ? 200 : 201).send(refundToWire(answer.refund));
+    },
+  );
+
+  app.get<{ Params: { key: string } }>(
+    '/v1/charges/:key/refunds',
+    {
+      schema: {
+        summary: 'Every refund of a charge, refused ones included, oldest first',
+        tags: ['refunds'],
+        params: chargeKeyParams,
+        response: {
+          200: {
+            description: 'the refunds',
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  properties: { object: { const: 'list' }, data: { type: 'array', items: ref('Refund') }, has_more: { type: 'boolean' } },
+                },
+              },
+            },
+          },
+          ...commonProblems,
+          ...problemResponses({ 404: 'no charge with this key for this tenant' }),
+        },
+      },
+    },
+    async (request) => {
+      const refunds = await context.charges.listRefunds(request.tenant, request.params.key);
+      return listToWire(refunds.map(refundToWire), false);
+    },
+  );
+
+  app.get<{ Params: { key: string; refundKey: string } }>(
+    '/v1/charges/:key/refunds/:refundKey',
+    {
+      schema: {
+        summary: 'One refund',
+        tags: ['refunds'],
+        params: refundParams,
+        response: {
+          200: jsonResponse('the refund', 'Refund'),
+          ...commonProblems,
+          ...problemResponses({ 404: 'no such refund for this tenant' }),
+        },
+      },
+    },
+    async (request) =>
+      refundToWire(
+        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
+          context.charges.getRefund(request.tenant, request.params.key, request.params.refundKey),
+        ),
+      ),
+  );
+}

@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+import { refundToWire } from '../../client/wire.js';
+import { addOutputOption, addTenantOption, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
+
+export function registerRefundCommand(program: Command): void {
+  const command = program
+    .command('refund')
+    .description('refund a succeeded charge exactly once per --refund-key: all that is left, or --amount')
+    .argument('<idempotency-key>', 'the key the charge was created with')
+    .requiredOption('--refund-key <key>', "the refund's own idempotency key, reused on every retry")
+    .option('--amount <minor-units>', 'refund this much; all that is left when omitted');
+  addTenantOption(command);
+  addOutputOption(command);
+  command.action((key: string, options: { tenant?: string; refundKey: string; amount?: string; json?: boolean }) =>
+    runCommand(options, async () => {
+      const tenant = tenantFrom(options);
+      const amount = minorUnitsOption(options.amount, 'amount');
+      const context = await openCliContext();
+      try {
+        const answer = await context.charges.refund(tenant, key, options.refundKey, amount === undefined ? {} : { amount });
+        const refund = refundToWire(answer.refund);
+        const note = !answer.completed ? '  (still processing: rerun with the same --refund-key)' : answer.replayed ? '  (replayed)' : '';
+        print(
+          options,
+          { refund, replayed: answer.replayed, completed: answer.completed },
+          `${refund.id}  ${refund.status}  ${refund.amount ?? 'the rest'} ${refund.currency} minor units  of charge ${refund.charge_id}${note}`,
+        );
+      } finally {
+        await context.close();
+      }
+    }),
+  );
+}
