@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { defaultDemoOptions, demoHeld, formatDemoTotals, runFlakyAgentDemo } from '../../demo/flaky-agent-demo.js';
+import { formatReconcileReport, reconcile } from '../../reconcile/index.js';
 import { startLocalRuntime } from '../../runtime/local-runtime.js';
 
 export function registerDemoCommand(program: Command): void {
@@ -20,7 +21,13 @@ export function registerDemoCommand(program: Command): void {
           orders,
           concurrentAgents,
         });
-        process.stdout.write(options.json ? `${JSON.stringify(totals, null, 2)}\n` : `${formatDemoTotals(totals)}\n`);
+        const report = await reconcile({ ledger: runtime.context.ledger, temporal: runtime.context.temporal, tenant: totals.tenant });
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify({ totals, reconcile: report }, null, 2)}\n`
+            : `${formatDemoTotals(totals)}\n\n${formatReconcileReport(report)}\n`,
+        );
+        if (!report.ok) process.exitCode = 1;
         if (!demoHeld(totals)) {
           process.stderr.write('exactly-once did NOT hold: see the totals above\n');
           process.exitCode = 1;
