@@ -100,6 +100,11 @@ describe('POST /v1/charges', () => {
     const original = await postCharge(apiKey, key, body);
     expect(original.status).toBe(200);
     expect(original.text).toBe(first.text);
+    const metrics = (await api.request('/metrics')).text;
+    expect(metrics).toMatch(/^chargeguard_idempotency_conflicts_total [1-9]/m);
+    expect(metrics).toMatch(/^chargeguard_charge_replays_total [1-9]/m);
+    expect(metrics).toMatch(/^chargeguard_charges_started_total [1-9]/m);
+    expect(metrics).toMatch(/^chargeguard_http_request_duration_seconds_count\{method="POST",route="\/v1\/charges",status_code="422"\} [1-9]/m);
     expect(await captureCount(h.pool, tenant, key)).toBe(1);
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(100_000 - 1_000);
     await expectLedgerInvariants(h.pool, tenant);

@@ -57,8 +57,12 @@ describe('503 when a dependency is unreachable, and nothing half-done', () => {
 
       const duringKey = newKey('during');
       const during = chargeBody({ amount: 2_000 });
+      const refusedAtMs = Date.now();
       const refused = await api.request('/v1/charges', { apiKey, body: during, headers: { 'idempotency-key': duringKey } });
+      const refusedAfterMs = Date.now() - refusedAtMs;
       expect(refused.status).toBe(503);
+      // Bounded by the client's start timeout, not by the gRPC client's own ~20 s of reconnecting.
+      expect(refusedAfterMs).toBeLessThan(15_000);
       expect(refused.headers.get('retry-after')).toBe('2');
       expect(refused.body).toMatchObject({ type: 'service_unavailable', dependency: 'temporal' });
       expect(refused.body.detail).toMatch(/same idempotency key/);

@@ -50,7 +50,7 @@ export interface ApiDeps {
 export const apiDefaults = {
   bodyLimitBytes: 64 * 1024,
   requestTimeoutMs: 30_000,
-  temporalCallTimeoutMs: 10_000,
+  temporalCallTimeoutMs: 5_000,
   retryAfterSeconds: 1,
 } as const;
 

@@ -53,8 +53,16 @@ export interface ChargeClientOptions {
   amountMinorMax: number;
   /** How long `charge` waits for the outcome by default before answering "still processing". */
   waitBudgetMs: number;
+  /**
+   * Bound on starting (or attaching to) a charge. Without it an unreachable Temporal is retried by
+   * the gRPC client for about 20 s before the caller hears "unavailable"; with it, after this long.
+   * Safe to cut short: a retry with the same key attaches to whatever the cut call started.
+   */
+  startTimeoutMs?: number;
   taskQueue?: string;
 }
+
+const defaultStartTimeoutMs = 5_000;
 
 /** What a charge call answers: the charge, whether this call replayed an earlier one, and whether it is decided. */
 export interface ChargeReply {
@@ -118,7 +126,10 @@ export class ChargeClient {
   /** Start the charge or attach to the one already started under this key, and wait for its outcome. */
   async charge(tenant: string, idempotencyKey: string, body: unknown, options: { waitMs?: number } = {}): Promise<ChargeReply> {
     return this.translate(async () => {
-      const attached = await this.startOrAttach(tenant, idempotencyKey, body);
+      const attached = await this.options.temporal.withDeadline(
+        Date.now() + (this.options.startTimeoutMs ?? defaultStartTimeoutMs),
+        () => this.startOrAttach(tenant, idempotencyKey, body),
+      );
       if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
       const { handle, started } = attached;
       const waitMs = Math.min(options.waitMs ?? this.options.waitBudgetMs, this.options.waitBudgetMs);
@@ -134,7 +145,10 @@ export class ChargeClient {
   /** Start the charge (or attach) without waiting: for callers that poll or that hold the handle. */
   async startCharge(tenant: string, idempotencyKey: string, body: unknown): Promise<{ handle: ChargeHandle; replayed: boolean }> {
     return this.translate(async () => {
-      const attached = await this.startOrAttach(tenant, idempotencyKey, body);
+      const attached = await this.options.temporal.withDeadline(
+        Date.now() + (this.options.startTimeoutMs ?? defaultStartTimeoutMs),
+        () => this.startOrAttach(tenant, idempotencyKey, body),
+      );
       if ('settled' in attached) return { handle: this.handleFor(tenant, idempotencyKey), replayed: true };
       return { handle: attached.handle, replayed: !attached.started };
     });
