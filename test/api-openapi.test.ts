@@ -14,13 +14,16 @@ afterAll(async () => {
   await api?.close();
 });
 
-/** The routes of contract section 6, as OpenAPI paths. */
+/** The routes of contract section 6 (and the listing routes beside them), as OpenAPI paths. */
 const contractRoutes: Array<[string, string]> = [
   ['post', '/v1/charges'],
   ['get', '/v1/charges/{key}'],
   ['post', '/v1/charges/{key}/cancel'],
   ['post', '/v1/charges/{key}/capture'],
   ['post', '/v1/charges/{key}/refunds'],
+  ['get', '/v1/charges'],
+  ['get', '/v1/charges/{key}/refunds'],
+  ['get', '/v1/charges/{key}/refunds/{refundKey}'],
   ['post', '/v1/accounts'],
   ['get', '/v1/accounts/{id}'],
   ['post', '/v1/accounts/{id}/deposits'],

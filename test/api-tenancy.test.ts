@@ -104,6 +104,15 @@ describe('authentication and tenant scoping', () => {
     expect(own.status).toBe(201);
     expect(own.body.id).not.toBe(created.body.id);
 
+    const ownerList = await api.request('/v1/charges?limit=10', { apiKey: ownerKey });
+    expect(ownerList.body).toMatchObject({ object: 'list', has_more: false });
+    expect(ownerList.body.data.map((c: { id: string }) => c.id)).toEqual([created.body.id]);
+    const intruderList = await api.request(`/v1/charges?order_id=${created.body.order_id}`, { apiKey: intruderKey });
+    expect(intruderList.body.data).toEqual([]);
+    const badLimit = await api.request('/v1/charges?limit=1000', { apiKey: ownerKey });
+    expect(badLimit.status).toBe(400);
+    expect(badLimit.body.errors[0].field).toBe('limit');
+
     const stillReserved = await api.request(path, { apiKey: ownerKey });
     expect(stillReserved.body.status).toBe('reserved');
     const cancelled = await api.request(`${path}/cancel`, { apiKey: ownerKey, method: 'POST' });

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ValidationError } from '../../client/errors.js';
-import { chargeToWire } from '../../client/wire.js';
+import type { ChargeStatus } from '../../domain/charge.js';
+import { chargeToWire, listToWire } from '../../client/wire.js';
 import type { ApiDeps } from '../app.js';
 import { withTemporalDeadline } from '../deadline.js';
 import {
@@ -78,6 +79,56 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
         return reply.code(202).send(chargeToWire(answer.charge));
       }
       return reply.code(answer.replayed ? 200 : 201).send(chargeToWire(answer.charge));
+    },
+  );
+
+  app.get<{ Querystring: Record<string, string | undefined> }>(
+    '/v1/charges',
+    {
+      schema: {
+        summary: 'Find charges by order, payer or status, newest first',
+        description: 'Pages of at most `limit` charges; pass the last idempotency_key as `starting_after` for the next page.',
+        tags: ['charges'],
+        querystring: {
+          type: 'object',
+          properties: {
+            order_id: { type: 'string' },
+            payer_account_id: { type: 'string' },
+            status: { type: 'string', enum: ['pending', 'reserved', 'succeeded', 'declined', 'cancelled', 'partially_refunded', 'refunded'] },
+            limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+            starting_after: { type: 'string', description: 'idempotency key of the last charge of the previous page' },
+          },
+        },
+        response: {
+          200: {
+            description: 'a page of charges',
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  properties: { object: { const: 'list' }, data: { type: 'array', items: ref('Charge') }, has_more: { type: 'boolean' } },
+                },
+              },
+            },
+          },
+          ...commonProblems,
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const limit = q.limit === undefined ? undefined : Number(q.limit);
+      if (limit !== undefined && !Number.isSafeInteger(limit)) {
+        throw new ValidationError([{ field: 'limit', message: 'must be an integer between 1 and 100' }]);
+      }
+      const page = await context.charges.listCharges(request.tenant, {
+        orderId: q.order_id,
+        payerAccountId: q.payer_account_id,
+        status: q.status as ChargeStatus | undefined,
+        limit,
+        startingAfter: q.starting_after,
+      });
+      return listToWire(page.charges.map(chargeToWire), page.hasMore);
     },
   );
 
