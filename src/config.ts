@@ -29,7 +29,9 @@ const configSchema = z.object({
 export type ChargeguardConfig = z.infer<typeof configSchema>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChargeguardConfig {
-  const parsed = configSchema.safeParse(env);
+  // An empty variable (`TEMPORAL_ADDRESS=`) means unset, as in most shells' idiom.
+  const set = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value.trim() !== ''));
+  const parsed = configSchema.safeParse(set);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ');
     throw new Error(`invalid configuration: ${problems}`);

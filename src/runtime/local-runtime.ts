@@ -44,7 +44,8 @@ export async function startLocalRuntime(
       worker,
       workerRun,
       stop: async () => {
-        worker.shutdown();
+        // The SDK's own signal handling may already be draining the worker on Ctrl-C.
+        if (worker.getState() === 'RUNNING') worker.shutdown();
         await workerRun.catch(() => {});
         await connection.close();
         await context.close();
