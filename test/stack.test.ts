@@ -83,10 +83,12 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
     if (dataRoot) await rm(dataRoot, { recursive: true, force: true });
   }, stackTimeoutMs);
 
-  const start = async (): Promise<LocalStack> => {
+  // A UI port picked ahead of time can be taken by a parallel test before the server binds it;
+  // only the test that checks the UI asks for one.
+  const start = async (options: { withUi?: boolean } = {}): Promise<LocalStack> => {
     running = await startLocalStack({
       dataDir: join(dataRoot, 'data'),
-      temporalUiPort: await findFreePort(),
+      temporalUiPort: options.withUi ? await findFreePort() : null,
       log: (line) => lines.push(line),
     });
     return running;
@@ -100,7 +102,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
   it(
     'serves PostgreSQL and Temporal, and frees every port on stop',
     async () => {
-      const stack = await start();
+      const stack = await start({ withUi: true });
       expect(stack.temporalUiUrl).not.toBeNull();
 
       const one = await withPg(stack.databaseUrl, async (client) => {
