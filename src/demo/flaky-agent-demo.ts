@@ -117,7 +117,7 @@ export async function runFlakyAgentDemo(
                                          GROUP BY reference HAVING count(*) > 1) twice) AS keys_debited_twice,
             (SELECT coalesce(sum(-e.amount_minor), 0)::bigint FROM journal_entries e JOIN transfers t ON t.id = e.transfer_id
               WHERE t.tenant = $1 AND t.kind = 'capture' AND e.amount_minor < 0) AS debited_minor,
-            (SELECT posted_minor FROM accounts WHERE tenant = $1 AND id = 'merchant') AS merchant_minor`,
+            (SELECT posted_minor FROM account_balances WHERE tenant = $1 AND id = 'merchant') AS merchant_minor`,
     [tenant],
   );
   const row = totals.rows[0]!;

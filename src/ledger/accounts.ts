@@ -69,7 +69,8 @@ export async function createAccount(
 
 export async function getAccount(pool: LedgerPool, tenant: string, id: string): Promise<Account | null> {
   const result = await pool.query<AccountRow>(
-    'SELECT * FROM accounts WHERE tenant = $1 AND id = $2 AND NOT is_system',
+    // account_balances, not accounts: a balance includes credits not yet folded into the row.
+    'SELECT * FROM account_balances WHERE tenant = $1 AND id = $2 AND NOT is_system',
     [tenant, id],
   );
   return result.rows[0] ? fromRow(result.rows[0]) : null;
@@ -77,7 +78,7 @@ export async function getAccount(pool: LedgerPool, tenant: string, id: string): 
 
 export async function getAccounts(pool: LedgerPool, tenant: string, ids: string[]): Promise<Map<string, Account>> {
   const result = await pool.query<AccountRow>(
-    'SELECT * FROM accounts WHERE tenant = $1 AND id = ANY($2::text[]) AND NOT is_system',
+    'SELECT * FROM account_balances WHERE tenant = $1 AND id = ANY($2::text[]) AND NOT is_system',
     [tenant, ids],
   );
   return new Map(result.rows.map((row) => [row.id, fromRow(row)]));

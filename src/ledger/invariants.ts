@@ -35,25 +35,43 @@ const invariantQueries: InvariantQuery[] = [
   },
   {
     name: 'posted_matches_journal',
-    description: "each account's posted balance equals the sum of its journal entries",
+    description: "each account's posted balance (its row plus postings not yet folded into it) equals the sum of its journal entries",
     sql: `SELECT a.tenant, a.id, a.posted_minor, coalesce(j.sum_minor, 0) AS journal_minor
-            FROM accounts a
+            FROM account_balances a
             LEFT JOIN (SELECT tenant, account_id, sum(amount_minor) AS sum_minor FROM journal_entries
                         GROUP BY tenant, account_id) j ON j.tenant = a.tenant AND j.account_id = a.id
            WHERE ($1::text IS NULL OR a.tenant = $1) AND a.posted_minor <> coalesce(j.sum_minor, 0)`,
   },
   {
     name: 'pending_matches_holds',
-    description: "each account's pending balance equals the sum of its TRIED holds",
+    description: "each account's pending balance (its row plus postings not yet folded into it) equals the sum of its TRIED holds",
     sql: `SELECT a.tenant, a.id, a.pending_minor, coalesce(h.held_minor, 0) AS holds_minor
-            FROM accounts a
+            FROM account_balances a
             LEFT JOIN (SELECT tenant, payer_account_id, sum(held_minor) AS held_minor FROM charges
                         WHERE hold_state = 'TRIED' GROUP BY tenant, payer_account_id) h
               ON h.tenant = a.tenant AND h.payer_account_id = a.id
            WHERE ($1::text IS NULL OR a.tenant = $1) AND a.pending_minor <> coalesce(h.held_minor, 0)`,
   },
   {
+    name: 'pending_postings_mirror_journal',
+    description:
+      "every posting waiting to be folded into its account mirrors one journal entry of that account: its amount, and for a payer's capture the release of the whole hold",
+    sql: `SELECT p.tenant, p.account_id, p.entry_id, p.posted_delta_minor, p.pending_delta_minor,
+                 e.account_id AS entry_account_id, e.amount_minor AS entry_minor, c.amount_minor AS held_minor
+            FROM pending_postings p
+            LEFT JOIN journal_entries e ON e.id = p.entry_id
+            LEFT JOIN transfers t ON t.id = e.transfer_id
+            LEFT JOIN charges c ON t.kind = 'capture' AND c.tenant = t.tenant AND c.idempotency_key = t.reference
+           WHERE ($1::text IS NULL OR p.tenant = $1)
+             AND (e.id IS NULL OR e.tenant <> p.tenant OR e.account_id <> p.account_id
+                  OR e.amount_minor <> p.posted_delta_minor
+                  OR (e.amount_minor < 0 AND (c.idempotency_key IS NULL OR p.pending_delta_minor <> -c.amount_minor))
+                  OR (e.amount_minor > 0 AND p.pending_delta_minor <> 0))`,
+  },
+  {
     name: 'available_non_negative',
+    // On the row itself (postings not yet folded left out, which only ever add to what is
+    // available): stricter than the contract, and what the accounts CHECK enforces.
     description: 'no account without overdraft has negative available balance',
     sql: `SELECT tenant, id, posted_minor, pending_minor FROM accounts
            WHERE ($1::text IS NULL OR tenant = $1) AND NOT allow_overdraft AND posted_minor - pending_minor < 0`,
