@@ -1,0 +1,55 @@
+import type { ChargeClient } from '../../src/client/charge-client.js';
+import type { Operation } from './load.js';
+import type { Picker } from './population.js';
+
+/** What the callers of one scenario were told, so the ledger can be checked against it. */
+export class ChargeTally {
+  succeeded = 0;
+  /** Charges whose caller got no decision (error, or still running at the wait budget). */
+  readonly unsettled: { key: string; body: Record<string, unknown> }[] = [];
+}
+
+export function chargeBody(key: string, payer: string, payee: string, capture: 'automatic' | 'manual' = 'automatic') {
+  return { order_id: `order-${key}`, payer_account_id: payer, payee_account_id: payee, amount: 100, currency: 'USD', capture };
+}
+
+/**
+ * One new charge per call, through ChargeClient (validation, account check, start, wait): the
+ * path every surface takes. Only a charge its caller saw succeed counts as done.
+ */
+export function chargeOperation(
+  charges: ChargeClient,
+  options: { tenant: string; keyPrefix: string; payer: Picker; payee: Picker; tally: ChargeTally },
+): Operation {
+  return async (sequence) => {
+    const key = `${options.keyPrefix}-${sequence}`;
+    const body = chargeBody(key, options.payer(sequence), options.payee(sequence));
+    let status: string;
+    try {
+      const reply = await charges.charge(options.tenant, key, body);
+      status = reply.completed ? reply.charge.status : 'still running';
+    } catch (error) {
+      options.tally.unsettled.push({ key, body });
+      throw error;
+    }
+    if (status === 'succeeded') {
+      options.tally.succeeded++;
+      return;
+    }
+    if (status === 'still running') options.tally.unsettled.push({ key, body });
+    throw new Error(`charge ${key} answered ${status}`);
+  };
+}
+
+/**
+ * Asks again for every charge whose caller got no decision (the way a real caller settles it: the
+ * same key, the same body), so the tally the ledger is checked against is complete.
+ */
+export async function settleUnsettled(charges: ChargeClient, tenant: string, tally: ChargeTally): Promise<void> {
+  const pending = tally.unsettled.splice(0, tally.unsettled.length);
+  for (const { key, body } of pending) {
+    const reply = await charges.charge(tenant, key, body);
+    if (!reply.completed) throw new Error(`charge ${key} is still undecided after a full wait budget`);
+    if (reply.charge.status === 'succeeded') tally.succeeded++;
+  }
+}

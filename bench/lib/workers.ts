@@ -1,0 +1,168 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createLedgerPool } from '../../src/ledger/pool.js';
+import { terminate } from '../../src/stack/child-process.js';
+import { createChargeWorker } from '../../src/worker/charge-worker.js';
+import { baselineActivities } from '../baseline-activities.js';
+
+/** The worker knobs the bench varies; both the charge and the baseline worker get the same ones. */
+export interface WorkerTuning {
+  maxConcurrentWorkflowTaskExecutions: number;
+  maxConcurrentActivityTaskExecutions: number;
+  maxCachedWorkflows: number;
+  /** Connections of the worker's ledger pool (the activities' only I/O). */
+  ledgerPoolMaxConnections: number;
+}
+
+export interface BenchWorkersConfig {
+  temporalAddress: string;
+  databaseUrl: string;
+  chargeTaskQueue: string;
+  /** null: no baseline worker (M1's dedicated worker runs charges only). */
+  baselineTaskQueue: string | null;
+  chargeBundlePath: string;
+  baselineBundlePath: string;
+  tuning: WorkerTuning;
+}
+
+export interface BenchWorkers {
+  /** 'in-process' shares the load generator's event loop; 'process' is a child of its own. */
+  placement: 'in-process' | 'process';
+  /** The in-process workers' connection: a client on it can ask for eager workflow start. */
+  nativeConnection: NativeConnection | null;
+  /** The child's pid, for CPU and memory readings; null in process. */
+  pid: number | null;
+  /** The worker process's own view of its memory (main isolate heap, external, array buffers). */
+  memoryUsage(): Promise<NodeJS.MemoryUsage>;
+  stop(): Promise<void>;
+}
+
+/** Starts the charge worker and the baseline worker in this process. */
+export async function startWorkersInProcess(config: BenchWorkersConfig): Promise<BenchWorkers> {
+  const connection = await NativeConnection.connect({ address: config.temporalAddress });
+  const ledger = createLedgerPool({ databaseUrl: config.databaseUrl, maxConnections: config.tuning.ledgerPoolMaxConnections });
+  const workers: Worker[] = [
+    await createChargeWorker({
+      connection,
+      namespace: 'default',
+      ledger,
+      taskQueue: config.chargeTaskQueue,
+      workflowBundle: { codePath: config.chargeBundlePath },
+      maxConcurrentWorkflowTaskExecutions: config.tuning.maxConcurrentWorkflowTaskExecutions,
+      maxConcurrentActivityTaskExecutions: config.tuning.maxConcurrentActivityTaskExecutions,
+      maxCachedWorkflows: config.tuning.maxCachedWorkflows,
+    }),
+  ];
+  if (config.baselineTaskQueue !== null) {
+    workers.push(
+      await Worker.create({
+        connection,
+        namespace: 'default',
+        taskQueue: config.baselineTaskQueue,
+        workflowBundle: { codePath: config.baselineBundlePath },
+        activities: baselineActivities,
+        maxConcurrentWorkflowTaskExecutions: config.tuning.maxConcurrentWorkflowTaskExecutions,
+        maxConcurrentActivityTaskExecutions: config.tuning.maxConcurrentActivityTaskExecutions,
+        maxCachedWorkflows: config.tuning.maxCachedWorkflows,
+      }),
+    );
+  }
+  const running = workers.map((worker) => worker.run());
+  let stopping: Promise<void> | null = null;
+  return {
+    placement: 'in-process',
+    nativeConnection: connection,
+    pid: null,
+    memoryUsage: async () => process.memoryUsage(),
+    stop: () =>
+      (stopping ??= (async () => {
+        for (const worker of workers) worker.shutdown();
+        await Promise.allSettled(running);
+        await connection.close();
+        await ledger.end();
+      })()),
+  };
+}
+
+const workerProcessPath = fileURLToPath(new URL('./worker-process.ts', import.meta.url));
+
+/** Messages between the bench and its worker process. */
+export type WorkerProcessMessage =
+  | { type: 'ready' }
+  | { type: 'failed'; message: string }
+  | { type: 'stopped' }
+  | { type: 'memory'; usage: NodeJS.MemoryUsage };
+
+/**
+ * Starts the same workers in a child process (node --import tsx, so the pid is the worker itself,
+ * not a tsx launcher): the placement a deployment uses, and the only way to read a worker's own RSS.
+ */
+export async function startWorkersInChild(config: BenchWorkersConfig, startTimeoutMs = 120_000): Promise<BenchWorkers> {
+  const child = fork(workerProcessPath, [], {
+    execArgv: ['--import', 'tsx'],
+    env: {
+      ...process.env,
+      // glibc gives each thread that allocates its own arena; with Temporal core's Rust threads that
+      // keeps 50-70 MB of freed memory resident (M1). Two arenas is the usual setting for such
+      // processes and the one we recommend for workers; an explicit value in the environment wins.
+      MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
+      BENCH_WORKERS_CONFIG: JSON.stringify(config),
+    },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  await waitForMessage(child, 'ready', startTimeoutMs);
+  return {
+    placement: 'process',
+    nativeConnection: null,
+    pid: child.pid ?? null,
+    memoryUsage: () =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('worker process did not report its memory')), 10_000);
+        const onMessage = (message: WorkerProcessMessage): void => {
+          if (message.type !== 'memory') return;
+          clearTimeout(timer);
+          child.off('message', onMessage);
+          resolve(message.usage);
+        };
+        child.on('message', onMessage);
+        child.send({ type: 'memory' });
+      }),
+    stop: async () => {
+      if (child.connected) child.send({ type: 'stop' });
+      const stopped = await waitForMessage(child, 'stopped', 30_000).then(() => true, () => false);
+      if (!stopped) await terminate(child, { signal: 'SIGTERM', graceMs: 5_000 });
+    },
+  };
+}
+
+function waitForMessage(child: ChildProcess, type: WorkerProcessMessage['type'], timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => settle(new Error(`worker process sent no '${type}' within ${timeoutMs} ms`)), timeoutMs);
+    const onMessage = (message: WorkerProcessMessage): void => {
+      if (message.type === type) settle(null);
+      else if (message.type === 'failed') settle(new Error(`worker process failed: ${message.message}`));
+    };
+    const onExit = (code: number | null): void => {
+      settle(type === 'stopped' ? null : new Error(`worker process exited (code ${code}) before '${type}'`));
+    };
+    function settle(error: Error | null): void {
+      clearTimeout(timer);
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+      if (error) reject(error);
+      else resolve();
+    }
+    child.on('message', onMessage);
+    child.once('exit', onExit);
+  });
+}
+
+/** Resident set size of a process, from /proc (the kernel's figure, not the JS heap's). */
+export async function residentMemoryBytes(pid: number): Promise<number> {
+  const { readFile } = await import('node:fs/promises');
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = /VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1];
+  if (kb === undefined) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(kb) * 1024;
+}

@@ -1,0 +1,202 @@
+import { writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { fileURLToPath } from 'node:url';
+import { step } from '../src/cli/progress.js';
+import { createLedgerPool } from '../src/ledger/pool.js';
+import { bundleChargeWorkflows } from '../src/worker/charge-worker.js';
+import { startBenchStack } from './lib/bench-stack.js';
+import { fullSettings, quickSettings, type BenchContext } from './lib/context.js';
+import { loadAverage1m, machineInfo, softwareVersions, waitForQuietMachine } from './lib/machine.js';
+import { detectLedgerStepKind } from './lib/charge-shape.js';
+import { seedLedgerHistory } from './lib/history.js';
+import { openTemporalSession, type SessionOptions } from './lib/session.js';
+import type { Verification } from './lib/verify.js';
+import type { WorkerTuning } from './lib/workers.js';
+import { buildFigures, type BenchResult } from './report/result.js';
+import { runM1 } from './scenarios/m1-memory.js';
+import { measureThroughputPoint, runP1 } from './scenarios/p1-throughput.js';
+import { runP2 } from './scenarios/p2-ledger.js';
+import { runP4EndToEnd, runP4Ledger } from './scenarios/p4-hot-payee.js';
+import { runLatencyScenarios } from './scenarios/p5-p3-latency.js';
+import { pgbenchVersion } from './scenarios/tpcb.js';
+import { defaultVariants, runVariants } from './scenarios/variants.js';
+
+export const scenarioIds = ['p1', 'p2', 'p3', 'p4', 'p5', 'm1', 'variants'] as const;
+/** Finer selectors for --only, for iterating on one layer: P4 has a ledger-only and an end-to-end half. */
+export const extraSelectors = ['p4-ledger', 'p4-e2e'] as const;
+export type ScenarioId = (typeof scenarioIds)[number] | (typeof extraSelectors)[number];
+
+export interface BenchOptions {
+  quick: boolean;
+  scenarios: ReadonlySet<ScenarioId>;
+  placement: 'in-process' | 'process';
+  sqlitePragmas: string[];
+  eagerStart: boolean;
+  tuning: WorkerTuning;
+  /** The baseline's activities; 'mirror' (the fair default) uses the kind ChargeWorkflow is seen to use. */
+  baselineActivityKind: 'local' | 'remote' | 'mirror';
+  maxLoad: number;
+  loadWaitMs: number;
+  dataDir: string;
+  keepData: boolean;
+  label: string | null;
+}
+
+/** Worker settings as `chargeguard start` runs them (createChargeWorker's defaults). */
+export const defaultTuning: WorkerTuning = {
+  maxConcurrentWorkflowTaskExecutions: 100,
+  maxConcurrentActivityTaskExecutions: 100,
+  maxCachedWorkflows: 100,
+  ledgerPoolMaxConnections: 20,
+};
+
+const baselineWorkflowsPath = fileURLToPath(new URL('./baseline-workflow.ts', import.meta.url));
+
+/** Runs the selected scenarios on one stack and returns everything measured (nothing written yet). */
+export async function runBench(options: BenchOptions): Promise<BenchResult> {
+  const startedAt = new Date();
+  const runId = startedAt.toISOString().replace(/[-:]/g, '').slice(2, 13).toLowerCase();
+  const log = (line: string): void => void process.stderr.write(`${line}\n`);
+  const settings = options.quick ? quickSettings : fullSettings;
+  const quiet = await waitForQuietMachine(options.maxLoad, options.loadWaitMs, log);
+  const dataDir = resolve(options.dataDir, runId);
+  const stack = await step('starting PostgreSQL and Temporal for the bench', () =>
+    startBenchStack({ dataDir, sqlitePragmas: options.sqlitePragmas, keepData: options.keepData, log }),
+  );
+  // Generous statement timeout: verification scans the whole ledger and is never what is measured.
+  const ledger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 8, statementTimeoutMs: 600_000 });
+  const ctx: BenchContext = { runId, settings, stack, ledger, log };
+  const partial: Omit<BenchResult, 'figures' | 'correct' | 'problems' | 'finishedAt' | 'load'> & Partial<BenchResult> = {
+    runId,
+    label: options.label,
+    quick: options.quick,
+    startedAt: startedAt.toISOString(),
+    machine: machineInfo(),
+    versions: await softwareVersions(stack.databaseUrl, await pgbenchVersion()),
+    setup: {
+      placement: options.placement,
+      sqlitePragmas: stack.sqlitePragmas,
+      eagerStart: options.eagerStart,
+      baselineActivityKind: options.baselineActivityKind === 'mirror' ? 'remote' : options.baselineActivityKind,
+      ledgerStepKind: null,
+      tuning: options.tuning,
+      external: { temporal: stack.temporalMetricsUrl === null, database: Boolean(process.env.DATABASE_URL?.trim()) },
+    },
+    settings,
+  };
+  const has = (id: ScenarioId): boolean => options.scenarios.has(id);
+  let baselineLocal = options.baselineActivityKind === 'local';
+  let stepKindSeen = false;
+  try {
+    const bundles = await step('bundling the charge and baseline workflows', async () => {
+      const chargeBundlePath = join(dataDir, 'charge-workflows.js');
+      const baselineBundlePath = join(dataDir, 'baseline-workflows.js');
+      await writeFile(chargeBundlePath, (await bundleChargeWorkflows()).code);
+      const baseline = await bundleWorkflowCode({ workflowsPath: baselineWorkflowsPath, logger: silentLogger });
+      await writeFile(baselineBundlePath, baseline.code);
+      return { chargeBundlePath, baselineBundlePath };
+    });
+    const base = { tuning: options.tuning, eagerStart: options.eagerStart, bundles };
+
+    await step('giving the fresh ledger some history and statistics', () => seedLedgerHistory(ctx, settings.historyCharges));
+    // Ledger-only scenarios first, with no worker running: they measure PostgreSQL alone.
+    if (has('p2')) partial.p2 = await runP2(ctx);
+    if (has('p4') || has('p4-ledger')) partial.p4Ledger = await runP4Ledger(ctx);
+
+    if (has('p1') || has('p3') || has('p4') || has('p4-e2e') || has('p5')) {
+      const sessionOptions: SessionOptions = {
+        ...base,
+        placement: options.placement,
+        chargeTaskQueue: `bench-${runId}-charges`,
+        baselineTaskQueue: `bench-${runId}-baseline`,
+      };
+      const session = await step(`starting the workers (${options.placement})`, () => openTemporalSession(stack, sessionOptions));
+      try {
+        const stepKind = await detectLedgerStepKind(ctx, session);
+        if (options.baselineActivityKind === 'mirror') baselineLocal = stepKind === 'local';
+        stepKindSeen = true;
+        partial.setup.ledgerStepKind = stepKind;
+        partial.setup.baselineActivityKind = baselineLocal ? 'local' : 'remote';
+        if (has('p1')) {
+          partial.p1 = await runP1(ctx, session, { scenario: 'p1', concurrency: settings.p1Concurrency, baselineLocalActivities: baselineLocal });
+        }
+        if (has('p5') || has('p3')) {
+          const peak = partial.p1
+            ? Math.max(...partial.p1.points.map((p) => p.charge.operationsPerSecond))
+            : await probePeak(ctx, session, baselineLocal);
+          const { p5, p3 } = await runLatencyScenarios(ctx, session, peak);
+          partial.p5 = p5;
+          partial.p3 = p3;
+        }
+        if (has('p4') || has('p4-e2e')) partial.p4EndToEnd = await runP4EndToEnd(ctx, session);
+      } finally {
+        await session.close();
+      }
+    }
+    if (has('m1')) partial.m1 = await runM1(ctx, base);
+    if (has('variants')) partial.variants = await runVariants(
+      ctx,
+      base,
+      defaultVariants,
+      options.baselineActivityKind === 'mirror' && !stepKindSeen ? 'mirror' : baselineLocal,
+    );
+  } finally {
+    await ledger.end();
+    await stack.stop();
+  }
+  const withoutFigures = {
+    ...partial,
+    finishedAt: new Date().toISOString(),
+    load: { beforeRun1m: quiet.load, waitedMs: quiet.waitedMs, quietAtStart: quiet.quiet, afterRun1m: loadAverage1m() },
+  } as Omit<BenchResult, 'figures' | 'correct' | 'problems'>;
+  const problems = collectProblems(withoutFigures);
+  return { ...withoutFigures, figures: buildFigures(withoutFigures), correct: problems.length === 0, problems };
+}
+
+/** P5's half load needs a peak; without P1 in the run, one P1 point at the variant concurrency gives it. */
+async function probePeak(ctx: BenchContext, session: Awaited<ReturnType<typeof openTemporalSession>>, baselineLocal: boolean): Promise<number> {
+  const { openPopulation } = await import('./lib/population.js');
+  const { ChargeTally } = await import('./lib/charging.js');
+  const population = await openPopulation(ctx.ledger, { tenant: `bench-${ctx.runId}-peak`, payers: 2_000, payees: 200 });
+  const point = await measureThroughputPoint(ctx, session, population, new ChargeTally(), {
+    label: 'peak probe',
+    concurrency: ctx.settings.variantConcurrency,
+    baselineLocalActivities: baselineLocal,
+  });
+  return point.charge.operationsPerSecond;
+}
+
+function collectProblems(result: Omit<BenchResult, 'figures' | 'correct' | 'problems'>): string[] {
+  const checks: [string, Verification | undefined][] = [
+    ['P1', result.p1?.verification],
+    ['P2', result.p2?.verification],
+    ['P4 ledger', result.p4Ledger?.verification],
+    ['P4 end to end', result.p4EndToEnd?.verification],
+    ['P5/P3', result.p5?.verification],
+    ['M1', result.m1?.verification],
+    ...(result.variants ?? []).map((v): [string, Verification] => [`variant ${v.name}`, v.verification]),
+  ];
+  const problems = checks.flatMap(([name, check]) => (check && !check.ok ? check.problems.map((p) => `${name}: ${p}`) : []));
+  const replayTasks = result.p3?.workflowTasksDuringReplays;
+  if (replayTasks !== undefined && replayTasks !== null && replayTasks > 0) {
+    problems.push(`P3: ${replayTasks} workflow/query tasks ran during replays`);
+  }
+  const failedPhases = [
+    ...(result.p1?.points ?? []).flatMap((p) => [p.charge, p.baseline]),
+    ...(result.p2?.points ?? []).map((p) => p.charge),
+    ...(result.p3 ? [result.p3.sequential, result.p3.concurrent] : []),
+    ...(result.p5 ? [result.p5.idle, result.p5.halfLoad] : []),
+  ].filter((phase) => phase.failed > 0);
+  for (const phase of failedPhases) problems.push(`${phase.label}: ${phase.failed} operations failed (${phase.failureSamples[0] ?? ''})`);
+  return problems;
+}
+
+const silentLogger = {
+  log: () => {},
+  trace: () => {},
+  debug: () => {},
+  info: () => {},
+  warn: (message: string) => console.warn(message),
+  error: (message: string) => console.error(message),
+};

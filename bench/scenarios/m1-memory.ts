@@ -1,0 +1,103 @@
+import { chargeBody } from '../lib/charging.js';
+import { tenantFor, type BenchContext } from '../lib/context.js';
+import { runBounded } from '../lib/load.js';
+import { openPopulation, spreadPicker } from '../lib/population.js';
+import { openTemporalSession, type SessionOptions } from '../lib/session.js';
+import { verifyScenario, type Verification } from '../lib/verify.js';
+import { residentMemoryBytes } from '../lib/workers.js';
+import { spreadPopulationSize } from './p1-throughput.js';
+
+export interface M1Result {
+  inFlight: number;
+  /** The worker process before any charge, and with every hold open and waiting. */
+  idleRssBytes: number;
+  inFlightRssBytes: number;
+  /** The worker's cache size: every waiting charge stays cached unless this is smaller. */
+  maxCachedWorkflows: number;
+  /** glibc arenas of the worker process (see startWorkersInChild). */
+  mallocArenaMax: string;
+  /** The worker's main isolate as Node sees it, with every hold waiting (the rest of RSS is native). */
+  inFlightMemoryUsage: NodeJS.MemoryUsage;
+  startDurationMs: number;
+  verification: Verification;
+}
+
+/**
+ * M1: a worker process of its own holds `m1InFlight` manual-capture charges open (Try done, waiting
+ * for capture); its resident memory is read from /proc, then every charge is cancelled and the
+ * ledger checked (no capture, every hold released).
+ */
+export async function runM1(ctx: BenchContext, base: Omit<SessionOptions, 'placement' | 'chargeTaskQueue' | 'baselineTaskQueue'>): Promise<M1Result> {
+  const inFlight = ctx.settings.m1InFlight;
+  const session = await openTemporalSession(ctx.stack, {
+    ...base,
+    placement: 'process',
+    eagerStart: false,
+    chargeTaskQueue: `bench-${ctx.runId}-m1`,
+    baselineTaskQueue: null,
+  });
+  try {
+    const pid = session.workers.pid!;
+    const idleRssBytes = await residentMemoryBytes(pid);
+    const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'm1'), ...spreadPopulationSize });
+    const payer = spreadPicker(population.payers);
+    const payee = spreadPicker(population.payees);
+    const startedAtMs = performance.now();
+    await runBounded(inFlight, 16, async (n) => {
+      const key = `m1-${n}`;
+      await session.charges.startCharge(population.tenant, key, chargeBody(key, payer(n), payee(n), 'manual'));
+    });
+    await waitForHolds(ctx, population.tenant, inFlight, 120_000);
+    const startDurationMs = performance.now() - startedAtMs;
+    // Sampled a few times: the figure is the largest the worker reached while all of them waited.
+    let inFlightRssBytes = 0;
+    for (let sample = 0; sample < 5; sample++) {
+      inFlightRssBytes = Math.max(inFlightRssBytes, await residentMemoryBytes(pid));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const inFlightMemoryUsage = await session.workers.memoryUsage();
+    const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(0)} MB`;
+    ctx.log(
+      `M1: ${inFlight} holds waiting, worker RSS ${mb(inFlightRssBytes)} (heap used ${mb(inFlightMemoryUsage.heapUsed)} of ` +
+        `${mb(inFlightMemoryUsage.heapTotal)}, external ${mb(inFlightMemoryUsage.external)})`,
+    );
+    await runBounded(inFlight, 16, async (n) => {
+      const charge = await session.charges.cancelCharge(population.tenant, `m1-${n}`);
+      if (charge.status !== 'cancelled') throw new Error(`m1-${n} is ${charge.status} after cancel`);
+    });
+    const verification = await verifyScenario(ctx.ledger, population.tenant, 0);
+    const { rows } = await ctx.ledger.query<{ open: number }>(
+      "SELECT count(*)::int AS open FROM charges WHERE tenant = $1 AND hold_state <> 'CANCELLED'",
+      [population.tenant],
+    );
+    if (rows[0]!.open !== 0) {
+      verification.ok = false;
+      verification.problems.push(`${rows[0]!.open} charges are not cancelled after cancel`);
+    }
+    return {
+      inFlight,
+      idleRssBytes,
+      inFlightRssBytes,
+      maxCachedWorkflows: base.tuning.maxCachedWorkflows,
+      mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? '2',
+      inFlightMemoryUsage,
+      startDurationMs,
+      verification,
+    };
+  } finally {
+    await session.close();
+  }
+}
+
+async function waitForHolds(ctx: BenchContext, tenant: string, expected: number, timeoutMs: number): Promise<void> {
+  const deadlineMs = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await ctx.ledger.query<{ held: number }>(
+      "SELECT count(*)::int AS held FROM charges WHERE tenant = $1 AND hold_state = 'TRIED'",
+      [tenant],
+    );
+    if (rows[0]!.held >= expected) return;
+    if (Date.now() > deadlineMs) throw new Error(`only ${rows[0]!.held} of ${expected} holds after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
