@@ -10,6 +10,7 @@ import { registerChargeCommand } from './commands/charge.js';
 import { registerBenchCommand } from './commands/bench.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerMcpCommand } from './commands/mcp.js';
+import { registerReconcileCommand } from './commands/reconcile.js';
 import { registerRefundCommand } from './commands/refund.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerStartCommand } from './commands/start.js';
@@ -36,6 +37,7 @@ registerCaptureCommand(program);
 registerRefundCommand(program);
 registerAccountsCommand(program);
 registerApiKeysCommand(program);
+registerReconcileCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`error: ${(error as Error).message}\n`);
