@@ -10,6 +10,7 @@ import { fullSettings, quickSettings, type BenchContext } from './lib/context.js
 import { loadAverage1m, machineInfo, softwareVersions, waitForQuietMachine } from './lib/machine.js';
 import { detectLedgerStepKind } from './lib/charge-shape.js';
 import { seedLedgerHistory } from './lib/history.js';
+import { settleDisk } from './lib/settle.js';
 import { openTemporalSession, type SessionOptions } from './lib/session.js';
 import type { Verification } from './lib/verify.js';
 import type { WorkerTuning } from './lib/workers.js';
@@ -111,6 +112,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         chargeTaskQueue: `bench-${runId}-charges`,
         baselineTaskQueue: `bench-${runId}-baseline`,
       };
+      await settleDisk(ctx);
       const session = await step(`starting the workers (${options.placement})`, () => openTemporalSession(stack, sessionOptions));
       try {
         const stepKind = await detectLedgerStepKind(ctx, session);
@@ -134,7 +136,10 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         await session.close();
       }
     }
-    if (has('m1')) partial.m1 = await runM1(ctx, base);
+    if (has('m1')) {
+      await settleDisk(ctx);
+      partial.m1 = await runM1(ctx, base);
+    }
     if (has('variants')) partial.variants = await runVariants(
       ctx,
       base,

@@ -1,5 +1,6 @@
 import { ChargeTally, chargeOperation, settleUnsettled } from '../lib/charging.js';
 import { detectLedgerStepKind } from '../lib/charge-shape.js';
+import { settleDisk } from '../lib/settle.js';
 import { measured, tenantFor, type BenchContext, type PhaseFigure } from '../lib/context.js';
 import { runBounded, runClosedLoop } from '../lib/load.js';
 import { openPopulation, spreadPicker } from '../lib/population.js';
@@ -49,6 +50,7 @@ export async function runVariants(
       ctx.log(`variants: TEMPORAL_ADDRESS is set, skipping "${spec.name}"`);
       continue;
     }
+    await settleDisk(ctx);
     await ctx.stack.restartTemporal(spec.sqlitePragmas);
     const session = await openTemporalSession(ctx.stack, {
       ...base,

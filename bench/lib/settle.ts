@@ -1,0 +1,17 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { BenchContext } from './context.js';
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * Flushes what earlier phases left for the disk to do before a Temporal phase starts. The dev
+ * server's SQLite (rollback journal, synchronous=FULL) fsyncs several times per write, and a
+ * PostgreSQL checkpoint of the ledger-only phases' writes, landing minutes later, slowed those
+ * fsyncs enough to cut a later phase's throughput by more than half. CHECKPOINT needs a superuser
+ * (the embedded server's); against another DATABASE_URL it may be refused, which only costs noise.
+ */
+export async function settleDisk(ctx: BenchContext): Promise<void> {
+  await ctx.ledger.query('CHECKPOINT').catch(() => undefined);
+  await execFileAsync('sync', [], { timeout: 120_000 }).catch(() => undefined);
+}
