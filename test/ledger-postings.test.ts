@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeFingerprint, chargeIdFor } from '../src/client/fingerprint.js';
-import type { ChargeIntent } from '../src/domain/charge.js';
 import { confirmHold, tryHold } from '../src/ledger/charges.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import {
   balanceOf,
   expectLedgerInvariants,
+  ledgerIntent,
   newKey,
   newTenant,
   openAccount,
@@ -26,23 +25,9 @@ afterAll(async () => {
   await h?.close();
 });
 
-function intentFor(tenant: string, key: string, payer: string, payee: string, amountMinor: number): ChargeIntent {
-  const request = {
-    orderId: `order-${key}`,
-    payerAccountId: payer,
-    payeeAccountId: payee,
-    amountMinor,
-    currency: 'USD',
-    captureMode: 'automatic' as const,
-    description: null,
-    metadata: null,
-  };
-  return { tenant, idempotencyKey: key, chargeId: chargeIdFor(tenant, key), fingerprint: chargeFingerprint(request), request };
-}
-
 async function charge(tenant: string, payer: string, payee: string, amountMinor: number): Promise<string> {
   const key = newKey();
-  const tried = await tryHold(h.pool, intentFor(tenant, key, payer, payee, amountMinor), 60_000);
+  const tried = await tryHold(h.pool, ledgerIntent(tenant, key, payer, payee, amountMinor), 60_000);
   if (tried.holdState === 'TRIED') await confirmHold(h.pool, tenant, key, null);
   return key;
 }
@@ -80,11 +65,11 @@ describe('append-only postings (hot payee, hot payer)', () => {
 
     // One more than the shop has: declined, even though the credits were folded to decide it.
     const tooMuch = newKey();
-    const declined = await tryHold(h.pool, intentFor(tenant, tooMuch, 'shop', 'supplier', 3_501), 60_000);
+    const declined = await tryHold(h.pool, ledgerIntent(tenant, tooMuch, 'shop', 'supplier', 3_501), 60_000);
     expect(declined.charge).toMatchObject({ status: 'declined', declineCode: 'insufficient_funds' });
     // Exactly what it has: reserved and captured.
     const exact = newKey();
-    expect((await tryHold(h.pool, intentFor(tenant, exact, 'shop', 'supplier', 3_500), 60_000)).holdState).toBe('TRIED');
+    expect((await tryHold(h.pool, ledgerIntent(tenant, exact, 'shop', 'supplier', 3_500), 60_000)).holdState).toBe('TRIED');
     await confirmHold(h.pool, tenant, exact, null);
     expect(await balanceOf(h.pool, tenant, 'shop')).toMatchObject({ postedMinor: 0, pendingMinor: 0, availableMinor: 0 });
     await expectLedgerInvariants(h.pool, tenant);
@@ -114,7 +99,7 @@ describe('append-only postings (hot payee, hot payer)', () => {
     const keys = Array.from({ length: 40 }, () => newKey());
     await Promise.all(
       keys.map(async (key, i) => {
-        await tryHold(h.pool, intentFor(tenant, key, 'agent', 'shop', 1_000), 60_000);
+        await tryHold(h.pool, ledgerIntent(tenant, key, 'agent', 'shop', 1_000), 60_000);
         // Every fourth charge captures 400 of its 1,000 hold; the other 600 go back to the agent.
         await confirmHold(h.pool, tenant, key, i % 4 === 0 ? 400 : null);
       }),
@@ -123,9 +108,9 @@ describe('append-only postings (hot payee, hot payer)', () => {
     expect(await balanceOf(h.pool, tenant, 'agent')).toMatchObject({ postedMinor: left, pendingMinor: 0, availableMinor: left });
     expect((await balanceOf(h.pool, tenant, 'shop')).postedMinor).toBe(30 * 1_000 + 10 * 400);
 
-    const oneTooMany = await tryHold(h.pool, intentFor(tenant, newKey(), 'agent', 'shop', left + 1), 60_000);
+    const oneTooMany = await tryHold(h.pool, ledgerIntent(tenant, newKey(), 'agent', 'shop', left + 1), 60_000);
     expect(oneTooMany.charge.declineCode).toBe('insufficient_funds');
-    const everything = await tryHold(h.pool, intentFor(tenant, newKey(), 'agent', 'shop', left), 60_000);
+    const everything = await tryHold(h.pool, ledgerIntent(tenant, newKey(), 'agent', 'shop', left), 60_000);
     expect(everything.holdState).toBe('TRIED');
     expect(await pendingPostings(tenant, 'agent')).toBe(0);
     expect(await balanceOf(h.pool, tenant, 'agent')).toMatchObject({ postedMinor: left, pendingMinor: left, availableMinor: 0 });

@@ -1,6 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { migrateLedger } from '../src/ledger/migrate.js';
-import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tryHold } from '../src/ledger/charges.js';
 import { formatReconcileReport, reconcile, reconcileExitCode, type ReconcileReport } from '../src/reconcile/index.js';
 import {
@@ -11,6 +9,7 @@ import {
   openAccount,
   openHarness,
   waitFor,
+  withScratchLedger,
   type Harness,
 } from './support/harness.js';
 
@@ -24,22 +23,6 @@ afterAll(async () => {
 
 function violationsOf(report: ReconcileReport): Record<string, number> {
   return Object.fromEntries(report.checks.filter((c) => c.violations > 0).map((c) => [c.name, c.violations]));
-}
-
-/** A database of its own in the same PostgreSQL, migrated like the real one, dropped afterwards. */
-async function withScratchLedger(run: (pool: LedgerPool) => Promise<void>): Promise<void> {
-  const name = `scratch_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
-  await h.pool.query(`CREATE DATABASE ${name}`);
-  const url = new URL(inject('stack').databaseUrl);
-  url.pathname = `/${name}`;
-  await migrateLedger(url.toString());
-  const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 4 });
-  try {
-    await run(pool);
-  } finally {
-    await pool.end();
-    await h.pool.query(`DROP DATABASE ${name} WITH (FORCE)`);
-  }
 }
 
 describe('reconcile', () => {
@@ -107,7 +90,7 @@ describe('reconcile', () => {
     await openAccount(h.pool, tenant, 'payee');
     expect((await h.client.charge(tenant, newKey('elsewhere'), chargeBody({ amount: 100 }))).charge.status).toBe('succeeded');
 
-    await withScratchLedger(async (scratch) => {
+    await withScratchLedger(h.pool, async (scratch) => {
       await openAccount(scratch, tenant, 'payer', { depositMinor: 1_000 });
       await openAccount(scratch, tenant, 'payee');
       const clean = await reconcile({ ledger: scratch, tenant });

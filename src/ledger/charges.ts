@@ -73,24 +73,52 @@ function intentParams(intent: ChargeIntent): unknown[] {
   ];
 }
 
-async function callLedgerFunction(pool: LedgerPool, sql: string, params: unknown[]): Promise<LedgerCharge> {
-  try {
-    const result = await pool.query<ChargeRow>(sql, params);
-    const row = result.rows[0];
-    if (!row) throw new Error(`ledger function returned no row: ${sql}`);
-    return fromRow(row);
-  } catch (error) {
-    throw asLedgerRefusal(error) ?? error;
+/** A ledger function call as a named prepared statement: parsed and planned once per connection. */
+interface LedgerStatement {
+  name: string;
+  text: string;
+}
+
+/**
+ * The steps run as named prepared statements: PostgreSQL parses and plans each once per connection
+ * instead of on every call (+22% Try+Confirm pairs/s, bench/experiments/ledger-variants.ts). A
+ * migration that changes the charges row and re-creates the step functions invalidates a connection's plan for good ("cached plan
+ * must not change result type", SQLSTATE 0A000, raised before anything runs); that connection is
+ * then dropped and the call runs once more on a fresh one.
+ */
+async function callLedgerFunction(pool: LedgerPool, statement: LedgerStatement, values: unknown[]): Promise<LedgerCharge> {
+  for (let attempt = 1; ; attempt++) {
+    const client = await pool.connect();
+    let stalePlan: Error | undefined;
+    try {
+      const result = await client.query<ChargeRow>({ ...statement, values });
+      const row = result.rows[0];
+      if (!row) throw new Error(`ledger function returned no row: ${statement.text}`);
+      return fromRow(row);
+    } catch (error) {
+      if (isStalePlan(error)) stalePlan = error as Error;
+      if (stalePlan && attempt === 1) continue;
+      throw asLedgerRefusal(error) ?? error;
+    } finally {
+      client.release(stalePlan);
+    }
   }
 }
 
+function isStalePlan(error: unknown): boolean {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type');
+}
+
+const statements = {
+  try: { name: 'ledger_try', text: 'SELECT * FROM ledger_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)' },
+  confirm: { name: 'ledger_confirm', text: 'SELECT * FROM ledger_confirm($1, $2, $3)' },
+  cancel: { name: 'ledger_cancel', text: 'SELECT * FROM ledger_cancel($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)' },
+} as const satisfies Record<string, LedgerStatement>;
+
 /** Try: reserve the amount on the payer, or record the decline. One transaction, idempotent. */
 export function tryHold(pool: LedgerPool, intent: ChargeIntent, holdTtlMs: number): Promise<LedgerCharge> {
-  return callLedgerFunction(
-    pool,
-    'SELECT * FROM ledger_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
-    [...intentParams(intent), holdTtlMs],
-  );
+  return callLedgerFunction(pool, statements.try, [...intentParams(intent), holdTtlMs]);
 }
 
 /** Confirm: capture the hold (all of it, or `captureMinor` of it, releasing the rest). */
@@ -100,16 +128,12 @@ export function confirmHold(
   idempotencyKey: string,
   captureMinor: number | null,
 ): Promise<LedgerCharge> {
-  return callLedgerFunction(pool, 'SELECT * FROM ledger_confirm($1, $2, $3)', [tenant, idempotencyKey, captureMinor]);
+  return callLedgerFunction(pool, statements.confirm, [tenant, idempotencyKey, captureMinor]);
 }
 
 /** Cancel: release the hold, or leave a tombstone when no Try has run yet. */
 export function cancelHold(pool: LedgerPool, intent: ChargeIntent, reason: string): Promise<LedgerCharge> {
-  return callLedgerFunction(
-    pool,
-    'SELECT * FROM ledger_cancel($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
-    [...intentParams(intent), reason],
-  );
+  return callLedgerFunction(pool, statements.cancel, [...intentParams(intent), reason]);
 }
 
 export async function readCharge(pool: LedgerPool, tenant: string, idempotencyKey: string): Promise<LedgerCharge | null> {

@@ -4,8 +4,11 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { expect, inject } from 'vitest';
 import type { LedgerActivityHooks } from '../../activities/index.js';
 import { ChargeClient } from '../../src/client/charge-client.js';
+import { chargeFingerprint, chargeIdFor } from '../../src/client/fingerprint.js';
+import type { ChargeIntent } from '../../src/domain/charge.js';
 import { createAccount, deposit, getAccount, type Account } from '../../src/ledger/accounts.js';
 import { checkLedgerInvariants } from '../../src/ledger/invariants.js';
+import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
@@ -156,4 +159,39 @@ export function chargeBody(overrides: Record<string, unknown> = {}): Record<stri
     currency: 'USD',
     ...overrides,
   };
+}
+
+/** A database of its own in the same PostgreSQL, migrated like the real one, dropped afterwards. */
+export async function withScratchLedger(
+  admin: LedgerPool,
+  run: (pool: LedgerPool) => Promise<void>,
+  options: { maxConnections?: number } = {},
+): Promise<void> {
+  const name = `scratch_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(inject('stack').databaseUrl);
+  url.pathname = `/${name}`;
+  await migrateLedger(url.toString());
+  const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: options.maxConnections ?? 4 });
+  try {
+    await run(pool);
+  } finally {
+    await pool.end();
+    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+  }
+}
+
+/** An automatic-capture intent for calling the ledger functions directly, without the client. */
+export function ledgerIntent(tenant: string, key: string, payer: string, payee: string, amountMinor: number): ChargeIntent {
+  const request = {
+    orderId: `order-${key}`,
+    payerAccountId: payer,
+    payeeAccountId: payee,
+    amountMinor,
+    currency: 'USD',
+    captureMode: 'automatic' as const,
+    description: null,
+    metadata: null,
+  };
+  return { tenant, idempotencyKey: key, chargeId: chargeIdFor(tenant, key), fingerprint: chargeFingerprint(request), request };
 }
