@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type ConnectionLike } from '@temporalio/client';
 import { ChargeClient } from '../client/charge-client.js';
 import type { ChargeguardConfig } from '../config.js';
 import { migrateLedger } from '../ledger/migrate.js';
@@ -30,11 +30,21 @@ export function policyFromConfig(config: ChargeguardConfig): ChargePolicy {
   };
 }
 
-/** Connects to Temporal and PostgreSQL (migrating the ledger) and builds the one ChargeClient. */
-export async function openAppContext(config: ChargeguardConfig, endpoints: Endpoints): Promise<AppContext> {
+/**
+ * Connects to Temporal and PostgreSQL (migrating the ledger) and builds the one ChargeClient.
+ * With `workerConnection` (a worker in this process, connected through it) the client shares that
+ * connection and asks for eager workflow start: the server hands a new charge's first workflow task
+ * straight back to this process instead of through the task queue (P1 x1.8, idle p50 98 -> 60 ms in
+ * the bench). The caller keeps owning that connection; close() leaves it open.
+ */
+export async function openAppContext(
+  config: ChargeguardConfig,
+  endpoints: Endpoints,
+  options: { workerConnection?: ConnectionLike } = {},
+): Promise<AppContext> {
   await migrateLedger(endpoints.databaseUrl);
-  const connection = await Connection.connect({ address: endpoints.temporalAddress });
-  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const ownConnection = options.workerConnection ? null : await Connection.connect({ address: endpoints.temporalAddress });
+  const temporal = new Client({ connection: options.workerConnection ?? ownConnection!, namespace: config.TEMPORAL_NAMESPACE });
   const ledger = createLedgerPool({ databaseUrl: endpoints.databaseUrl, maxConnections: config.LEDGER_POOL_MAX_CONNECTIONS });
   const charges = new ChargeClient({
     temporal,
@@ -42,6 +52,7 @@ export async function openAppContext(config: ChargeguardConfig, endpoints: Endpo
     policy: policyFromConfig(config),
     amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
     waitBudgetMs: config.CHARGE_WAIT_BUDGET_MS,
+    eagerWorkflowStart: options.workerConnection !== undefined,
   });
   return {
     config,
@@ -50,7 +61,7 @@ export async function openAppContext(config: ChargeguardConfig, endpoints: Endpo
     ledger,
     charges,
     close: async () => {
-      await connection.close();
+      await ownConnection?.close();
       await ledger.end();
     },
   };

@@ -32,8 +32,8 @@ export async function startLocalRuntime(
   );
   try {
     const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl };
-    const context = await step('migrating the ledger', () => openAppContext(config, endpoints));
     const connection = await NativeConnection.connect({ address: stack.temporalAddress });
+    const context = await step('migrating the ledger', () => openAppContext(config, endpoints, { workerConnection: connection }));
     const worker = await step('bundling workflows and starting the worker', () =>
       createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger }),
     );
@@ -47,8 +47,8 @@ export async function startLocalRuntime(
         // The SDK's own signal handling may already be draining the worker on Ctrl-C.
         if (worker.getState() === 'RUNNING') worker.shutdown();
         await workerRun.catch(() => {});
-        await connection.close();
         await context.close();
+        await connection.close();
         await stack.stop();
       },
     };
