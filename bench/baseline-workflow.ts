@@ -29,3 +29,10 @@ export async function BaselineChargeShapeWorkflow(input: BaselineInput): Promise
   const captured = await steps.noopCapture(reserved);
   return steps.noopRecord(captured);
 }
+
+export const emptyWorkflowType = 'BaselineEmptyWorkflow';
+
+/** The cheapest workflow there is: one workflow task that completes it. The floor under P5. */
+export async function BaselineEmptyWorkflow(input: BaselineInput): Promise<Record<string, unknown>> {
+  return input.payload;
+}

@@ -32,9 +32,11 @@ export interface ClosedLoopOptions {
   /** Hard cap on operations started, warm-up included. */
   maxOperations: number;
   operation: Operation;
+  /** When given, every measured latency is appended here (interleaved phases merge their segments). */
+  latencySinkMs?: number[];
 }
 
-const failureSampleLimit = 5;
+export const failureSampleLimit = 5;
 
 class PhaseRecorder {
   readonly latenciesMs: number[] = [];
@@ -92,6 +94,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<PhaseRe
   // A phase cut short by maxOperations is measured up to its last completion, not its planned end.
   const windowEndMs = started >= options.maxOperations ? Math.max(recorder.lastCompletionAtMs, windowStartMs) : endMs;
   const result = finish(options.label, options.concurrency, recorder, windowEndMs - windowStartMs);
+  if (options.latencySinkMs) for (const latencyMs of recorder.latenciesMs) options.latencySinkMs.push(latencyMs);
   progress.finish(`${result.completed} ops, ${result.operationsPerSecond.toFixed(0)}/s, p50 ${result.latency.p50Ms.toFixed(1)} ms`);
   return result;
 }

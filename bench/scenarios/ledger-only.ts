@@ -33,7 +33,18 @@ export function ledgerIntent(tenant: string, key: string, payer: string, payee: 
  */
 export async function runLedgerPhase(
   ctx: BenchContext,
-  options: { label: string; tenant: string; keyPrefix: string; concurrency: number; payer: Picker; payee: Picker; tally: LedgerTally },
+  options: {
+    label: string;
+    tenant: string;
+    keyPrefix: string;
+    concurrency: number;
+    payer: Picker;
+    payee: Picker;
+    tally: LedgerTally;
+    /** A segment of an interleaved phase: its own length, and where its latencies go. */
+    durationMs?: number;
+    latencySinkMs?: number[];
+  },
 ): Promise<PhaseFigure> {
   const pool = createLedgerPool({ databaseUrl: ctx.stack.databaseUrl, maxConnections: options.concurrency });
   try {
@@ -46,8 +57,9 @@ export async function runLedgerPhase(
         label: options.label,
         concurrency: options.concurrency,
         warmupMs: ctx.settings.warmupMs,
-        durationMs: ctx.settings.durationMs,
+        durationMs: options.durationMs ?? ctx.settings.durationMs,
         maxOperations: 5_000_000,
+        ...(options.latencySinkMs ? { latencySinkMs: options.latencySinkMs } : {}),
         operation: async (sequence) => {
           const key = `${options.keyPrefix}-${sequence}`;
           const intent = ledgerIntent(options.tenant, key, options.payer(sequence), options.payee(sequence));

@@ -1,6 +1,7 @@
 import { baselineWorkflowType, type BaselineInput } from '../baseline-workflow.js';
 import { ChargeTally, chargeBody, chargeOperation, settleUnsettled } from '../lib/charging.js';
 import { measured, tenantFor, type BenchContext, type PhaseFigure } from '../lib/context.js';
+import { runInterleaved } from '../lib/interleave.js';
 import { runClosedLoop, type Operation } from '../lib/load.js';
 import { openPopulation, spreadPicker, type Population } from '../lib/population.js';
 import { benchPolicy, type TemporalSession } from '../lib/session.js';
@@ -51,7 +52,7 @@ export async function runP1(
   };
 }
 
-/** One concurrency: the baseline first, then the charges, back to back on the same session. */
+/** One concurrency: the baseline and the charges interleaved (A B B A) on the same session. */
 export async function measureThroughputPoint(
   ctx: BenchContext,
   session: TemporalSession,
@@ -62,32 +63,39 @@ export async function measureThroughputPoint(
   const { settings } = ctx;
   const keyPrefix = `${options.label.replace(/[^a-zA-Z0-9]+/g, '-')}`;
   const maxOperations = 200_000;
-  const baseline = await measured(ctx, session, () =>
-    runClosedLoop({
-      label: `${options.label} baseline`,
-      concurrency: options.concurrency,
-      warmupMs: settings.warmupMs,
-      durationMs: settings.durationMs,
-      maxOperations,
-      operation: baselineOperation(ctx, session, population, keyPrefix, options.baselineLocalActivities),
-    }),
-  );
-  const charge = await measured(ctx, session, () =>
-    runClosedLoop({
-      label: `${options.label} charges`,
-      concurrency: options.concurrency,
-      warmupMs: settings.warmupMs,
-      durationMs: settings.durationMs,
-      maxOperations,
-      operation: chargeOperation(session.charges, {
-        tenant: population.tenant,
-        keyPrefix,
-        // Offset by the concurrency so consecutive points do not start on the same payers.
-        payer: spreadPicker(population.payers, options.concurrency * 7),
-        payee: spreadPicker(population.payees),
-        tally,
-      }),
-    }),
+  const { a: baseline, b: charge } = await runInterleaved(
+    settings.durationMs,
+    ({ index, durationMs, latencySinkMs }) =>
+      measured(ctx, session, () =>
+        runClosedLoop({
+          label: `${options.label} baseline`,
+          concurrency: options.concurrency,
+          warmupMs: settings.warmupMs,
+          durationMs,
+          maxOperations,
+          latencySinkMs,
+          operation: baselineOperation(ctx, session, population, `${keyPrefix}-s${index}`, options.baselineLocalActivities),
+        }),
+      ),
+    ({ index, durationMs, latencySinkMs }) =>
+      measured(ctx, session, () =>
+        runClosedLoop({
+          label: `${options.label} charges`,
+          concurrency: options.concurrency,
+          warmupMs: settings.warmupMs,
+          durationMs,
+          maxOperations,
+          latencySinkMs,
+          operation: chargeOperation(session.charges, {
+            tenant: population.tenant,
+            keyPrefix: `${keyPrefix}-s${index}`,
+            // Offset by the concurrency so consecutive points do not start on the same payers.
+            payer: spreadPicker(population.payers, options.concurrency * 7 + index * 1_000),
+            payee: spreadPicker(population.payees),
+            tally,
+          }),
+        }),
+      ),
   );
   return { concurrency: options.concurrency, charge, baseline, ratio: ratio(charge.operationsPerSecond, baseline.operationsPerSecond) };
 }

@@ -1,5 +1,6 @@
 import { ChargeTally, chargeOperation, settleUnsettled } from '../lib/charging.js';
 import { measured, tenantFor, type BenchContext, type PhaseFigure } from '../lib/context.js';
+import { runInterleaved, type Segment } from '../lib/interleave.js';
 import { runClosedLoop } from '../lib/load.js';
 import { openPopulation, skewedPicker, spreadPicker, type Picker, type Population } from '../lib/population.js';
 import type { TemporalSession } from '../lib/session.js';
@@ -54,17 +55,21 @@ export async function runP4Ledger(ctx: BenchContext): Promise<HotPayeeLedger> {
   const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'p4-ledger'), ...spreadPopulationSize });
   const tally = new LedgerTally();
   const kinds = traffic(population, 3);
-  const phase = (name: keyof typeof kinds): Promise<PhaseFigure> =>
+  const phase = (name: keyof typeof kinds, segment?: { index: number; durationMs: number; latencySinkMs: number[] }): Promise<PhaseFigure> =>
     runLedgerPhase(ctx, {
       label: `P4 ledger ${name} N=${concurrency}`,
       tenant: population.tenant,
-      keyPrefix: `p4-${name}`,
+      keyPrefix: segment ? `p4-${name}-s${segment.index}` : `p4-${name}`,
       concurrency,
       ...kinds[name],
       tally,
+      ...(segment ? { durationMs: segment.durationMs, latencySinkMs: segment.latencySinkMs } : {}),
     });
-  const spread = await phase('spread');
-  const hot = await phase('hot');
+  const { a: spread, b: hot } = await runInterleaved(
+    ctx.settings.durationMs,
+    (segment) => phase('spread', segment),
+    (segment) => phase('hot', segment),
+  );
   const hotPayeeOnly = await phase('hotPayeeOnly');
   const hotPayersOnly = await phase('hotPayersOnly');
   return {
@@ -84,19 +89,24 @@ export async function runP4EndToEnd(ctx: BenchContext, session: TemporalSession)
   const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'p4-e2e'), ...spreadPopulationSize });
   const tally = new ChargeTally();
   const kinds = traffic(population, 5);
-  const phase = (name: 'spread' | 'hot'): Promise<PhaseFigure> =>
+  const phase = (name: 'spread' | 'hot'): Segment => ({ index, durationMs, latencySinkMs }) =>
     measured(ctx, session, () =>
       runClosedLoop({
         label: `P4 end to end ${name} N=${concurrency}`,
         concurrency,
         warmupMs: ctx.settings.warmupMs,
-        durationMs: ctx.settings.durationMs,
+        durationMs,
         maxOperations: 200_000,
-        operation: chargeOperation(session.charges, { tenant: population.tenant, keyPrefix: `p4-${name}`, ...kinds[name], tally }),
+        latencySinkMs,
+        operation: chargeOperation(session.charges, {
+          tenant: population.tenant,
+          keyPrefix: `p4-${name}-s${index}`,
+          ...kinds[name],
+          tally,
+        }),
       }),
     );
-  const spread = await phase('spread');
-  const hot = await phase('hot');
+  const { a: spread, b: hot } = await runInterleaved(ctx.settings.durationMs, phase('spread'), phase('hot'));
   await settleUnsettled(session.charges, population.tenant, tally);
   return {
     concurrency,

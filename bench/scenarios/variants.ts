@@ -23,9 +23,9 @@ export interface VariantResult extends VariantSpec {
 }
 
 export const defaultVariants: VariantSpec[] = [
-  { name: 'dev server defaults, worker in process', placement: 'in-process', sqlitePragmas: [] },
-  { name: 'dev server defaults, worker in its own process', placement: 'process', sqlitePragmas: [] },
-  { name: 'journal_mode=WAL', placement: 'in-process', sqlitePragmas: ['journal_mode=WAL'] },
+  { name: "rollback journal (the dev server's own default)", placement: 'in-process', sqlitePragmas: [] },
+  { name: 'journal_mode=WAL (chargeguard start), worker in process', placement: 'in-process', sqlitePragmas: ['journal_mode=WAL'] },
+  { name: 'journal_mode=WAL, worker in its own process', placement: 'process', sqlitePragmas: ['journal_mode=WAL'] },
   { name: 'journal_mode=WAL, synchronous=NORMAL', placement: 'in-process', sqlitePragmas: ['journal_mode=WAL', 'synchronous=NORMAL'] },
   { name: 'journal_mode=WAL, synchronous=OFF (no fsync: ceiling only)', placement: 'in-process', sqlitePragmas: ['journal_mode=WAL', 'synchronous=OFF'] },
 ];

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { defaultTuning, extraSelectors, runBench, scenarioIds, type BenchOptions, type ScenarioId } from '../../../bench/run.js';
 import { renderMarkdown } from '../../../bench/report/markdown.js';
 import { updateDocs, writeReport } from '../../../bench/report/write.js';
+import { defaultSqlitePragmas } from '../../stack/temporal-dev-server.js';
 
 interface BenchFlags {
   quick?: boolean;
@@ -31,7 +32,7 @@ export function registerBenchCommand(program: Command): void {
     .option('--quick', 'short phases and small counts: a smoke run of the harness, not a measurement')
     .option('--only <ids>', `comma-separated scenarios (${[...scenarioIds, ...extraSelectors].join(', ')}); P3 runs with P5`)
     .option('--worker <placement>', 'in-process | process', 'in-process')
-    .option('--sqlite-pragma <pragma>', 'dev server SQLite pragma NAME=VALUE (repeatable)', collect, [])
+    .option('--sqlite-pragma <pragma>', `dev server SQLite pragma NAME=VALUE (repeatable; default: ${defaultSqlitePragmas.join(' ')}, as chargeguard start runs it)`, collect, [])
     .option('--no-eager-start', 'do not ask for eager workflow start')
     .option('--baseline-activities <kind>', 'mirror | local | remote: the P1 baseline\'s steps (mirror: as ChargeWorkflow runs them)', 'mirror')
     .option('--wf-slots <n>', 'worker maxConcurrentWorkflowTaskExecutions', String(defaultTuning.maxConcurrentWorkflowTaskExecutions))
@@ -88,7 +89,7 @@ function toOptions(flags: BenchFlags): BenchOptions {
     quick: Boolean(flags.quick),
     scenarios,
     placement: flags.worker,
-    sqlitePragmas: flags.sqlitePragma,
+    sqlitePragmas: flags.sqlitePragma.length > 0 ? flags.sqlitePragma : [...defaultSqlitePragmas],
     eagerStart: flags.eagerStart,
     tuning: {
       maxConcurrentWorkflowTaskExecutions: positiveInt(flags.wfSlots, '--wf-slots'),
