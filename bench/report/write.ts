@@ -27,8 +27,8 @@ const startMarker = '<!-- bench:latest:start -->';
 const endMarker = '<!-- bench:latest:end -->';
 
 /**
- * Replaces the marked "latest results" block of docs/bench.md with this run's setup and table, so
- * the page the README links to always shows the last full run. Nothing happens without the markers.
+ * Replaces the marked "latest results" block of a Markdown page (docs/bench.md, README.md) with this
+ * run's setup and table, so both always show the last full run. Nothing happens without the markers.
  */
 export async function updateDocs(result: BenchResult, docsPath: string, resultsLinkDir: string): Promise<boolean> {
   const text = await readFile(docsPath, 'utf8').catch(() => null);

@@ -57,6 +57,7 @@ export function registerBenchCommand(program: Command): void {
       const written = await writeReport(result, outDir);
       if (!options.quick && flags.docs && options.scenarios.size === scenarioIds.length) {
         await updateDocs(result, resolve('docs/bench.md'), '../bench/results');
+        await updateDocs(result, resolve('README.md'), 'bench/results');
       }
       process.stdout.write(renderMarkdown(result, written.svgPath));
       process.stderr.write(`results: ${written.jsonPath}\n`);
