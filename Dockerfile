@@ -1,11 +1,29 @@
 # One image for the worker and the API: both are stateless processes of the same code base.
-FROM node:20-bookworm-slim
+# They run compiled JavaScript (npm run build), not TypeScript under tsx, and the workflows are
+# bundled at build time: an idle worker is ~160 MB instead of ~340 MB (no tsx loader, no webpack).
+
+FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
-COPY tsconfig.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY build ./build
 COPY src ./src
 COPY workflows ./workflows
 COPY activities ./activities
+# The CLI's bench command is part of the program (src/cli/commands/bench.ts imports it).
+COPY bench ./bench
+RUN npm run build
+
+FROM node:20-bookworm-slim
+WORKDIR /app
+# glibc gives each thread that allocates its own malloc arena; with Temporal core's Rust threads
+# that keeps 50-70 MB of freed memory resident in a worker (bench M1). Two is the usual setting.
+ENV MALLOC_ARENA_MAX=2
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+COPY --from=build /app/dist ./dist
 USER node
-ENTRYPOINT ["npx", "tsx", "src/cli/main.ts"]
+# A worker runs with `node --optimize-for-size dist/src/cli/main.js worker` (docker-compose.yml):
+# V8 flags cannot go through NODE_OPTIONS, and the API does not need to pay the flag's CPU.
+ENTRYPOINT ["node", "dist/src/cli/main.js"]

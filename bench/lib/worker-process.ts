@@ -1,6 +1,7 @@
 /**
  * The bench's worker process: the charge worker (and the baseline worker) with the tuning the
- * parent sends, until the parent says stop. Started by startWorkersInChild.
+ * parent sends, until the parent says stop. Started by startWorkersInChild, compiled (never under
+ * tsx) and with a deployed worker's Node flags.
  */
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { startWorkersInProcess, type BenchWorkersConfig, type WorkerProcessMessage } from './workers.js';

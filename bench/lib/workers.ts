@@ -1,4 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { symlink, writeFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createLedgerPool } from '../../src/ledger/pool.js';
@@ -33,6 +35,8 @@ export interface BenchWorkers {
   nativeConnection: NativeConnection | null;
   /** The child's pid, for CPU and memory readings; null in process. */
   pid: number | null;
+  /** How the workers' process was started: node, its flags and the entry (or 'in the bench process'). */
+  command: string;
   /** The worker process's own view of its memory (main isolate heap, external, array buffers). */
   memoryUsage(): Promise<NodeJS.MemoryUsage>;
   stop(): Promise<void>;
@@ -74,6 +78,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
     placement: 'in-process',
     nativeConnection: connection,
     pid: null,
+    command: 'in the bench process',
     memoryUsage: async () => process.memoryUsage(),
     stop: () =>
       (stopping ??= (async () => {
@@ -85,7 +90,36 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
   };
 }
 
-const workerProcessPath = fileURLToPath(new URL('./worker-process.ts', import.meta.url));
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+const workerProcessSource = fileURLToPath(new URL('./worker-process.ts', import.meta.url));
+
+/** One build per output folder and bench process: every session of a run starts the same code. */
+const workerBuilds = new Map<string, Promise<string>>();
+
+/**
+ * Compiles the service (build/build.ts, as `npm run build` does for a deployment) and returns the
+ * compiled worker-process entry. Built afresh for each run, so a stale build is never measured.
+ * The build lives beside the run's workflow bundles (the run's data folder) and goes with it.
+ */
+function compiledWorkerProcess(config: BenchWorkersConfig): Promise<string> {
+  const outDir = join(dirname(config.chargeBundlePath), 'worker-build');
+  let build = workerBuilds.get(outDir);
+  if (build === undefined) {
+    build = (async () => {
+      const startedAtMs = performance.now();
+      const { buildDist } = await import('../../build/build.js');
+      // The child is handed the run's workflow bundles; a second bundle in the build would go unused.
+      await buildDist({ outDir, workflowBundle: false });
+      // A data folder outside the repository still resolves the repository's packages, as ESM.
+      await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');
+      await symlink(join(repoRoot, 'node_modules'), join(outDir, 'node_modules'), 'dir');
+      process.stderr.write(`compiled the worker for its child process in ${((performance.now() - startedAtMs) / 1000).toFixed(1)} s\n`);
+      return join(outDir, relative(repoRoot, workerProcessSource).replace(/\.ts$/, '.js'));
+    })();
+    workerBuilds.set(outDir, build);
+  }
+  return build;
+}
 
 /** Messages between the bench and its worker process. */
 export type WorkerProcessMessage =
@@ -95,17 +129,38 @@ export type WorkerProcessMessage =
   | { type: 'memory'; usage: NodeJS.MemoryUsage };
 
 /**
- * Starts the same workers in a child process (node --import tsx, so the pid is the worker itself,
- * not a tsx launcher): the placement a deployment uses, and the only way to read a worker's own RSS.
+ * Node flags of a deployed worker (the worker service of docker-compose.yml; keep the two in step).
+ * --optimize-for-size keeps V8's heaps (the main thread's and the workflow thread's) near their
+ * live size: M1 measured 173-183 MB instead of 266-304 MB with 1,000 holds waiting, for 10-15%
+ * more worker CPU per charge (27-31 ms instead of 25.5-26 ms). BENCH_WORKER_NODE_FLAGS
+ * (space-separated, empty for none) replaces them for an experiment; M1 records the command the
+ * worker ran with either way.
+ */
+export const deployedWorkerNodeFlags: readonly string[] = ['--optimize-for-size'];
+
+function childNodeFlags(): string[] {
+  const override = process.env.BENCH_WORKER_NODE_FLAGS;
+  if (override === undefined) return [...deployedWorkerNodeFlags];
+  return override.split(' ').filter(Boolean);
+}
+
+/**
+ * Starts the same workers in a child process run the way a deployment runs its worker: compiled
+ * JavaScript (under `--import tsx` the same worker is ~40 MB larger: tsx's loader thread and
+ * transform caches), the deployment's Node flags and MALLOC_ARENA_MAX. The only way to read a
+ * worker's own RSS.
  */
 export async function startWorkersInChild(config: BenchWorkersConfig, startTimeoutMs = 120_000): Promise<BenchWorkers> {
-  const child = fork(workerProcessPath, [], {
-    execArgv: ['--import', 'tsx'],
+  const entry = await compiledWorkerProcess(config);
+  const nodeFlags = childNodeFlags();
+  const child = fork(entry, [], {
+    // Never the bench's own flags, which under tsx would load tsx's loader into the child again.
+    execArgv: nodeFlags,
     env: {
       ...process.env,
       // glibc gives each thread that allocates its own arena; with Temporal core's Rust threads that
       // keeps 50-70 MB of freed memory resident (M1). Two arenas is the usual setting for such
-      // processes and the one we recommend for workers; an explicit value in the environment wins.
+      // processes and the Dockerfile's; an explicit value in the environment wins.
       MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
       BENCH_WORKERS_CONFIG: JSON.stringify(config),
     },
@@ -116,6 +171,7 @@ export async function startWorkersInChild(config: BenchWorkersConfig, startTimeo
     placement: 'process',
     nativeConnection: null,
     pid: child.pid ?? null,
+    command: ['node', ...nodeFlags, relative(dirname(config.chargeBundlePath), entry)].join(' '),
     memoryUsage: () =>
       new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error('worker process did not report its memory')), 10_000);

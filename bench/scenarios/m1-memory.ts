@@ -1,4 +1,5 @@
 import { chargeBody } from '../lib/charging.js';
+import { takeCpuSnapshot } from '../lib/cpu.js';
 import { tenantFor, type BenchContext } from '../lib/context.js';
 import { runBounded } from '../lib/load.js';
 import { openPopulation, spreadPicker } from '../lib/population.js';
@@ -12,12 +13,21 @@ export interface M1Result {
   /** The worker process before any charge, and with every hold open and waiting. */
   idleRssBytes: number;
   inFlightRssBytes: number;
+  /**
+   * The largest RSS seen while the holds were being started (sampled every 250 ms): garbage of the
+   * load not yet collected. What a container limit must allow; inFlightRssBytes alone can miss it.
+   */
+  startPeakRssBytes: number;
   /** The worker's cache size: every waiting charge stays cached unless this is smaller. */
   maxCachedWorkflows: number;
   /** glibc arenas of the worker process (see startWorkersInChild). */
   mallocArenaMax: string;
   /** The worker's main isolate as Node sees it, with every hold waiting (the rest of RSS is native). */
   inFlightMemoryUsage: NodeJS.MemoryUsage;
+  /** How the worker process was started (Node flags, entry): memory settings trade CPU for RSS. */
+  workerCommand: string;
+  /** The worker's CPU time per charge while the holds were started (Try, hold): the price of those settings. */
+  workerCpuMsPerCharge: number;
   startDurationMs: number;
   verification: Verification;
 }
@@ -42,13 +52,21 @@ export async function runM1(ctx: BenchContext, base: Omit<SessionOptions, 'place
     const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'm1'), ...spreadPopulationSize });
     const payer = spreadPicker(population.payers);
     const payee = spreadPicker(population.payees);
+    const cpuBefore = await takeCpuSnapshot({ temporal: null, postgres: null, worker: pid });
     const startedAtMs = performance.now();
-    await runBounded(inFlight, 16, async (n) => {
-      const key = `m1-${n}`;
-      await session.charges.startCharge(population.tenant, key, chargeBody(key, payer(n), payee(n), 'manual'));
-    });
-    await waitForHolds(ctx, population.tenant, inFlight, 120_000);
+    const peak = sampleRssPeak(pid, startPeakSampleIntervalMs);
+    try {
+      await runBounded(inFlight, 16, async (n) => {
+        const key = `m1-${n}`;
+        await session.charges.startCharge(population.tenant, key, chargeBody(key, payer(n), payee(n), 'manual'));
+      });
+      await waitForHolds(ctx, population.tenant, inFlight, 120_000);
+    } finally {
+      peak.stop();
+    }
     const startDurationMs = performance.now() - startedAtMs;
+    const cpuAfter = await takeCpuSnapshot({ temporal: null, postgres: null, worker: pid });
+    const workerCpuMsPerCharge = ((cpuAfter.secondsBy.worker! - cpuBefore.secondsBy.worker!) * 1000) / inFlight;
     // Sampled a few times: the figure is the largest the worker reached while all of them waited.
     let inFlightRssBytes = 0;
     for (let sample = 0; sample < 5; sample++) {
@@ -58,8 +76,9 @@ export async function runM1(ctx: BenchContext, base: Omit<SessionOptions, 'place
     const inFlightMemoryUsage = await session.workers.memoryUsage();
     const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(0)} MB`;
     ctx.log(
-      `M1: ${inFlight} holds waiting, worker RSS ${mb(inFlightRssBytes)} (heap used ${mb(inFlightMemoryUsage.heapUsed)} of ` +
-        `${mb(inFlightMemoryUsage.heapTotal)}, external ${mb(inFlightMemoryUsage.external)})`,
+      `M1: ${inFlight} holds waiting, worker RSS ${mb(inFlightRssBytes)}, ${mb(peak.bytes())} at most while starting them (heap used ${mb(inFlightMemoryUsage.heapUsed)} of ` +
+        `${mb(inFlightMemoryUsage.heapTotal)}, external ${mb(inFlightMemoryUsage.external)}; ` +
+        `${workerCpuMsPerCharge.toFixed(1)} ms worker CPU per charge; ${session.workers.command})`,
     );
     await runBounded(inFlight, 16, async (n) => {
       const charge = await session.charges.cancelCharge(population.tenant, `m1-${n}`);
@@ -78,15 +97,31 @@ export async function runM1(ctx: BenchContext, base: Omit<SessionOptions, 'place
       inFlight,
       idleRssBytes,
       inFlightRssBytes,
+      startPeakRssBytes: peak.bytes(),
       maxCachedWorkflows: base.tuning.maxCachedWorkflows,
       mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? '2',
       inFlightMemoryUsage,
+      workerCommand: session.workers.command,
+      workerCpuMsPerCharge,
       startDurationMs,
       verification,
     };
   } finally {
     await session.close();
   }
+}
+
+const startPeakSampleIntervalMs = 250;
+
+/** Polls a process's RSS in the background and keeps the largest reading. */
+function sampleRssPeak(pid: number, intervalMs: number): { bytes(): number; stop(): void } {
+  let peakBytes = 0;
+  const read = (): void => {
+    residentMemoryBytes(pid).then((bytes) => void (peakBytes = Math.max(peakBytes, bytes)), () => {});
+  };
+  read();
+  const timer = setInterval(read, intervalMs);
+  return { bytes: () => peakBytes, stop: () => clearInterval(timer) };
 }
 
 async function waitForHolds(ctx: BenchContext, tenant: string, expected: number, timeoutMs: number): Promise<void> {

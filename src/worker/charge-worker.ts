@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleOption } from '@temporalio/worker';
 import {
@@ -9,7 +10,19 @@ import {
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 
-export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+/** Where the build (build/build.ts) puts things, relative to its output folder. */
+export const compiledLayout = {
+  workflowsIndex: 'workflows/index.js',
+  workflowBundle: 'workflow-bundle.js',
+} as const;
+
+// Under tsx this module is src/worker/charge-worker.ts; in a build it is <out>/src/worker/charge-worker.js.
+const compiled = import.meta.url.endsWith('.js');
+// The repository under tsx, the build's output folder in a build.
+const codeRoot = new URL('../../', import.meta.url);
+
+/** The workflows' entry beside this module: TypeScript sources under tsx, tsc's output in a build. */
+export const workflowsPath = fileURLToPath(new URL(compiled ? compiledLayout.workflowsIndex : 'workflows/index.ts', codeRoot));
 
 export interface ChargeWorkerOptions {
   connection: NativeConnection;
@@ -25,9 +38,24 @@ export interface ChargeWorkerOptions {
   maxCachedWorkflows?: number;
 }
 
-/** Bundles the deterministic workflow code once, for workers that start many times. */
-export async function bundleChargeWorkflows(): Promise<{ code: string }> {
-  return bundleWorkflowCode({ workflowsPath, logger: quietBundlerLogger });
+/** Bundles the deterministic workflow code once, for workers that start many times (and for the build). */
+export async function bundleChargeWorkflows(fromPath: string = workflowsPath): Promise<{ code: string }> {
+  return bundleWorkflowCode({ workflowsPath: fromPath, logger: quietBundlerLogger });
+}
+
+/**
+ * The workflow code a worker gets when the caller passes none. A build carries its workflows
+ * prebundled, and a worker that loads that bundle never imports webpack: ~60 MB less resident for
+ * the worker's lifetime, and seconds less to start. A bundle older than the compiled workflows
+ * beside it (tsc run again without the build's bundling step) is not trusted: the worker bundles.
+ */
+export function defaultWorkflowSource(): { workflowBundle: WorkflowBundleOption } | { workflowsPath: string } {
+  if (!compiled) return { workflowsPath };
+  const bundlePath = fileURLToPath(new URL(compiledLayout.workflowBundle, codeRoot));
+  const bundleMs = statSync(bundlePath, { throwIfNoEntry: false })?.mtimeMs;
+  if (bundleMs !== undefined && bundleMs >= statSync(workflowsPath).mtimeMs) return { workflowBundle: { codePath: bundlePath } };
+  if (bundleMs !== undefined) console.warn(`${bundlePath} is older than ${workflowsPath}: bundling the workflows at start`);
+  return { workflowsPath };
 }
 
 const quietBundlerLogger = {
@@ -44,7 +72,7 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue ?? chargeTaskQueue,
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }),
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : defaultWorkflowSource()),
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),
       ...createRefundActivities(options.ledger, options.refundHooks),

@@ -22,7 +22,9 @@ export function registerWorkerCommand(program: Command): void {
       process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS}\n`);
       const running = worker.run();
       await Promise.race([waitForShutdownSignal(), running]);
-      worker.shutdown();
+      // Temporal's Runtime stops its workers on SIGINT/SIGTERM by itself; shutting down a worker
+      // that is already draining throws, which skipped the cleanup below and exited with 1.
+      if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
       await connection.close();
       await ledger.end();
