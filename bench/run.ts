@@ -42,6 +42,8 @@ export interface BenchOptions {
   dataDir: string;
   keepData: boolean;
   label: string | null;
+  /** Measured seconds of each load phase instead of the settings' (longer phases, tighter ratios). */
+  phaseSeconds: number | null;
 }
 
 /** Worker settings as `chargeguard start` runs them (createChargeWorker's defaults). */
@@ -59,7 +61,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   const startedAt = new Date();
   const runId = startedAt.toISOString().replace(/[-:]/g, '').slice(2, 13).toLowerCase();
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
-  const settings = options.quick ? quickSettings : fullSettings;
+  const preset = options.quick ? quickSettings : fullSettings;
+  const settings = options.phaseSeconds === null ? preset : { ...preset, durationMs: options.phaseSeconds * 1000 };
   const quiet = await waitForQuietMachine(options.maxLoad, options.loadWaitMs, log);
   const dataDir = resolve(options.dataDir, runId);
   const stack = await step('starting PostgreSQL and Temporal for the bench', () =>

@@ -58,8 +58,9 @@ export interface TemporalDevServerOptions {
  * Write-ahead logging instead of the dev server's rollback journal. Not a durability trade: SQLite
  * keeps synchronous=FULL, so every commit is still on disk before it is acknowledged, but a commit
  * costs one append and fsync instead of journal-and-page writes. The bench measured +26% charges/s
- * at 32 callers and -9% idle latency (docs/bench.md). synchronous=NORMAL would gain more by letting
- * a power cut lose the last commits; the embedded stack does not take that trade.
+ * at 32 callers and -9% idle latency in one run, no difference beyond the noise in another
+ * (docs/bench.md). synchronous=NORMAL gains more by letting a power cut lose the last commits; the
+ * embedded stack does not take that trade.
  */
 export const defaultSqlitePragmas: readonly string[] = ['journal_mode=WAL'];
 

@@ -10,6 +10,7 @@ interface BenchFlags {
   only?: string;
   worker: string;
   sqlitePragma: string[];
+  phaseS?: string;
   eagerStart: boolean;
   baselineActivities: string;
   wfSlots: string;
@@ -44,6 +45,7 @@ export function registerBenchCommand(program: Command): void {
     .option('--out <dir>', 'where results go (default bench/results, or .data/bench-results for --quick)')
     .option('--data-dir <dir>', 'where the fresh servers of the run live', '.data/bench')
     .option('--keep-data', 'keep the servers\' data after the run')
+    .option('--phase-s <n>', 'measured seconds of each load phase (default 10, --quick 2.5): longer phases give tighter ratios')
     .option('--label <text>', 'a note stored with the results (what this run is comparing)')
     .option('--no-docs', 'do not update the latest-results block of docs/bench.md')
     .action(async (flags: BenchFlags) => {
@@ -104,6 +106,7 @@ function toOptions(flags: BenchFlags): BenchOptions {
     dataDir: flags.dataDir,
     keepData: Boolean(flags.keepData),
     label: flags.label ?? null,
+    phaseSeconds: flags.phaseS === undefined ? null : positiveInt(flags.phaseS, '--phase-s'),
   };
 }
 
