@@ -62,7 +62,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   const runId = startedAt.toISOString().replace(/[-:]/g, '').slice(2, 13).toLowerCase();
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
   const preset = options.quick ? quickSettings : fullSettings;
-  const settings = options.phaseSeconds === null ? preset : { ...preset, durationMs: options.phaseSeconds * 1000 };
+  const settings = options.phaseSeconds === null
+    ? preset
+    : { ...preset, durationMs: options.phaseSeconds * 1000, p4EndToEndDurationMs: options.phaseSeconds * 1000 };
   const quiet = await waitForQuietMachine(options.maxLoad, options.loadWaitMs, log);
   const dataDir = resolve(options.dataDir, runId);
   const stack = await step('starting PostgreSQL and Temporal for the bench', () =>

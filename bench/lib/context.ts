@@ -12,6 +12,12 @@ export interface BenchSettings {
   p2Concurrency: number[];
   /** P4 runs at this concurrency, ledger-only and end to end. */
   p4Concurrency: number;
+  /**
+   * P4 end to end measures each side this long: at ~20 charges/s a 10-second side holds ~100 charges
+   * per segment, whose counting noise alone (about ±7% on the ratio) is wider than the gap between
+   * the target (0.95) and parity.
+   */
+  p4EndToEndDurationMs: number;
   /** P5: sequential charges on an idle system (≥ 500 for the figure). */
   idleCharges: number;
   /** P3: sequential replays for the latency figure. */
@@ -33,6 +39,7 @@ export const fullSettings: BenchSettings = {
   p1Concurrency: [1, 8, 32, 128],
   p2Concurrency: [8, 32],
   p4Concurrency: 32,
+  p4EndToEndDurationMs: 60_000,
   idleCharges: 500,
   replays: 1_000,
   replayConcurrency: 32,
@@ -48,6 +55,7 @@ export const quickSettings: BenchSettings = {
   p1Concurrency: [1, 8, 32],
   p2Concurrency: [8, 32],
   p4Concurrency: 32,
+  p4EndToEndDurationMs: 2_500,
   idleCharges: 60,
   replays: 100,
   replayConcurrency: 8,

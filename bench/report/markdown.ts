@@ -37,7 +37,7 @@ export function setupLines(result: BenchResult): string {
     `- Machine: ${machine.cores} cores (${machine.cpuModel}), ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB, ${machine.platform}; 1-min load average ${load.beforeRun1m.toFixed(2)} at start${load.quietAtStart ? '' : ' (**not quiet: figures are noisy**)'}, ${load.afterRun1m.toFixed(2)} at end`,
     `- Software: Node ${versions.node}, Temporal ${versions.temporalCli ?? 'external server'}, TypeScript SDK ${versions.temporalSdk}, PostgreSQL ${versions.postgres}${versions.pgbench ? `, ${versions.pgbench}` : ', no pgbench'}`,
     `- Setup: worker ${setup.placement}, SQLite pragmas: ${pragmas}, eager start ${setup.eagerStart ? 'on' : 'off'}, baseline activities ${setup.baselineActivityKind}; worker slots ${setup.tuning.maxConcurrentWorkflowTaskExecutions} workflow / ${setup.tuning.maxConcurrentActivityTaskExecutions} activity, cache ${setup.tuning.maxCachedWorkflows}, ledger pool ${setup.tuning.ledgerPoolMaxConnections}`,
-    `- Phases: ${result.settings.warmupMs / 1000} s warm-up + ${result.settings.durationMs / 1000} s measured; correctness checked at the end of every scenario: ${result.correct ? 'all clean' : `**${result.problems.length} problems**`}`,
+    `- Phases: ${result.settings.warmupMs / 1000} s warm-up + ${result.settings.durationMs / 1000} s measured (P4 end to end: ${result.settings.p4EndToEndDurationMs / 1000} s; P1 and P4 interleaved A B B A); correctness checked at the end of every scenario: ${result.correct ? 'all clean' : `**${result.problems.length} problems**`}`,
   ].join('\n');
 }
 

@@ -106,7 +106,7 @@ export async function runP4EndToEnd(ctx: BenchContext, session: TemporalSession)
         }),
       }),
     );
-  const { a: spread, b: hot } = await runInterleaved(ctx.settings.durationMs, phase('spread'), phase('hot'));
+  const { a: spread, b: hot } = await runInterleaved(ctx.settings.p4EndToEndDurationMs, phase('spread'), phase('hot'));
   await settleUnsettled(session.charges, population.tenant, tally);
   return {
     concurrency,
