@@ -93,6 +93,38 @@ describe('a charge runs exactly once per idempotency key', () => {
     await expectLedgerInvariants(h.pool, tenant);
   });
 
+  it('eager start on the worker\'s own connection (as `chargeguard start` runs): 30 concurrent starts, one debit', async () => {
+    const tenant = newTenant('eager');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 100_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const taskQueue = `eager-${newKey()}`;
+    const key = newKey();
+    const worker = await startTestWorker({ taskQueue, pool: h.pool });
+    try {
+      const client = h.clientFor({
+        taskQueue,
+        temporal: new Client({ connection: worker.connection, namespace: 'default' }),
+        eagerWorkflowStart: true,
+      });
+      const body = chargeBody({ amount: 4_321 });
+      const replies = await Promise.all(Array.from({ length: 30 }, () => client.charge(tenant, key, body)));
+
+      expect(replies.filter((r) => !r.replayed)).toHaveLength(1);
+      for (const reply of replies) {
+        expect(reply.completed).toBe(true);
+        expect(reply.charge).toEqual(replies[0]!.charge);
+      }
+      expect(replies[0]!.charge.status).toBe('succeeded');
+      // After it settled, one more of the same request is a replay and moves nothing either.
+      expect((await client.charge(tenant, key, body)).replayed).toBe(true);
+    } finally {
+      await worker.stop();
+    }
+    expect(await captureCount(h.pool, tenant, key)).toBe(1);
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(100_000 - 4_321);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
   it('the same key with a different amount: typed conflict, no second execution, balances unchanged', async () => {
     const tenant = newTenant('mismatch');
     await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });

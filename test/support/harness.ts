@@ -26,7 +26,7 @@ export interface Harness {
   connection: Connection;
   pool: LedgerPool;
   client: ChargeClient;
-  clientFor(options: { taskQueue?: string; policy?: Partial<ChargePolicy>; temporal?: Client }): ChargeClient;
+  clientFor(options: { taskQueue?: string; policy?: Partial<ChargePolicy>; temporal?: Client; eagerWorkflowStart?: boolean }): ChargeClient;
   close(): Promise<void>;
 }
 
@@ -43,6 +43,7 @@ export async function openHarness(): Promise<Harness> {
       amountMinorMax: 1_000_000_000_000,
       waitBudgetMs: 60_000,
       taskQueue: options.taskQueue,
+      eagerWorkflowStart: options.eagerWorkflowStart,
     });
   return {
     temporal,
@@ -129,7 +130,7 @@ export async function startTestWorker(options: {
   pool: LedgerPool;
   /** Another Temporal server than the shared one. */
   temporalAddress?: string;
-}): Promise<{ stop(): Promise<void> }> {
+}): Promise<{ connection: NativeConnection; stop(): Promise<void> }> {
   const stack = inject('stack');
   const connection = await NativeConnection.connect({ address: options.temporalAddress ?? stack.temporalAddress });
   const worker: Worker = await createChargeWorker({
@@ -142,6 +143,7 @@ export async function startTestWorker(options: {
   });
   const running = worker.run();
   return {
+    connection,
     stop: async () => {
       worker.shutdown();
       await running;
