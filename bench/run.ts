@@ -4,7 +4,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { step } from '../src/cli/progress.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
-import { bundleChargeWorkflows } from '../src/worker/charge-worker.js';
+import { bundleChargeWorkflows, quietBundlerLogger } from '../src/worker/charge-worker.js';
 import { startBenchStack } from './lib/bench-stack.js';
 import { fullSettings, quickSettings, type BenchContext } from './lib/context.js';
 import { loadAverage1m, machineInfo, softwareVersions, waitForQuietMachine } from './lib/machine.js';
@@ -99,7 +99,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       const chargeBundlePath = join(dataDir, 'charge-workflows.js');
       const baselineBundlePath = join(dataDir, 'baseline-workflows.js');
       await writeFile(chargeBundlePath, (await bundleChargeWorkflows()).code);
-      const baseline = await bundleWorkflowCode({ workflowsPath: baselineWorkflowsPath, logger: silentLogger });
+      const baseline = await bundleWorkflowCode({ workflowsPath: baselineWorkflowsPath, logger: quietBundlerLogger });
       await writeFile(baselineBundlePath, baseline.code);
       return { chargeBundlePath, baselineBundlePath };
     });
@@ -202,11 +202,3 @@ function collectProblems(result: Omit<BenchResult, 'figures' | 'correct' | 'prob
   return problems;
 }
 
-const silentLogger = {
-  log: () => {},
-  trace: () => {},
-  debug: () => {},
-  info: () => {},
-  warn: (message: string) => console.warn(message),
-  error: (message: string) => console.error(message),
-};

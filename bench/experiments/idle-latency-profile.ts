@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
-import { bundleChargeWorkflows } from '../../src/worker/charge-worker.js';
+import { bundleChargeWorkflows, quietBundlerLogger } from '../../src/worker/charge-worker.js';
 import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
 import { confirmHold, tryHold } from '../../src/ledger/charges.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
@@ -31,7 +31,6 @@ const samples = 300;
 const warmup = 30;
 const pragmas = process.argv.length > 2 ? process.argv.slice(2) : [...defaultSqlitePragmas];
 
-const silentLogger = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 const dataDir = join(tmpdir(), `chargeguard-profile-${process.pid}`);
 const stack = await startBenchStack({ dataDir, sqlitePragmas: pragmas, keepData: false, log: (l) => console.error(l) });
 const rows: { step: string; p50Ms: number; p90Ms: number; p99Ms: number }[] = [];
@@ -40,7 +39,7 @@ try {
   const baselineBundlePath = join(dataDir, 'baseline.js');
   await writeFile(chargeBundlePath, (await bundleChargeWorkflows()).code);
   const baselinePath = fileURLToPath(new URL('../baseline-workflow.ts', import.meta.url));
-  await writeFile(baselineBundlePath, (await bundleWorkflowCode({ workflowsPath: baselinePath, logger: silentLogger })).code);
+  await writeFile(baselineBundlePath, (await bundleWorkflowCode({ workflowsPath: baselinePath, logger: quietBundlerLogger })).code);
   const session = await openTemporalSession(stack, {
     placement: 'in-process',
     tuning: { maxConcurrentWorkflowTaskExecutions: 100, maxConcurrentActivityTaskExecutions: 100, maxCachedWorkflows: 100, ledgerPoolMaxConnections: 20 },

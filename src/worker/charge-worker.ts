@@ -58,7 +58,8 @@ export function defaultWorkflowSource(): { workflowBundle: WorkflowBundleOption 
   return { workflowsPath };
 }
 
-const quietBundlerLogger = {
+/** The workflow bundler's logger: only its warnings and errors are worth a line. */
+export const quietBundlerLogger = {
   log: () => {},
   trace: () => {},
   debug: () => {},
