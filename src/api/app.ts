@@ -94,7 +94,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       done(null, undefined);
       return;
     }
-    defaultJsonParser(request, body.toString(), done);
+    void defaultJsonParser(request, body.toString(), done);
   });
 
   app.decorateRequest('tenant', '');
