@@ -1,99 +1,355 @@
 /**
- * Records real workflow histories (one per path through the workflow code) into test/histories/,
- * for the replay test that guards every workflow change: a deployment must replay charges that
- * are in flight. Run it when a new path appears, never to "fix" a failing replay: a failing replay
- * means the change needs `patched()`.
+ * Records real workflow histories, one per path through the workflow code (scripts/history-paths.ts),
+ * for the replay test that guards every workflow change: a deployment must replay the charges that
+ * are in flight, and queries of closed ones replay too. Run it after changing workflow code, never
+ * to "fix" a failing replay: an older generation that no longer replays means the change needs
+ * `patched()` (docs/deploying-workflow-changes.md).
  *
- *   npx tsx scripts/record-workflow-histories.ts
+ *   npm run record-histories                      # record from the code in this working tree
+ *   npm run record-histories -- --generation v3-something
+ *   npm run record-histories -- --replace-latest   # the newest generation was never deployed
+ *
+ * Histories are kept in generations, test/histories/<generation>/: each generation is what one
+ * version of the code wrote, and an execution that version started may still be open when the next
+ * version deploys, so older generations are kept and replayed. A run writes into the newest
+ * generation when it was recorded from the same code, or was never committed (so never deployed),
+ * or when --replace-latest says so; otherwise it starts a new generation.
+ *
+ * It starts its own Temporal dev server and PostgreSQL, as the tests do (TEMPORAL_ADDRESS and
+ * DATABASE_URL point it at running ones instead), and runs the workflows on a task queue of its
+ * own, so no other worker's code can end up in a recording.
  */
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, relative } from 'node:path';
+import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import protoModule from '@temporalio/proto';
-
-const proto = protoModule.temporal;
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { LedgerStep } from '../activities/index.js';
 import { ChargeClient } from '../src/client/charge-client.js';
-import { chargeWorkflowId } from '../src/domain/charge.js';
-import { refundWorkflowId } from '../src/domain/refund.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { startLocalStack } from '../src/stack/stack.js';
-import { createChargeWorker } from '../src/worker/charge-worker.js';
+import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-worker.js';
+import type { ChargePolicy } from '../workflows/definitions.js';
+import { localLedgerStepsPatch } from '../workflows/ledger-steps.js';
+import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
+import {
+  EventType,
+  encodeHistory,
+  historiesDir,
+  latestGeneration,
+  manifestAbout,
+  patchMarkers,
+  readHistory,
+  readManifest,
+  repoDir,
+  workflowCodeHash,
+  workflowTypeOf,
+  writeManifest,
+  type Generation,
+  type History,
+  type HistoryEntry,
+  type Manifest,
+  type WorkflowCodeHash,
+} from './workflow-histories.js';
 
-Runtime.install({ logger: new DefaultLogger('WARN') });
-const historiesDir = fileURLToPath(new URL('../test/histories', import.meta.url));
-const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-record-'));
-await chmod(dataDir, 0o711);
-const stack = await startLocalStack({ dataDir, temporalUiPort: null });
-const pool = createLedgerPool({ databaseUrl: stack.databaseUrl });
-const nativeConnection = await NativeConnection.connect({ address: stack.temporalAddress });
-const connection = await Connection.connect({ address: stack.temporalAddress });
-const temporal = new Client({ connection });
-try {
-  await migrateLedger(stack.databaseUrl);
-  const worker = await createChargeWorker({
-    connection: nativeConnection,
-    namespace: 'default',
-    ledger: pool,
-    hooks: {
-      beforeStep(step, _tenant, key) {
-        if (step === 'confirm' && key.startsWith('confirm-fails')) throw new Error('injected: capture refused');
-      },
-    },
+/**
+ * Patches every new history of a workflow type must carry: the code paths production runs. A
+ * recording without one of them took a branch only pre-patch executions take, and would leave
+ * the current branch unguarded. Add a patch here when every new execution calls patched() for it.
+ */
+const requiredPatches: Record<string, string[]> = {
+  ChargeWorkflow: [localLedgerStepsPatch],
+};
+
+/** Long enough for the slowest path (a cancel that needs a workflow task heartbeat, ~8 s). */
+const pathDeadlineMs = 120_000;
+
+const closingEvents = new Set<number>([
+  EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+  EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+  EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+  EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+  EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+  EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+]);
+
+const { values: args } = parseArgs({
+  options: {
+    generation: { type: 'string' },
+    'replace-latest': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (args.help) {
+  process.stdout.write('usage: npm run record-histories [-- --generation <name>] [-- --replace-latest]\n');
+  process.exit(0);
+}
+
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+
+function git(...gitArgs: string[]): string | null {
+  try {
+    return execFileSync('git', gitArgs, { cwd: repoDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return null;
+  }
+}
+
+/** Where the recorded code came from, so a reviewer can tell a recording of uncommitted code. */
+function sourceCommit(codeHash: WorkflowCodeHash): string | null {
+  const head = git('rev-parse', '--short', 'HEAD');
+  if (head === null) return null;
+  const dirty = git('status', '--porcelain', '--', ...Object.keys(codeHash.files));
+  if (dirty) {
+    log(`warning: recording uncommitted workflow code:\n${dirty}`);
+    return `${head} with uncommitted changes`;
+  }
+  return head;
+}
+
+function isCommitted(generation: Generation): boolean {
+  // Without git nothing can be told apart: keep what is there.
+  const files = git('ls-files', '--', relative(repoDir, join(historiesDir, generation.name)));
+  return files === null || files !== '';
+}
+
+function target(manifest: Manifest, codeHash: WorkflowCodeHash): { name: string; replaces: boolean } {
+  const latest = latestGeneration(manifest);
+  if (args.generation !== undefined) {
+    if (!/^[A-Za-z0-9._-]+$/.test(args.generation)) throw new Error(`generation name ${args.generation}: letters, digits, . _ - only`);
+    const existing = manifest.generations.find((g) => g.name === args.generation);
+    if (existing && existing !== latest) {
+      throw new Error(`${args.generation} is an older generation: what deployed code wrote is kept as it is`);
+    }
+    return { name: args.generation, replaces: existing !== undefined };
+  }
+  if (latest) {
+    if (latest.codeHash?.sha256 === codeHash.sha256) return { name: latest.name, replaces: true };
+    if (args['replace-latest']) return { name: latest.name, replaces: true };
+    if (!isCommitted(latest)) {
+      log(`${latest.name} was never committed: recording into it again instead of starting a new generation`);
+      return { name: latest.name, replaces: true };
+    }
+  }
+  return { name: `v${manifest.generations.length + 1}-${codeHash.sha256.slice(0, 8)}`, replaces: false };
+}
+
+async function withDeadline<T>(what: string, ms: number, run: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
   });
-  await worker.runUntil(async () => {
-    const tenant = 'replay';
+  try {
+    return await Promise.race([run(), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface Recorded {
+  path: HistoryPath;
+  ref: WorkflowRef;
+  history: History;
+}
+
+/** Every problem of a recording, so one run names them all. */
+function problemsOf({ path, ref, history }: Recorded): string[] {
+  const problems: string[] = [];
+  const last = history.events?.at(-1)?.eventType;
+  if (last === undefined || last === null || !closingEvents.has(last)) {
+    problems.push(`${path.name}: ${ref.workflowId} had not closed when its history was fetched`);
+  }
+  const carried = patchMarkers(history);
+  for (const patch of requiredPatches[workflowTypeOf(history)] ?? []) {
+    if (!carried.includes(patch)) problems.push(`${path.name}: no '${patch}' patch marker (carries ${JSON.stringify(carried)})`);
+  }
+  return problems;
+}
+
+async function replayFailures(
+  bundlePath: string,
+  histories: Array<{ label: string; workflowId: string; history: History }>,
+): Promise<string[]> {
+  const byId = new Map(histories.map((h) => [h.workflowId, h.label]));
+  const failures: string[] = [];
+  const results = Worker.runReplayHistories(
+    { workflowBundle: { codePath: bundlePath } },
+    histories.map(({ workflowId, history }) => ({ workflowId, history })),
+  );
+  for await (const result of results) {
+    if (result.error) failures.push(`${byId.get(result.workflowId) ?? result.workflowId}: ${result.error.message}`);
+  }
+  return failures;
+}
+
+async function main(): Promise<number> {
+  const codeHash = workflowCodeHash();
+  const commit = sourceCommit(codeHash);
+  const manifest: Manifest = existsSync(join(historiesDir, 'manifest.json'))
+    ? await readManifest()
+    : { about: manifestAbout, generations: [] };
+  const generation = target(manifest, codeHash);
+  const names = historyPaths.map((p) => p.name);
+  const duplicate = names.find((name, i) => names.indexOf(name) !== i);
+  if (duplicate) throw new Error(`two history paths are named ${duplicate}`);
+  log(`recording ${historyPaths.length} histories into test/histories/${generation.name}/ (workflow code ${codeHash.sha256.slice(0, 12)})`);
+
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-record-'));
+  // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
+  await chmod(dataDir, 0o711);
+  const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+  const pool = createLedgerPool({ databaseUrl: stack.databaseUrl });
+  const nativeConnection = await NativeConnection.connect({ address: stack.temporalAddress });
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  const temporal = new Client({ connection, namespace: 'default' });
+  let recorded: Recorded[];
+  const bundlePath = join(dataDir, 'workflow-bundle.js');
+  try {
+    await migrateLedger(stack.databaseUrl);
+    // The bundle the worker runs is the one the recordings are checked against below.
+    await writeFile(bundlePath, (await bundleChargeWorkflows()).code);
+    const suffix = randomBytes(4).toString('hex');
+    const tenant = `history-${suffix}`;
+    const taskQueue = `record-histories-${suffix}`;
+    const stepHooks = new Map<string, () => void | Promise<void>>();
+    const worker = await createChargeWorker({
+      connection: nativeConnection,
+      namespace: 'default',
+      ledger: pool,
+      taskQueue,
+      workflowBundle: { codePath: bundlePath },
+      hooks: {
+        async beforeStep(step, stepTenant, key) {
+          if (stepTenant === tenant) await stepHooks.get(`${step}:${key}`)?.();
+        },
+      },
+    });
+    const policy: ChargePolicy = { activityStartToCloseMs: 5_000, tryBudgetMs: 30_000, confirmBudgetMs: 30_000, holdTtlMs: 60_000 };
+    const ctx: RecordingContext = {
+      tenant,
+      taskQueue,
+      temporal,
+      ledger: pool,
+      policy,
+      client: (overrides = {}) =>
+        new ChargeClient({
+          temporal,
+          ledger: pool,
+          policy: { ...policy, ...overrides },
+          amountMinorMax: 1e12,
+          waitBudgetMs: 60_000,
+          taskQueue,
+        }),
+      body: (amountMinor, capture = 'automatic') => ({
+        order_id: `order-${amountMinor}`,
+        payer_account_id: 'payer',
+        payee_account_id: 'payee',
+        amount: amountMinor,
+        currency: 'USD',
+        capture,
+      }),
+      onStep: (step: LedgerStep, key: string, hook) => void stepHooks.set(`${step}:${key}`, hook),
+    };
     await createAccount(pool, { tenant, id: 'payer', currency: 'USD', allowOverdraft: false });
     await createAccount(pool, { tenant, id: 'payee', currency: 'USD', allowOverdraft: false });
-    await deposit(pool, tenant, 'payer', 1_000_000, 'opening');
-    const policy = { activityStartToCloseMs: 2_000, tryBudgetMs: 5_000, confirmBudgetMs: 3_000, holdTtlMs: 60_000 };
-    const client = new ChargeClient({ temporal, ledger: pool, policy, amountMinorMax: 1e12, waitBudgetMs: 60_000 });
-    const expiring = new ChargeClient({ temporal, ledger: pool, policy: { ...policy, holdTtlMs: 500 }, amountMinorMax: 1e12, waitBudgetMs: 60_000 });
-    const body = (amount: number, capture = 'automatic') => ({
-      order_id: `order-${amount}`,
-      payer_account_id: 'payer',
-      payee_account_id: 'payee',
-      amount,
-      currency: 'USD',
-      capture,
+    await deposit(pool, tenant, 'payer', 10_000_000, 'opening');
+
+    recorded = await worker.runUntil(async () => {
+      const startedMs = Date.now();
+      // Every path has keys of its own, so they run side by side: the slow ones (timers, a
+      // workflow task heartbeat) then cost their own time once, not the sum.
+      const outcomes = await Promise.allSettled(
+        historyPaths.map(async (path) => {
+          const ref = await withDeadline(path.name, pathDeadlineMs, () => path.record(ctx, path.name));
+          const handle = temporal.workflow.getHandle(ref.workflowId, ref.runId, { followRuns: false });
+          return { path, ref, history: await handle.fetchHistory() };
+        }),
+      );
+      const failed = outcomes.flatMap((o, i) =>
+        o.status === 'rejected' ? [`${historyPaths[i]!.name}: ${o.reason instanceof Error ? o.reason.message : String(o.reason)}`] : [],
+      );
+      if (failed.length > 0) throw new Error(`these paths could not be recorded:\n${failed.join('\n')}`);
+      log(`ran ${historyPaths.length} paths in ${Date.now() - startedMs} ms`);
+      return outcomes.map((o) => (o as PromiseFulfilledResult<Recorded>).value);
     });
+  } finally {
+    await connection.close();
+    await nativeConnection.close();
+    await pool.end();
+    await stack.stop();
+  }
 
-    const recorded: Array<[name: string, workflowId: string]> = [];
-    const record = (name: string, key: string) => recorded.push([name, chargeWorkflowId(tenant, key)]);
-
-    await client.charge(tenant, 'automatic-succeeded', body(1_000));
-    record('charge-automatic-succeeded', 'automatic-succeeded');
-    await client.charge(tenant, 'declined', body(10_000_000));
-    record('charge-declined', 'declined');
-    await client.charge(tenant, 'manual-captured', body(2_000, 'manual'));
-    await client.captureCharge(tenant, 'manual-captured', 1_500);
-    record('charge-manual-captured-partially', 'manual-captured');
-    await client.charge(tenant, 'manual-cancelled', body(3_000, 'manual'));
-    await client.cancelCharge(tenant, 'manual-cancelled');
-    record('charge-manual-cancelled', 'manual-cancelled');
-    const { handle } = await expiring.startCharge(tenant, 'manual-expired', body(4_000, 'manual'));
-    await handle.result();
-    record('charge-manual-hold-expired', 'manual-expired');
-    await client.charge(tenant, 'confirm-fails', body(5_000));
-    record('charge-confirm-failed-compensated', 'confirm-fails');
-    await client.refund(tenant, 'automatic-succeeded', 'refund-1', { amount: 400 });
-    recorded.push(['refund-partial', refundWorkflowId(tenant, 'automatic-succeeded', 'refund-1')]);
-
-    for (const [name, workflowId] of recorded) {
-      const history = await temporal.workflow.getHandle(workflowId).fetchHistory();
-      // Binary protobuf: the exact bytes Temporal serves, with no JSON mapping in between.
-      await writeFile(join(historiesDir, `${name}.history.pb`), proto.api.history.v1.History.encode(history).finish());
-      process.stdout.write(`recorded ${name} (${history.events?.length ?? 0} events)\n`);
+  try {
+    const problems = recorded.flatMap(problemsOf);
+    // A recording the code that made it cannot replay: the workflow code is not deterministic.
+    problems.push(
+      ...(await replayFailures(
+        bundlePath,
+        recorded.map(({ path, ref, history }) => ({ label: path.name, workflowId: ref.workflowId, history })),
+      )),
+    );
+    if (problems.length > 0) {
+      log(`nothing written; the recordings are not usable:\n${problems.join('\n')}`);
+      return 1;
     }
-  });
-} finally {
-  await connection.close();
-  await nativeConnection.close();
-  await pool.end();
-  await stack.stop();
-  await rm(dataDir, { recursive: true, force: true });
+
+    const dir = join(historiesDir, generation.name);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    const entries: HistoryEntry[] = [];
+    for (const { path, ref, history } of recorded) {
+      const file = `${generation.name}/${path.name}.history.pb`;
+      await writeFile(join(historiesDir, file), encodeHistory(history));
+      const entry: HistoryEntry = {
+        file,
+        path: path.name,
+        about: path.about,
+        workflowType: workflowTypeOf(history),
+        workflowId: ref.workflowId,
+        patches: patchMarkers(history),
+        events: history.events?.length ?? 0,
+      };
+      entries.push(entry);
+      log(`recorded ${file} (${entry.events} events, patches ${JSON.stringify(entry.patches)})`);
+    }
+    const written: Generation = {
+      name: generation.name,
+      recordedAt: new Date().toISOString(),
+      recordedFrom: commit,
+      codeHash,
+      requiredPatches,
+      histories: entries,
+    };
+    const kept = manifest.generations.filter((g) => g.name !== generation.name);
+    await writeManifest({ about: manifestAbout, generations: [...kept, written] });
+    log(`wrote test/histories/manifest.json (${kept.length} older generation${kept.length === 1 ? '' : 's'} kept)`);
+
+    // The older generations are what in-flight executions look like to the code just recorded.
+    const older = await Promise.all(
+      kept.flatMap((g) =>
+        g.histories.map(async (entry) => ({ label: entry.file, workflowId: entry.workflowId, history: await readHistory(entry) })),
+      ),
+    );
+    const broken = await replayFailures(bundlePath, older);
+    if (broken.length > 0) {
+      log(
+        `\nolder histories no longer replay on this code: executions in flight would break on deployment.\n` +
+          `Put the change behind patched() (docs/deploying-workflow-changes.md); do not delete these histories.\n${broken.join('\n')}`,
+      );
+      return 1;
+    }
+    log(`${older.length} older histories still replay on this code`);
+    return 0;
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
 }
+
+process.exitCode = await main();

@@ -1,62 +1,203 @@
-import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import protoModule from '@temporalio/proto';
+import { readdir } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
+import { historyPaths } from '../scripts/history-paths.js';
+import {
+  EventType,
+  codeChangedMessage,
+  describeCodeHashChange,
+  historiesDir,
+  latestGeneration,
+  localActivityMarkerName,
+  patchIdOf,
+  patchMarkers,
+  readHistory,
+  readManifest,
+  workflowCodeHash,
+  workflowTypeOf,
+  type Generation,
+  type History,
+  type HistoryEntry,
+  type HistoryEvent,
+} from '../scripts/workflow-histories.js';
+import { localLedgerStepsPatch } from '../workflows/ledger-steps.js';
 
-// Histories recorded from real runs (scripts/record-workflow-histories.ts). Every workflow code
-// change must still replay them: charges in flight during a deployment continue on the new code.
-// A change that cannot replay them needs `patched()`, not a re-recording.
+// Histories recorded from real runs (npm run record-histories), in generations: one per version of
+// the workflow code, oldest first. Every workflow code change must still replay all of them:
+// executions in flight during a deployment continue on the new code, and queries of closed ones
+// replay it too. A change that cannot replay them needs `patched()`, not a re-recording.
 
-const History = protoModule.temporal.api.history.v1.History;
-const EventType = protoModule.temporal.api.enums.v1.EventType;
-const historiesDir = fileURLToPath(new URL('./histories', import.meta.url));
-
-async function recordedHistories(): Promise<Array<{ name: string; bytes: Buffer }>> {
-  const names = (await readdir(historiesDir)).filter((name) => name.endsWith('.history.pb')).sort();
-  return Promise.all(names.map(async (name) => ({ name, bytes: await readFile(join(historiesDir, name)) })));
+interface Loaded {
+  generation: Generation;
+  entry: HistoryEntry;
+  history: History;
 }
 
-function replay(history: protoModule.temporal.api.history.v1.IHistory, name: string): Promise<void> {
-  return Worker.runReplayHistory({ workflowBundle: { codePath: inject('stack').workflowBundlePath } }, history, name);
+const manifest = await readManifest();
+const loaded: Loaded[] = await Promise.all(
+  manifest.generations.flatMap((generation) =>
+    generation.histories.map(async (entry) => ({ generation, entry, history: await readHistory(entry) })),
+  ),
+);
+const newest = latestGeneration(manifest);
+const ledgerStepActivities = new Set(['tryCharge', 'confirmCharge', 'cancelCharge', 'readCharge']);
+
+async function historyFiles(dir: string): Promise<string[]> {
+  const found = await readdir(dir, { recursive: true });
+  return found
+    .filter((name) => name.endsWith('.history.pb'))
+    .map((name) => relative(historiesDir, join(dir, name)).split(sep).join('/'))
+    .sort();
 }
 
-describe('recorded workflow histories replay on the current code', async () => {
-  const histories = await recordedHistories();
+/** Replays each history on the current workflow bundle; the error of each one that failed. */
+async function replayErrors(items: Array<{ label: string; workflowId: string; history: History }>): Promise<Map<string, Error>> {
+  const labels = new Map(items.map((item) => [item.workflowId, item.label]));
+  if (labels.size !== items.length) throw new Error('two histories to replay share a workflow id');
+  const errors = new Map<string, Error>();
+  const results = Worker.runReplayHistories(
+    { workflowBundle: { codePath: inject('stack').workflowBundlePath } },
+    items.map(({ workflowId, history }) => ({ workflowId, history })),
+  );
+  for await (const result of results) if (result.error) errors.set(labels.get(result.workflowId)!, result.error);
+  return errors;
+}
 
-  it('there is a recorded history for every path through the workflows', () => {
-    expect(histories.map((h) => h.name.replace('.history.pb', ''))).toEqual([
-      'charge-automatic-succeeded',
-      'charge-confirm-failed-compensated',
-      'charge-declined',
-      'charge-manual-cancelled',
-      'charge-manual-captured-partially',
-      'charge-manual-hold-expired',
-      'refund-partial',
-    ]);
+function attributesOf(event: HistoryEvent): Record<string, unknown> | undefined {
+  const key = Object.keys(event).find((name) => name.endsWith('EventAttributes') && event[name as keyof HistoryEvent]);
+  return key ? (event[key as keyof HistoryEvent] as Record<string, unknown>) : undefined;
+}
+
+/** The patch ids the SDK also upserts as the TemporalChangeVersion search attribute. */
+function changeVersions(history: History): string[] {
+  return (history.events ?? []).flatMap((event) => {
+    const payload = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.['TemporalChangeVersion'];
+    return payload ? (defaultPayloadConverter.fromPayload(payload) as string[]) : [];
+  });
+}
+
+/**
+ * The history with its first command (whatever the workflow did first: a patch marker, an
+ * activity, a child workflow) replaced by a timer: a history no version of the code produced.
+ */
+function withFirstCommandReplaced(history: History): History {
+  const events = history.events ?? [];
+  const firstTask = events.find((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED);
+  const index = events.findIndex(
+    (e) => Number(e.eventId) > Number(firstTask?.eventId) && attributesOf(e)?.['workflowTaskCompletedEventId'] !== undefined,
+  );
+  if (index < 0) throw new Error('history has no command to replace');
+  const original = events[index]!;
+  const timer: HistoryEvent = {
+    eventId: original.eventId,
+    eventTime: original.eventTime,
+    eventType: EventType.EVENT_TYPE_TIMER_STARTED,
+    timerStartedEventAttributes: {
+      timerId: 'tampered',
+      startToFireTimeout: {},
+      workflowTaskCompletedEventId: attributesOf(original)!['workflowTaskCompletedEventId'] as HistoryEvent['eventId'],
+    },
+  };
+  return { events: events.map((event, i) => (i === index ? timer : event)) };
+}
+
+/** The history with every marker of `patch` claiming another patch instead. */
+function withPatchRenamed(history: History, patch: string): History {
+  return {
+    events: (history.events ?? []).map((event) => {
+      if (patchIdOf(event) !== patch) return event;
+      const details = { 'patch-data': { payloads: [defaultPayloadConverter.toPayload({ id: `${patch}-renamed`, deprecated: false })] } };
+      return { ...event, markerRecordedEventAttributes: { ...event.markerRecordedEventAttributes, details } };
+    }),
+  };
+}
+
+describe('recorded workflow histories replay on the current code', () => {
+  it('the manifest lists every recorded history and nothing else', async () => {
+    expect(loaded.map((h) => h.entry.file).sort()).toEqual(await historyFiles(historiesDir));
+    expect(newest, 'the manifest has no generation').toBeDefined();
   });
 
-  it.each(histories)('$name replays without nondeterminism', async ({ name, bytes }) => {
-    await expect(replay(History.decode(bytes), name)).resolves.toBeUndefined();
+  it('the newest generation was recorded from the current workflow code', () => {
+    const current = workflowCodeHash();
+    const recorded = newest?.codeHash ?? null;
+    if (recorded?.sha256 !== current.sha256) {
+      expect.fail(`${codeChangedMessage}\n${describeCodeHashChange(recorded, current)}`);
+    }
   });
 
-  it('a history the code did not produce is caught (the replay check can fail)', async () => {
-    const original = History.decode(histories.find((h) => h.name.startsWith('charge-automatic'))!.bytes);
-    // Pretend the old code scheduled a timer where the current code schedules the Try activity.
-    const events: protoModule.temporal.api.history.v1.IHistoryEvent[] = original.events!.map((event) => {
-      if (event.eventType !== EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) return event;
-      return {
-        eventId: event.eventId,
-        eventTime: event.eventTime,
-        eventType: EventType.EVENT_TYPE_TIMER_STARTED,
-        timerStartedEventAttributes: {
-          timerId: '1',
-          startToFireTimeout: {},
-          workflowTaskCompletedEventId: event.activityTaskScheduledEventAttributes?.workflowTaskCompletedEventId,
-        },
-      };
-    });
-    await expect(replay({ events }, 'tampered')).rejects.toThrow(/nondetermin/i);
+  it('the newest generation has a history for every path the recorder runs', () => {
+    expect(
+      newest?.histories.map((h) => h.path).sort(),
+      'the recorder has paths that were never recorded: run npm run record-histories',
+    ).toEqual(historyPaths.map((p) => p.name).sort());
+  });
+
+  it.each(loaded)('$entry.file carries the patch markers the manifest lists', ({ generation, entry, history }) => {
+    const patches = patchMarkers(history);
+    expect(workflowTypeOf(history)).toBe(entry.workflowType);
+    expect(patches).toEqual(entry.patches);
+    expect(patches).toEqual(expect.arrayContaining(generation.requiredPatches[entry.workflowType] ?? []));
+    expect([...new Set(changeVersions(history))].sort()).toEqual([...patches].sort());
+    expect(history.events?.length).toBe(entry.events);
+
+    // The marker is what sends a replay down one branch or the other: check that the history
+    // took the branch its marker names.
+    if (entry.workflowType !== 'ChargeWorkflow') return;
+    const events = history.events ?? [];
+    const ledgerActivities = events.filter((e) =>
+      ledgerStepActivities.has(e.activityTaskScheduledEventAttributes?.activityType?.name ?? ''),
+    );
+    const localActivities = events.filter((e) => e.markerRecordedEventAttributes?.markerName === localActivityMarkerName);
+    if (patches.includes(localLedgerStepsPatch)) {
+      expect(ledgerActivities).toEqual([]);
+      expect(localActivities.length).toBeGreaterThan(0);
+    } else {
+      expect(ledgerActivities.length).toBeGreaterThan(0);
+      expect(localActivities).toEqual([]);
+    }
+  });
+
+  it('the pre-patch generation carries no patch marker and the newest carries the local-activity one', () => {
+    const prePatch = loaded.filter((h) => h.generation.name === 'v1-remote-activities');
+    expect(prePatch.length).toBeGreaterThan(0);
+    for (const { history } of prePatch) expect(patchMarkers(history)).toEqual([]);
+    const newestCharges = loaded.filter((h) => h.generation === newest && h.entry.workflowType === 'ChargeWorkflow');
+    expect(newestCharges.length).toBeGreaterThan(0);
+    for (const { history } of newestCharges) expect(patchMarkers(history)).toContain(localLedgerStepsPatch);
+  });
+
+  it('every generation replays without nondeterminism', async () => {
+    const errors = await replayErrors(
+      loaded.map(({ entry, history }) => ({ label: entry.file, workflowId: entry.workflowId, history })),
+    );
+    expect([...errors].map(([file, error]) => `${file}: ${error.message}`)).toEqual([]);
+  });
+
+  it('every history, of every generation and branch, fails replay once its first command is replaced', async () => {
+    const tampered = loaded.map(({ entry, history }) => ({
+      label: entry.file,
+      workflowId: `${entry.workflowId}#tampered`,
+      history: withFirstCommandReplaced(history),
+    }));
+    const errors = await replayErrors(tampered);
+    const caught = (file: string): boolean => errors.get(file)?.name === 'DeterminismViolationError';
+    expect(tampered.map((t) => t.label).filter((file) => !caught(file))).toEqual([]);
+  });
+
+  it('a current-path history whose patch marker names another patch fails replay (the marker decides the branch)', async () => {
+    const patched = loaded.filter(({ entry }) => entry.patches.includes(localLedgerStepsPatch));
+    expect(patched.length).toBeGreaterThan(0);
+    const errors = await replayErrors(
+      patched.map(({ entry, history }) => ({
+        label: entry.file,
+        workflowId: `${entry.workflowId}#renamed-patch`,
+        history: withPatchRenamed(history, localLedgerStepsPatch),
+      })),
+    );
+    const caught = (file: string): boolean => errors.get(file)?.name === 'DeterminismViolationError';
+    expect(patched.map(({ entry }) => entry.file).filter((file) => !caught(file))).toEqual([]);
   });
 });
