@@ -119,25 +119,32 @@ function isCommitted(generation: Generation): boolean {
   return files === null || files !== '';
 }
 
-function target(manifest: Manifest, codeHash: WorkflowCodeHash): { name: string; replaces: boolean } {
+/** The generation to write, and the one it replaces (null: a new generation). */
+function target(manifest: Manifest, codeHash: WorkflowCodeHash): { name: string; replaces: string | null } {
   const latest = latestGeneration(manifest);
+  const autoName = (n: number): string => `v${n}-${codeHash.sha256.slice(0, 8)}`;
   if (args.generation !== undefined) {
     if (!/^[A-Za-z0-9._-]+$/.test(args.generation)) throw new Error(`generation name ${args.generation}: letters, digits, . _ - only`);
     const existing = manifest.generations.find((g) => g.name === args.generation);
     if (existing && existing !== latest) {
       throw new Error(`${args.generation} is an older generation: what deployed code wrote is kept as it is`);
     }
-    return { name: args.generation, replaces: existing !== undefined };
+    return { name: args.generation, replaces: existing ? existing.name : null };
   }
   if (latest) {
-    if (latest.codeHash?.sha256 === codeHash.sha256) return { name: latest.name, replaces: true };
-    if (args['replace-latest']) return { name: latest.name, replaces: true };
-    if (!isCommitted(latest)) {
-      log(`${latest.name} was never committed: recording into it again instead of starting a new generation`);
-      return { name: latest.name, replaces: true };
+    if (latest.codeHash?.sha256 === codeHash.sha256) return { name: latest.name, replaces: latest.name };
+    let replace = args['replace-latest'];
+    if (!replace && !isCommitted(latest)) {
+      log(`${latest.name} was never committed: recording over it instead of starting a new generation`);
+      replace = true;
+    }
+    // A name the recorder made up carries the hash of the code it was recorded from: keep it true.
+    if (replace) {
+      const name = /^v\d+-[0-9a-f]{8}$/.test(latest.name) ? autoName(manifest.generations.length) : latest.name;
+      return { name, replaces: latest.name };
     }
   }
-  return { name: `v${manifest.generations.length + 1}-${codeHash.sha256.slice(0, 8)}`, replaces: false };
+  return { name: autoName(manifest.generations.length + 1), replaces: null };
 }
 
 async function withDeadline<T>(what: string, ms: number, run: () => Promise<T>): Promise<T> {
@@ -189,6 +196,15 @@ async function replayFailures(
 }
 
 async function main(): Promise<number> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-record-'));
+  try {
+    return await recordInto(dataDir);
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function recordInto(dataDir: string): Promise<number> {
   const codeHash = workflowCodeHash();
   const commit = sourceCommit(codeHash);
   const manifest: Manifest = existsSync(join(historiesDir, 'manifest.json'))
@@ -198,20 +214,25 @@ async function main(): Promise<number> {
   const names = historyPaths.map((p) => p.name);
   const duplicate = names.find((name, i) => names.indexOf(name) !== i);
   if (duplicate) throw new Error(`two history paths are named ${duplicate}`);
-  log(`recording ${historyPaths.length} histories into test/histories/${generation.name}/ (workflow code ${codeHash.sha256.slice(0, 12)})`);
+  log(
+    `recording ${historyPaths.length} histories into test/histories/${generation.name}/` +
+      (generation.replaces ? `, replacing ${generation.replaces}/` : ', a new generation') +
+      ` (workflow code ${codeHash.sha256.slice(0, 12)})`,
+  );
 
   Runtime.install({ logger: new DefaultLogger('WARN') });
-  const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-record-'));
   // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
   await chmod(dataDir, 0o711);
   const stack = await startLocalStack({ dataDir, temporalUiPort: null });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl });
-  const nativeConnection = await NativeConnection.connect({ address: stack.temporalAddress });
-  const connection = await Connection.connect({ address: stack.temporalAddress });
-  const temporal = new Client({ connection, namespace: 'default' });
+  let nativeConnection: NativeConnection | undefined;
+  let connection: Connection | undefined;
   let recorded: Recorded[];
   const bundlePath = join(dataDir, 'workflow-bundle.js');
   try {
+    nativeConnection = await NativeConnection.connect({ address: stack.temporalAddress });
+    connection = await Connection.connect({ address: stack.temporalAddress });
+    const temporal = new Client({ connection, namespace: 'default' });
     await migrateLedger(stack.databaseUrl);
     // The bundle the worker runs is the one the recordings are checked against below.
     await writeFile(bundlePath, (await bundleChargeWorkflows()).code);
@@ -280,76 +301,74 @@ async function main(): Promise<number> {
       return outcomes.map((o) => (o as PromiseFulfilledResult<Recorded>).value);
     });
   } finally {
-    await connection.close();
-    await nativeConnection.close();
+    await connection?.close();
+    await nativeConnection?.close();
     await pool.end();
     await stack.stop();
   }
 
-  try {
-    const problems = recorded.flatMap(problemsOf);
-    // A recording the code that made it cannot replay: the workflow code is not deterministic.
-    problems.push(
-      ...(await replayFailures(
-        bundlePath,
-        recorded.map(({ path, ref, history }) => ({ label: path.name, workflowId: ref.workflowId, history })),
-      )),
-    );
-    if (problems.length > 0) {
-      log(`nothing written; the recordings are not usable:\n${problems.join('\n')}`);
-      return 1;
-    }
-
-    const dir = join(historiesDir, generation.name);
-    await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { recursive: true });
-    const entries: HistoryEntry[] = [];
-    for (const { path, ref, history } of recorded) {
-      const file = `${generation.name}/${path.name}.history.pb`;
-      await writeFile(join(historiesDir, file), encodeHistory(history));
-      const entry: HistoryEntry = {
-        file,
-        path: path.name,
-        about: path.about,
-        workflowType: workflowTypeOf(history),
-        workflowId: ref.workflowId,
-        patches: patchMarkers(history),
-        events: history.events?.length ?? 0,
-      };
-      entries.push(entry);
-      log(`recorded ${file} (${entry.events} events, patches ${JSON.stringify(entry.patches)})`);
-    }
-    const written: Generation = {
-      name: generation.name,
-      recordedAt: new Date().toISOString(),
-      recordedFrom: commit,
-      codeHash,
-      requiredPatches,
-      histories: entries,
-    };
-    const kept = manifest.generations.filter((g) => g.name !== generation.name);
-    await writeManifest({ about: manifestAbout, generations: [...kept, written] });
-    log(`wrote test/histories/manifest.json (${kept.length} older generation${kept.length === 1 ? '' : 's'} kept)`);
-
-    // The older generations are what in-flight executions look like to the code just recorded.
-    const older = await Promise.all(
-      kept.flatMap((g) =>
-        g.histories.map(async (entry) => ({ label: entry.file, workflowId: entry.workflowId, history: await readHistory(entry) })),
-      ),
-    );
-    const broken = await replayFailures(bundlePath, older);
-    if (broken.length > 0) {
-      log(
-        `\nolder histories no longer replay on this code: executions in flight would break on deployment.\n` +
-          `Put the change behind patched() (docs/deploying-workflow-changes.md); do not delete these histories.\n${broken.join('\n')}`,
-      );
-      return 1;
-    }
-    log(`${older.length} older histories still replay on this code`);
-    return 0;
-  } finally {
-    await rm(dataDir, { recursive: true, force: true });
+  const problems = recorded.flatMap(problemsOf);
+  // A recording the code that made it cannot replay: the workflow code is not deterministic.
+  problems.push(
+    ...(await replayFailures(
+      bundlePath,
+      recorded.map(({ path, ref, history }) => ({ label: path.name, workflowId: ref.workflowId, history })),
+    )),
+  );
+  if (problems.length > 0) {
+    log(`nothing written; the recordings are not usable:\n${problems.join('\n')}`);
+    return 1;
   }
+
+  if (generation.replaces !== null) await rm(join(historiesDir, generation.replaces), { recursive: true, force: true });
+  const dir = join(historiesDir, generation.name);
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  const entries: HistoryEntry[] = [];
+  for (const { path, ref, history } of recorded) {
+    const file = `${generation.name}/${path.name}.history.pb`;
+    await writeFile(join(historiesDir, file), encodeHistory(history));
+    const entry: HistoryEntry = {
+      file,
+      path: path.name,
+      about: path.about,
+      workflowType: workflowTypeOf(history),
+      workflowId: ref.workflowId,
+      patches: patchMarkers(history),
+      events: history.events?.length ?? 0,
+    };
+    entries.push(entry);
+    log(`recorded ${file} (${entry.events} events, patches ${JSON.stringify(entry.patches)})`);
+  }
+  const written: Generation = {
+    name: generation.name,
+    recordedAt: new Date().toISOString(),
+    recordedFrom: commit,
+    codeHash,
+    requiredPatches,
+    histories: entries,
+  };
+  const kept = manifest.generations.filter((g) => g.name !== generation.name && g.name !== generation.replaces);
+  await writeManifest({ about: manifestAbout, generations: [...kept, written] });
+  log(`wrote test/histories/manifest.json (${kept.length} older generation${kept.length === 1 ? '' : 's'} kept)`);
+
+  // The older generations are what in-flight executions look like to the code just recorded.
+  const older = await Promise.all(
+    kept.flatMap((g) =>
+      g.histories.map(async (entry) => ({ label: entry.file, workflowId: entry.workflowId, history: await readHistory(entry) })),
+    ),
+  );
+  const broken = await replayFailures(bundlePath, older);
+  if (broken.length > 0) {
+    log(
+      `\nolder histories no longer replay on this code: executions in flight would break on deployment.\n` +
+        `Put the change behind patched() (docs/deploying-workflow-changes.md); do not delete these histories.\n${broken.join('\n')}`,
+    );
+    return 1;
+  }
+  log(`${older.length} older histories still replay on this code`);
+  return 0;
 }
 
-process.exitCode = await main();
+// Exit explicitly: with only exitCode set, a run whose older histories broke still exited 0.
+process.exit(await main());
