@@ -115,7 +115,7 @@ function sourceCommit(codeHash: WorkflowCodeHash): string | null {
 
 function isCommitted(generation: Generation): boolean {
   // Without git nothing can be told apart: keep what is there.
-  const files = git('ls-files', '--', relative(repoDir, join(historiesDir, generation.name)));
+  const files = git('ls-tree', '-r', '--name-only', 'HEAD', '--', relative(repoDir, join(historiesDir, generation.name)));
   return files === null || files !== '';
 }
 
