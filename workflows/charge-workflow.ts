@@ -15,7 +15,7 @@ import {
   type ChargeWorkflowInput,
 } from './definitions.js';
 import { assertCancellable, assertCapturable, isOpen, pendingCharge } from './charge-state.js';
-import { isLedgerRefusal, ledgerSteps } from './ledger-steps.js';
+import { exhaustedBudget, ledgerSteps } from './ledger-steps.js';
 
 /**
  * One charge, one execution per idempotency key: Try reserves the money, Confirm captures it,
@@ -67,10 +67,39 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
         return (await ledger.cancelCharge(intent, reason)).charge;
       } catch (error) {
         // Confirm did commit before its answer was lost: the money moved, so the charge succeeded.
-        if (isLedgerRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
+        if (ledger.isRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
+        if (ledger.isIncurable(error, 'dataRejected')) return cancelledUnrecorded();
         throw error;
       }
     });
+  }
+
+  /**
+   * Cancel could not even write its tombstone: the ledger rejects this charge's own values (a NUL
+   * in a text field, say). Retrying cannot change that, and giving up is safe: Cancel sends the
+   * intent's values that every Try of this charge sends too, into the same columns of the same
+   * row, so no Try of this charge can have committed or ever will. There is no hold to release, and
+   * no late Try that a tombstone would have to stop. The read (tenant and key only) checks that
+   * reasoning instead of trusting it: a held row here would be a bug in it, and the plain Error
+   * then fails the workflow task, retried until the bug is fixed, rather than abandon a hold.
+   * Only a rejected value ends here: a rejected statement (class 42) or a system fault on Cancel
+   * is retried until Cancel succeeds.
+   */
+  async function cancelledUnrecorded(): Promise<Charge> {
+    let row: Awaited<ReturnType<typeof ledger.readCharge>>;
+    try {
+      row = await ledger.readCharge(tenant, idempotencyKey);
+    } catch (error) {
+      // The key itself is a value the ledger rejects: no row can be stored under it.
+      if (!ledger.isIncurable(error, 'dataRejected')) throw error;
+      row = null;
+    }
+    if (row?.holdState === 'TRIED') {
+      throw new Error(`charge ${idempotencyKey} is held but Cancel's values are rejected by the ledger; this is a bug`);
+    }
+    if (row) return row.charge;
+    // Nothing recorded: the workflow's result is the only record of this decision.
+    return { ...charge, status: 'cancelled', failureReason: cancelReasons.ledgerRejectedData, updatedAt: new Date().toISOString() };
   }
 
   async function readLedger(): Promise<Charge> {
@@ -80,18 +109,24 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
     return row.charge;
   }
 
-  /** A Temporal cancellation request is one more way of asking to cancel. */
+  /** Why a failed Try or Confirm is compensated; a Temporal cancellation is one more way of asking. */
   function reasonFor(error: unknown, otherwise: string): string {
-    return isCancellation(error) ? cancelReasons.requestedByCaller : otherwise;
+    if (isCancellation(error)) return cancelReasons.requestedByCaller;
+    const budget = exhaustedBudget(error);
+    if (budget === 'try') return cancelReasons.tryBudgetExhausted;
+    if (budget === 'confirm') return cancelReasons.confirmBudgetExhausted;
+    if (ledger.isIncurable(error, 'dataRejected')) return cancelReasons.ledgerRejectedData;
+    if (ledger.isIncurable(error, 'statementRejected')) return cancelReasons.ledgerRejectedStatement;
+    return otherwise;
   }
 
   async function reserve(): Promise<Charge> {
     try {
       return (await ledger.tryCharge(intent, policy.holdTtlMs)).charge;
     } catch (error) {
-      if (isLedgerRefusal(error, 'IdempotencyConflict')) throw error;
+      if (ledger.isRefusal(error, 'IdempotencyConflict')) throw error;
       // Cancelled before this Try (an earlier execution of the key, or a cancel that won the race).
-      if (isLedgerRefusal(error, 'HoldCancelled')) return readLedger();
+      if (ledger.isRefusal(error, 'HoldCancelled')) return readLedger();
       return compensate(reasonFor(error, cancelReasons.ledgerUnavailable));
     }
   }
@@ -100,7 +135,7 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
     try {
       return (await ledger.confirmCharge(tenant, idempotencyKey, amountMinor)).charge;
     } catch (error) {
-      if (isLedgerRefusal(error, 'HoldCancelled')) return readLedger();
+      if (ledger.isRefusal(error, 'HoldCancelled')) return readLedger();
       return compensate(reasonFor(error, cancelReasons.confirmFailed));
     }
   }

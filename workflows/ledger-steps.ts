@@ -1,7 +1,22 @@
-import { ActivityFailure, ApplicationFailure, patched, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  TimeoutFailure,
+  patched,
+  proxyActivities,
+  proxyLocalActivities,
+  sleep,
+} from '@temporalio/workflow';
+import { TimeoutType } from '@temporalio/common';
 import type { LedgerActivities } from '../activities/index.js';
 import type { ChargePolicy } from './definitions.js';
-import type { LedgerRefusalType } from '../src/domain/refusals.js';
+import {
+  incurableLedgerFaults,
+  stepBudgetSpent,
+  type IncurableLedgerFaultName,
+  type LedgerRefusalType,
+} from '../src/domain/refusals.js';
 
 /** Backoff shared by every ledger step: quick first retries, capped so recovery is noticed fast. */
 const retryBackoff = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' } as const;
@@ -24,12 +39,93 @@ const retryBackoff = { initialInterval: '200 milliseconds', backoffCoefficient: 
 export const localLedgerStepsPatch = 'ledger-steps-as-local-activities';
 
 /**
+ * Try's and Confirm's budgets are enforced by a workflow timer, not only by the activities'
+ * schedule-to-close timeout. A local activity's schedule-to-close is a one-shot timer inside the
+ * worker's SDK core (@temporalio/core-bridge 1.24.0, local_activities.rs): when it fires while the
+ * activity is backing off between attempts, which is where a step failing in milliseconds spends
+ * nearly all its time, the timeout finds no attempt in flight, is dropped as untracked and never
+ * fires again, so the step retries for ever. It is also measured from when this worker received
+ * the step, so a workflow evicted and replayed elsewhere starts its budget afresh. The timer is
+ * durable and in workflow time: the budget holds across worker restarts, and a step that finishes
+ * within the workflow task cancels its timer before the command is sent, so a healthy charge's
+ * history does not grow. The timer is started on the server with the task's first heartbeat
+ * (every 80% of the workflow task timeout), so a step is given up at most that much (8 s by
+ * default) after its budget. Workflows started before this change keep the activity timeout alone.
+ *
+ * The same patch makes the workflow recognise a local activity's failures: they reach workflow
+ * code as the ApplicationFailure the activity threw, not wrapped in an ActivityFailure as a
+ * remote activity's are, so until now a ledger refusal from a local step (Cancel finding the
+ * charge captured, Try finding the key used by another request) was taken for a system fault.
+ */
+export const stepBudgetTimerPatch = 'ledger-step-budgets-and-local-failures';
+
+/** Which budget ran out: the workflow compensates with the matching cancel reason. */
+export type LedgerBudget = 'try' | 'confirm';
+
+/** Thrown by a budgeted step whose budget ran out before the ledger answered. */
+export class LedgerBudgetExhausted extends Error {
+  override readonly name = 'LedgerBudgetExhausted';
+  constructor(
+    readonly budget: LedgerBudget,
+    readonly budgetMs: number,
+  ) {
+    super(`${budget} kept failing for its whole budget of ${budgetMs} ms`);
+  }
+}
+
+/**
+ * Runs a step in a scope of its own and cancels it when its budget runs out. An outer cancellation
+ * (a caller cancelling the workflow) reaches the step as before and is not mistaken for a budget.
+ */
+async function withinBudget<T>(budget: LedgerBudget, budgetMs: number, step: () => Promise<T>): Promise<T> {
+  const stepScope = new CancellationScope();
+  const timerScope = new CancellationScope();
+  let exhausted = false;
+  const timer = timerScope
+    .run(() => sleep(budgetMs))
+    .then(
+      () => {
+        exhausted = true;
+        stepScope.cancel();
+      },
+      () => undefined, // cancelled: the step finished first, or the workflow is being cancelled
+    );
+  try {
+    return await stepScope.run(step);
+  } catch (error) {
+    if (exhausted || isScheduleToCloseTimeout(error) || isBudgetSpent(error)) throw new LedgerBudgetExhausted(budget, budgetMs);
+    throw error;
+  } finally {
+    timerScope.cancel();
+    await timer;
+  }
+}
+
+/** The local step gave itself up at its budget (activities/ledger-activities.ts): the same budget, spent. */
+function isBudgetSpent(error: unknown): boolean {
+  return stepFailure(error, true)?.type === stepBudgetSpent.type;
+}
+
+/** The activity's own schedule-to-close timeout, when it does fire: the same budget, spent. */
+function isScheduleToCloseTimeout(error: unknown): boolean {
+  return (
+    error instanceof ActivityFailure &&
+    error.cause instanceof TimeoutFailure &&
+    error.cause.timeoutType === TimeoutType.SCHEDULE_TO_CLOSE
+  );
+}
+
+/**
  * The ledger steps with the retry budget each deserves. Try and Confirm give up after their budget
  * and the workflow compensates. Cancel is the compensation: it has no budget and is retried until
  * it succeeds, because a hold that is never released is money wrongly withheld.
+ *
+ * Both patch checks run here, once, at the start of the workflow, so replay meets them at the
+ * same point of every history.
  */
 export function ledgerSteps(policy: ChargePolicy) {
   const proxy = patched(localLedgerStepsPatch) ? proxyLocalActivities : proxyActivities;
+  const patchedSteps = patched(stepBudgetTimerPatch);
   const tryStep = proxy<LedgerActivities>({
     startToCloseTimeout: policy.activityStartToCloseMs,
     scheduleToCloseTimeout: policy.tryBudgetMs,
@@ -45,17 +141,50 @@ export function ledgerSteps(policy: ChargePolicy) {
     startToCloseTimeout: policy.activityStartToCloseMs,
     retry: retryBackoff,
   });
+  const tryCharge: LedgerActivities['tryCharge'] = patchedSteps
+    ? (...args) => withinBudget('try', policy.tryBudgetMs, () => tryStep.tryCharge(...args))
+    : tryStep.tryCharge;
+  const confirmCharge: LedgerActivities['confirmCharge'] = patchedSteps
+    ? (...args) => withinBudget('confirm', policy.confirmBudgetMs, () => confirmStep.confirmCharge(...args))
+    : confirmStep.confirmCharge;
   return {
-    tryCharge: tryStep.tryCharge,
-    confirmCharge: confirmStep.confirmCharge,
+    tryCharge,
+    confirmCharge,
     cancelCharge: untilDone.cancelCharge,
     readCharge: untilDone.readCharge,
+    ...stepFailureReader(patchedSteps),
   };
 }
 
-/** True when a step failed because the ledger refused it with this decision. */
-export function isLedgerRefusal(error: unknown, type: LedgerRefusalType): boolean {
-  return (
-    error instanceof ActivityFailure && error.cause instanceof ApplicationFailure && error.cause.type === type
-  );
+/** The budget that ran out, when a step failed for that reason. */
+export function exhaustedBudget(error: unknown): LedgerBudget | null {
+  if (error instanceof LedgerBudgetExhausted) return error.budget;
+  return null;
+}
+
+/**
+ * The business failure a step threw: inside an ActivityFailure for a remote activity, as thrown for
+ * a local one (only recognised on the patched path, so histories recorded before it replay as they ran).
+ */
+function stepFailure(error: unknown, localFailuresUnwrapped: boolean): ApplicationFailure | null {
+  if (error instanceof ActivityFailure && error.cause instanceof ApplicationFailure) return error.cause;
+  if (localFailuresUnwrapped && error instanceof ApplicationFailure) return error;
+  return null;
+}
+
+/** How the workflow reads a step's failure; which failures it recognises depends on the patch. */
+export interface StepFailureReader {
+  /** True when a step failed because the ledger refused it with this decision. */
+  isRefusal(error: unknown, type: LedgerRefusalType): boolean;
+  /** True when a step failed with an error retrying cannot cure (see incurableLedgerFaults). */
+  isIncurable(error: unknown, fault: IncurableLedgerFaultName): boolean;
+}
+
+export function stepFailureReader(localFailuresUnwrapped: boolean): StepFailureReader {
+  return {
+    isRefusal: (error, type) => stepFailure(error, localFailuresUnwrapped)?.type === type,
+    // Recognised on every path: no history recorded before these types existed can contain one, and
+    // a workflow already spinning on such an error (started before this change) is then decided.
+    isIncurable: (error, fault) => stepFailure(error, true)?.type === incurableLedgerFaults[fault].type,
+  };
 }

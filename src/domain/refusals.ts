@@ -40,6 +40,10 @@ export const chargeStateRefusals = {
   notManualCapture: { type: 'ChargeNotManualCapture', hint: 'only charges created with capture "manual" wait for a capture' },
   captureAmountInvalid: { type: 'CaptureAmountInvalid', hint: 'capture between 1 and the authorised amount' },
   captureAmountConflict: { type: 'CaptureAmountConflict', hint: 'the charge was already captured with another amount' },
+  holdOrphaned: {
+    type: 'ChargeHoldOrphaned',
+    hint: 'the hold is being released and the money returned to the payer; start a new charge with a new idempotency key',
+  },
   notCaptured: {
     type: 'ChargeNotCaptured',
     hint: 'only a captured charge can be refunded; capture it first, or cancel it to release the hold',
@@ -60,6 +64,43 @@ export const refundRefusals = {
 
 export type ChargeStateRefusalName = keyof typeof chargeStateRefusals;
 
+/**
+ * PostgreSQL errors that are not the ledger's refusals but that retrying cannot cure: the same
+ * statement with the same values fails the same way every time. They are not decisions the
+ * ledger recorded, so they get types of their own, never a refusal's.
+ */
+export const incurableLedgerFaults = {
+  /**
+   * Class 22 (data exception: a NUL in a text value, a number out of range) and class 23
+   * (integrity constraint violation) raised by a step's own values. The step can never commit
+   * with those values, whoever runs it and however often.
+   */
+  dataRejected: { type: 'LedgerDataRejected', sqlStateClasses: ['22', '23'] },
+  /**
+   * Class 42 (syntax error or access rule violation: a missing function, a missing privilege).
+   * Only an operator can cure it, so Try and Confirm give up at once; Cancel and reads keep
+   * retrying, because nothing can be concluded about the ledger from a statement that never ran.
+   */
+  statementRejected: { type: 'LedgerStatementRejected', sqlStateClasses: ['42'] },
+} as const;
+
+export type IncurableLedgerFaultName = keyof typeof incurableLedgerFaults;
+
+export function incurableFaultBySqlState(sqlState: string): IncurableLedgerFaultName | null {
+  if (sqlState.startsWith('CG')) return null; // the ledger's own refusals (and journal guards)
+  const sqlStateClass = sqlState.slice(0, 2);
+  for (const [name, fault] of Object.entries(incurableLedgerFaults)) {
+    if ((fault.sqlStateClasses as readonly string[]).includes(sqlStateClass)) return name as IncurableLedgerFaultName;
+  }
+  return null;
+}
+
+/**
+ * A local Try or Confirm that gave itself up because its next attempt could only start after its
+ * budget: a system fault outlasted the budget (not a refusal, not incurable).
+ */
+export const stepBudgetSpent = { type: 'LedgerStepBudgetSpent' } as const;
+
 /** Why a charge ended CANCELLED without the caller asking, stored as `failure_reason`. */
 export const cancelReasons = {
   requestedByCaller: 'requested_by_caller',
@@ -67,4 +108,14 @@ export const cancelReasons = {
   holdExpired: 'hold_expired',
   confirmFailed: 'confirm_failed',
   ledgerUnavailable: 'ledger_unavailable',
+  /** Try kept failing on system faults for longer than TRY_BUDGET_MS. */
+  tryBudgetExhausted: 'try_budget_exhausted',
+  /** Confirm kept failing on system faults for longer than CONFIRM_BUDGET_MS. */
+  confirmBudgetExhausted: 'confirm_budget_exhausted',
+  /** The ledger rejected the charge's values (LedgerDataRejected): no attempt could ever commit. */
+  ledgerRejectedData: 'ledger_rejected_data',
+  /** The ledger rejected the statement itself (LedgerStatementRejected): an operator must fix it. */
+  ledgerRejectedStatement: 'ledger_rejected_statement',
+  /** The sweeper released a hold whose workflow closed without settling it. */
+  holdOrphaned: 'hold_orphaned',
 } as const;

@@ -1,7 +1,7 @@
 import type { Charge, ChargeIntent, DeclineCode, HoldState, CaptureMode } from '../domain/charge.js';
 import { statusOfHold } from '../domain/charge.js';
 import type { LedgerPool } from './pool.js';
-import { asLedgerRefusal } from './errors.js';
+import { classifyLedgerError } from './errors.js';
 
 /** A row of the charges table, as the ledger functions return it. */
 export interface ChargeRow {
@@ -98,7 +98,7 @@ async function callLedgerFunction(pool: LedgerPool, statement: LedgerStatement, 
     } catch (error) {
       if (isStalePlan(error)) stalePlan = error as Error;
       if (stalePlan && attempt === 1) continue;
-      throw asLedgerRefusal(error) ?? error;
+      throw classifyLedgerError(error);
     } finally {
       client.release(stalePlan);
     }
@@ -137,10 +137,11 @@ export function cancelHold(pool: LedgerPool, intent: ChargeIntent, reason: strin
 }
 
 export async function readCharge(pool: LedgerPool, tenant: string, idempotencyKey: string): Promise<LedgerCharge | null> {
-  const result = await pool.query<ChargeRow>(
-    'SELECT * FROM charges WHERE tenant = $1 AND idempotency_key = $2',
-    [tenant, idempotencyKey],
-  );
+  const result = await pool
+    .query<ChargeRow>('SELECT * FROM charges WHERE tenant = $1 AND idempotency_key = $2', [tenant, idempotencyKey])
+    .catch((error: unknown) => {
+      throw classifyLedgerError(error);
+    });
   const row = result.rows[0];
   return row ? fromRow(row) : null;
 }

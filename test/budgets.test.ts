@@ -1,0 +1,258 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LedgerActivityHooks, LedgerStep } from '../activities/index.js';
+import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
+import { cancelReasons } from '../src/domain/refusals.js';
+import { readCharge } from '../src/ledger/charges.js';
+import type { ChargePolicy } from '../workflows/definitions.js';
+import {
+  balanceOf,
+  captureCount,
+  chargeBody,
+  expectLedgerInvariants,
+  newKey,
+  newTenant,
+  openAccount,
+  openHarness,
+  startTestWorker,
+  testPolicy,
+  type Harness,
+} from './support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await openHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+/** A budget short enough for a test, long enough that a healthy step never comes near it. */
+const shortBudgetMs = 3_000;
+/**
+ * A failing local step gives itself up once its next attempt could only start after the budget (as
+ * the server does for remote activities); the workflow's timer, sent with the workflow task's first
+ * heartbeat (80% of the 10 s default task timeout), is the backstop at most ~8 s after the budget.
+ * Plus slack for a machine shared with other test runs.
+ */
+const givenUpWithinMs = shortBudgetMs + 8_000 + 5_000;
+
+async function fundedTenant(label: string): Promise<string> {
+  const tenant = newTenant(label);
+  await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+  await openAccount(h.pool, tenant, 'payee');
+  return tenant;
+}
+
+/** Counts every attempt of every ledger step per key, and lets a test fail the steps it names. */
+function countingHooks(fail: (step: LedgerStep) => Error | null): {
+  hooks: LedgerActivityHooks;
+  attempts: (key: string, step: LedgerStep) => number;
+} {
+  const counts = new Map<string, number>();
+  return {
+    hooks: {
+      beforeStep(step, _tenant, key) {
+        counts.set(`${key}\n${step}`, (counts.get(`${key}\n${step}`) ?? 0) + 1);
+        const error = fail(step);
+        if (error) throw error;
+      },
+    },
+    attempts: (key, step) => counts.get(`${key}\n${step}`) ?? 0,
+  };
+}
+
+/** A PostgreSQL error as node-postgres reports it. */
+function sqlError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/**
+ * Starts a charge from an intent as it would reach the worker if validation at the edge ever let
+ * something through: the workflow and the ledger are the last line of defence.
+ */
+async function startFromIntent(intent: ChargeIntent, taskQueue: string, policy: ChargePolicy): Promise<Charge> {
+  const handle = await h.temporal.workflow.start('ChargeWorkflow', {
+    taskQueue,
+    workflowId: chargeWorkflowId(intent.tenant, intent.idempotencyKey),
+    args: [{ intent, policy }],
+    memo: { fingerprint: intent.fingerprint },
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+  });
+  return (await handle.result()) as Charge;
+}
+
+describe('errors retrying cannot cure are decided at once', () => {
+  it('a NUL in order_id that reaches the ledger: one Try, one Cancel, cancelled, nothing recorded, surfaces agree', async () => {
+    const taskQueue = `budgets-${newKey('nul')}`;
+    const counter = countingHooks(() => null);
+    const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
+    try {
+      const tenant = await fundedTenant('nul');
+      const key = newKey('nul');
+      const valid = h.client.buildIntent(tenant, key, chargeBody({ amount: 1_200 }));
+      const poisoned: ChargeIntent = { ...valid, request: { ...valid.request, orderId: 'order-\u0000-1' } };
+
+      const started = Date.now();
+      const charge = await startFromIntent(poisoned, taskQueue, testPolicy);
+      const decidedMs = Date.now() - started;
+
+      expect(charge.status).toBe('cancelled');
+      expect(charge.failureReason).toBe(cancelReasons.ledgerRejectedData);
+      // Decided at once: PostgreSQL rejected the value (22021) and nobody asked it again.
+      expect(counter.attempts(key, 'try')).toBe(1);
+      expect(counter.attempts(key, 'cancel')).toBe(1);
+      expect(decidedMs).toBeLessThan(10_000);
+      // The tombstone could not be written either, and none is needed: no Try of these values can commit.
+      expect(await readCharge(h.pool, tenant, key)).toBeNull();
+      const payer = await balanceOf(h.pool, tenant, 'payer');
+      expect([payer.postedMinor, payer.pendingMinor]).toEqual([10_000, 0]);
+
+      const client = h.clientFor({ taskQueue });
+      expect(await client.getCharge(tenant, key)).toMatchObject({ status: 'cancelled', failureReason: 'ledger_rejected_data' });
+      // A cancel answers the decided charge (not 404, not 500); a capture is refused.
+      expect(await client.cancelCharge(tenant, key)).toMatchObject({ status: 'cancelled' });
+      await expectLedgerInvariants(h.pool, tenant);
+      console.log(`NUL in order_id: decided in ${decidedMs} ms, try attempts 1, cancel attempts 1`);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a data error on Try whose Cancel can still write its tombstone: one Try, the tombstone says why', async () => {
+    const taskQueue = `budgets-${newKey('data')}`;
+    const counter = countingHooks((step) =>
+      step === 'try' ? sqlError('22003', 'value out of range for type bigint (injected)') : null,
+    );
+    const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
+    try {
+      const tenant = await fundedTenant('data');
+      const key = newKey('data');
+      const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 700 }));
+      expect(reply.charge.status).toBe('cancelled');
+      expect(reply.charge.failureReason).toBe(cancelReasons.ledgerRejectedData);
+      expect(counter.attempts(key, 'try')).toBe(1);
+      const row = await readCharge(h.pool, tenant, key);
+      expect(row?.holdState).toBe('CANCELLED');
+      expect(row?.charge.failureReason).toBe(cancelReasons.ledgerRejectedData);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a rejected statement (class 42) on Cancel is retried until Cancel succeeds: a hold is never abandoned', async () => {
+    const taskQueue = `budgets-${newKey('s42')}`;
+    let cancelFailuresLeft = 3;
+    const counter = countingHooks((step) => {
+      if (step === 'confirm') return sqlError('22003', 'numeric field overflow (injected)');
+      if (step === 'cancel' && cancelFailuresLeft-- > 0) return sqlError('42883', 'function ledger_cancel does not exist (injected)');
+      return null;
+    });
+    const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
+    try {
+      const tenant = await fundedTenant('s42');
+      const key = newKey('s42');
+      const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 900 }));
+      expect(reply.charge.status).toBe('cancelled');
+      expect(reply.charge.failureReason).toBe(cancelReasons.ledgerRejectedData);
+      expect(counter.attempts(key, 'confirm')).toBe(1);
+      expect(counter.attempts(key, 'cancel')).toBe(4);
+      const payer = await balanceOf(h.pool, tenant, 'payer');
+      expect([payer.postedMinor, payer.pendingMinor]).toEqual([10_000, 0]);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe('budgets are hard limits for local activities', () => {
+  it.each<{ step: 'try' | 'confirm'; reason: string }>([
+    { step: 'try', reason: cancelReasons.tryBudgetExhausted },
+    { step: 'confirm', reason: cancelReasons.confirmBudgetExhausted },
+  ])('$step failing on a system fault for longer than its budget is given up and compensated ($reason)', async ({ step, reason }) => {
+    const taskQueue = `budgets-${newKey(step)}`;
+    const counter = countingHooks((failing) => (failing === step ? sqlError('57P03', 'the database system is starting up (injected)') : null));
+    const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
+    try {
+      const tenant = await fundedTenant(`budget-${step}`);
+      const key = newKey(step);
+      const policy: Partial<ChargePolicy> = step === 'try' ? { tryBudgetMs: shortBudgetMs } : { confirmBudgetMs: shortBudgetMs };
+      const started = Date.now();
+      const reply = await h.clientFor({ taskQueue, policy }).charge(tenant, key, chargeBody({ amount: 2_000 }));
+      const compensatedMs = Date.now() - started;
+
+      expect(reply.completed).toBe(true);
+      expect(reply.charge.status).toBe('cancelled');
+      expect(reply.charge.failureReason).toBe(reason);
+      // Retried while the budget lasted (a system fault is never a decision), then given up.
+      expect(counter.attempts(key, step)).toBeGreaterThan(3);
+      expect(compensatedMs).toBeLessThan(givenUpWithinMs);
+      expect(counter.attempts(key, 'cancel')).toBeGreaterThanOrEqual(1);
+
+      const row = await readCharge(h.pool, tenant, key);
+      expect(row?.holdState).toBe('CANCELLED');
+      expect(row?.charge.failureReason).toBe(reason);
+      expect(await captureCount(h.pool, tenant, key)).toBe(0);
+      const payer = await balanceOf(h.pool, tenant, 'payer');
+      expect([payer.postedMinor, payer.pendingMinor]).toEqual([10_000, 0]);
+      await expectLedgerInvariants(h.pool, tenant);
+
+      // Once given up, the step is not retried behind the workflow's back.
+      const attemptsAtDecision = counter.attempts(key, step);
+      const closed = await h.temporal.workflow.getHandle(chargeWorkflowId(tenant, key)).describe();
+      expect(closed.status.name).toBe('COMPLETED');
+      expect(counter.attempts(key, step)).toBe(attemptsAtDecision);
+      console.log(`${step} budget ${shortBudgetMs} ms: compensated after ${compensatedMs} ms, ${attemptsAtDecision} attempts`);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a Try that hangs (every attempt times out) is given up at its budget too', async () => {
+    const taskQueue = `budgets-${newKey('hang')}`;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const counter = countingHooks(() => null);
+    const worker = await startTestWorker({
+      taskQueue,
+      pool: h.pool,
+      hooks: {
+        async beforeStep(step, tenant, key) {
+          await counter.hooks.beforeStep?.(step, tenant, key);
+          if (step === 'try') await released; // a connection that never answers
+        },
+      },
+    });
+    try {
+      const tenant = await fundedTenant('hang');
+      const key = newKey('hang');
+      const policy = { tryBudgetMs: shortBudgetMs, activityStartToCloseMs: 1_000 };
+      const started = Date.now();
+      const reply = await h.clientFor({ taskQueue, policy }).charge(tenant, key, chargeBody({ amount: 300 }));
+      const compensatedMs = Date.now() - started;
+      expect(reply.charge).toMatchObject({ status: 'cancelled', failureReason: cancelReasons.tryBudgetExhausted });
+      expect(counter.attempts(key, 'try')).toBeGreaterThanOrEqual(2);
+      expect(compensatedMs).toBeLessThan(givenUpWithinMs);
+      // The hung attempts never reached the ledger; the tombstone keeps any late one from reserving.
+      expect((await readCharge(h.pool, tenant, key))?.holdState).toBe('CANCELLED');
+      expect((await balanceOf(h.pool, tenant, 'payer')).pendingMinor).toBe(0);
+      await expectLedgerInvariants(h.pool, tenant);
+      console.log(`hung try, budget ${shortBudgetMs} ms: compensated after ${compensatedMs} ms, ${counter.attempts(key, 'try')} attempts`);
+    } finally {
+      release();
+      await worker.stop();
+    }
+  });
+
+  it('a healthy charge under the budget timers: no timer event in its history', async () => {
+    const tenant = await fundedTenant('healthy');
+    const key = newKey('healthy');
+    const reply = await h.client.charge(tenant, key, chargeBody({ amount: 100 }));
+    expect(reply.charge.status).toBe('succeeded');
+    const history = await h.temporal.workflow.getHandle(chargeWorkflowId(tenant, key)).fetchHistory();
+    expect(history.events?.some((event) => event.timerStartedEventAttributes)).toBe(false);
+    const markers = history.events?.flatMap((event) => event.markerRecordedEventAttributes?.markerName ?? []) ?? [];
+    expect(markers).toContain('core_patch');
+  });
+});
