@@ -51,3 +51,44 @@ export interface RefundMemo {
 }
 
 export const refundStatusQuery = defineQuery<Refund>('status');
+
+export const releaseHoldWorkflowType = 'ReleaseHoldWorkflow';
+export const holdSweeperWorkflowType = 'HoldSweeperWorkflow';
+
+/** `release/<tenant>/<key>`: at most one release of a charge's hold runs at a time. */
+export function releaseHoldWorkflowId(tenant: string, idempotencyKey: string): string {
+  return `release/${tenant}/${idempotencyKey}`;
+}
+
+/** Releases one hold that no ChargeWorkflow will settle (its workflow closed without doing so). */
+export interface ReleaseHoldInput {
+  tenant: string;
+  idempotencyKey: string;
+  /** Stored as the charge's failure_reason when this release is the one that voids the hold. */
+  reason: string;
+  activityStartToCloseMs: number;
+}
+
+/** One sweep of holds nobody settles; every bound carries its unit. */
+export interface HoldSweepInput {
+  /** At most this many holds are released per sweep (expired and orphaned together). */
+  releaseBatchSize: number;
+  /** A hold is expired once it is this long past its hold_expires_at (its own timer had its chance). */
+  expiredGraceMs: number;
+  /** Holds younger than this are never judged orphaned (their workflow may be starting). */
+  orphanMinAgeMs: number;
+  /** At most this many held charges have their workflow described per sweep. */
+  orphanExaminedMax: number;
+  activityStartToCloseMs: number;
+  /** Only this tenant's holds (an operator's targeted sweep, a test's); every tenant when absent. */
+  tenant?: string | null;
+}
+
+export interface HoldSweepResult {
+  expiredReleased: number;
+  orphanedReleased: number;
+  /** Held charges whose workflow was described this sweep. */
+  orphanCandidatesExamined: number;
+  /** True when the batch size stopped the sweep before every stranded hold found was released. */
+  batchFull: boolean;
+}

@@ -1,5 +1,7 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ChargeReply } from '../client/charge-client.js';
+import type { LedgerPool } from '../ledger/pool.js';
+import { overdueHolds } from '../reconcile/index.js';
 
 /**
  * Prometheus metrics of one API instance. Each app has its own registry, so several apps in one
@@ -14,9 +16,36 @@ export class ApiMetrics {
   private readonly outcomes: Counter<'status'>;
   readonly requestDuration: Histogram<'method' | 'route' | 'status_code'>;
 
-  constructor(options: { defaultMetrics?: boolean } = {}) {
+  /**
+   * With `ledger`, each scrape also reads how many holds are past their expiry (one indexed query,
+   * on the partial index of TRIED holds). A hold stays TRIED past its expiry only when nothing
+   * settled it: its workflow is gone or stuck, and the hold sweeper has not reached it yet.
+   */
+  constructor(options: { defaultMetrics?: boolean; ledger?: LedgerPool } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
+    const ledger = options.ledger;
+    if (ledger) {
+      let overdue: Promise<Awaited<ReturnType<typeof overdueHolds>>> | null = null;
+      // Both gauges are read in one scrape: one query serves them both.
+      const read = () => (overdue ??= overdueHolds(ledger).finally(() => setImmediate(() => (overdue = null))));
+      new Gauge({
+        name: 'chargeguard_holds_overdue',
+        help: 'holds still reserved (TRIED) past their hold_expires_at',
+        registers,
+        async collect() {
+          this.set((await read()).count);
+        },
+      });
+      new Gauge({
+        name: 'chargeguard_holds_overdue_oldest_seconds',
+        help: 'how long past its expiry the most overdue hold is (0 when none is)',
+        registers,
+        async collect() {
+          this.set((await read()).oldestOverdueSeconds);
+        },
+      });
+    }
     this.chargesStarted = new Counter({
       name: 'chargeguard_charges_started_total',
       help: 'charge requests that started a new charge (not replays)',

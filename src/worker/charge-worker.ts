@@ -1,14 +1,18 @@
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleOption } from '@temporalio/worker';
 import {
+  createHoldSweeperActivities,
   createLedgerActivities,
   createRefundActivities,
   type LedgerActivityHooks,
   type RefundActivityHooks,
+  type WorkflowRunningProbe,
 } from '../../activities/index.js';
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
 
 /** Where the build (build/build.ts) puts things, relative to its output folder. */
 export const compiledLayout = {
@@ -36,6 +40,16 @@ export interface ChargeWorkerOptions {
   maxConcurrentActivityTaskExecutions?: number;
   maxConcurrentWorkflowTaskExecutions?: number;
   maxCachedWorkflows?: number;
+  /**
+   * The client the hold sweeper's activities describe charge workflows with; by default one on
+   * `connection`.
+   */
+  temporal?: Client;
+  /**
+   * The hold sweeper's schedule, created at start unless it exists. By default only a worker of the
+   * `charges` queue creates it (workers of other queues, as tests start them, do not); false never.
+   */
+  holdSweeper?: HoldSweeperScheduleOptions | false;
 }
 
 /** Bundles the deterministic workflow code once, for workers that start many times (and for the build). */
@@ -68,15 +82,32 @@ export const quietBundlerLogger = {
   error: (message: string) => console.error(message),
 };
 
+/** The one question the hold sweeper's activities may ask Temporal. */
+function workflowRunningProbe(temporal: Client): WorkflowRunningProbe {
+  return async (workflowId) => {
+    try {
+      return (await temporal.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    }
+  };
+}
+
 export async function createChargeWorker(options: ChargeWorkerOptions): Promise<Worker> {
+  const taskQueue = options.taskQueue ?? chargeTaskQueue;
+  const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace });
+  const sweeper = options.holdSweeper ?? (taskQueue === chargeTaskQueue ? {} : false);
+  if (sweeper !== false) await ensureHoldSweeperSchedule(temporal, { taskQueue, ...sweeper });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
-    taskQueue: options.taskQueue ?? chargeTaskQueue,
+    taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : defaultWorkflowSource()),
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),
       ...createRefundActivities(options.ledger, options.refundHooks),
+      ...createHoldSweeperActivities(options.ledger, workflowRunningProbe(temporal)),
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 100,
     maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTaskExecutions ?? 100,

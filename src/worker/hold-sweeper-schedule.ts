@@ -1,0 +1,60 @@
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import { chargeTaskQueue, holdSweeperWorkflowType, type HoldSweepInput } from '../../workflows/definitions.js';
+
+/** The Temporal Schedule that starts a hold sweep; one per namespace, whoever created it first. */
+export const holdSweeperScheduleId = 'chargeguard-hold-sweeper';
+
+export const holdSweeperDefaults = {
+  /** How often a sweep starts. */
+  intervalMs: 5 * 60 * 1000,
+  sweep: {
+    releaseBatchSize: 100,
+    // Reconcile's no_expired_holds grace: the hold's own timer had its minute.
+    expiredGraceMs: 60_000,
+    // A hold younger than one sweep interval is left alone: its workflow may be starting or retrying.
+    orphanMinAgeMs: 5 * 60 * 1000,
+    orphanExaminedMax: 10_000,
+    activityStartToCloseMs: 10_000,
+  } satisfies HoldSweepInput,
+} as const;
+
+export interface HoldSweeperScheduleOptions {
+  scheduleId?: string;
+  taskQueue?: string;
+  intervalMs?: number;
+  sweep?: Partial<HoldSweepInput>;
+}
+
+/**
+ * Creates the hold sweeper's schedule unless it exists: every worker calls this at start, and the
+ * first one wins. An existing schedule is left as it is (its interval and bounds may have been
+ * tuned on purpose); `temporal schedule update` changes them. Overlapping sweeps are skipped: one
+ * sweep at a time is enough, and two would only describe the same workflows twice.
+ */
+export async function ensureHoldSweeperSchedule(
+  temporal: Client,
+  options: HoldSweeperScheduleOptions = {},
+): Promise<{ scheduleId: string; created: boolean }> {
+  const scheduleId = options.scheduleId ?? holdSweeperScheduleId;
+  const sweep: HoldSweepInput = { ...holdSweeperDefaults.sweep, ...options.sweep };
+  try {
+    await temporal.schedule.create({
+      scheduleId,
+      spec: { intervals: [{ every: options.intervalMs ?? holdSweeperDefaults.intervalMs }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: holdSweeperWorkflowType,
+        taskQueue: options.taskQueue ?? chargeTaskQueue,
+        args: [sweep],
+        // Each sweep's id is the schedule id plus its start time (Temporal appends it).
+        workflowId: `${scheduleId}-sweep`,
+        workflowExecutionTimeout: '1 hour',
+      },
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes' },
+    });
+    return { scheduleId, created: true };
+  } catch (error) {
+    if (error instanceof ScheduleAlreadyRunning) return { scheduleId, created: false };
+    throw error;
+  }
+}
