@@ -30,7 +30,7 @@ export function formatReconcileReport(report: ReconcileReport): string {
     skipped.length > 0
       ? `  workflows  not checked (${skipped[0]!.skipped})`
       : `  workflows  ${number.format(c.workflowsExamined)} closed ChargeWorkflow executions compared, ` +
-        `${number.format(c.workflowsMatched)} match the ledger${c.workflowsTruncated ? ' (limit reached: older ones not compared)' : ''}; ` +
+        `${number.format(c.workflowsMatched)} match the ledger; ` +
         `${number.format(c.holdsExamined)} open holds checked`,
     `  checks     ${report.checks.length - failed.length - skipped.length} passed, ${failed.length} failed` +
       (skipped.length > 0 ? `, ${skipped.length} skipped` : ''),

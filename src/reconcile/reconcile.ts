@@ -1,14 +1,16 @@
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
 import { chargeWorkflowId, type Charge, type ChargeStatus, type HoldState } from '../domain/charge.js';
 import { fromRow, type ChargeRow, type LedgerCharge } from '../ledger/charges.js';
+import { listHeldCharges, type HeldChargeKey } from '../ledger/holds.js';
 import { checkLedgerInvariants } from '../ledger/invariants.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { chargeWorkflowType } from '../../workflows/definitions.js';
 
 /**
  * Reconciliation: the invariants of contract section 5, checked across the ledger and Temporal.
- * Read-only, safe to run against a live system at any time; every check is bounded, so it answers
- * in seconds however large the history is (and says when it did not look at everything).
+ * Read-only, safe to run against a live system at any time. Every closed ChargeWorkflow that
+ * Temporal's visibility still lists and every open hold is checked, not a recent window: both are
+ * read page by page, so memory stays bounded by the page size however large the history is.
  */
 export interface ReconcileOptions {
   ledger: LedgerPool;
@@ -18,23 +20,17 @@ export interface ReconcileOptions {
   tenant?: string | null;
   /** How long past its expiry a TRIED hold may still wait for its workflow's timer to void it. */
   holdGraceMs?: number;
-  /** At most this many closed ChargeWorkflow executions are compared with the ledger, newest first. */
-  workflowLimit?: number;
-  /** Visibility page size while listing closed executions. */
+  /** Closed executions (a visibility page) and open holds (a ledger page) held in memory at once. */
   pageSize?: number;
-  /** At most this many open (TRIED) holds are checked against their workflows, oldest first. */
-  holdLimit?: number;
   /** Temporal calls in flight at once. */
   concurrency?: number;
 }
 
-type ReconcileSettings = Required<Pick<ReconcileOptions, 'holdGraceMs' | 'workflowLimit' | 'pageSize' | 'holdLimit' | 'concurrency'>>;
+type ReconcileSettings = Required<Pick<ReconcileOptions, 'holdGraceMs' | 'pageSize' | 'concurrency'>>;
 
 export const reconcileDefaults: Readonly<ReconcileSettings> = {
   holdGraceMs: 60_000,
-  workflowLimit: 1_000,
   pageSize: 100,
-  holdLimit: 1_000,
   concurrency: 8,
 };
 
@@ -60,11 +56,10 @@ export interface ReconcileCounts {
   refundedMinor: number;
   transfersByKind: Record<string, number>;
   journalEntries: number;
-  /** Closed ChargeWorkflow executions compared with their ledger rows. */
+  /** Closed ChargeWorkflow executions compared with their ledger rows: every one visibility lists. */
   workflowsExamined: number;
   workflowsMatched: number;
-  /** True when more closed executions exist than `workflowLimit` allowed to examine. */
-  workflowsTruncated: boolean;
+  /** Open (TRIED) holds whose workflow was asked whether it still runs: every one. */
   holdsExamined: number;
 }
 
@@ -96,7 +91,6 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
     const holds = await checkHoldsHaveRunningWorkflows(options.temporal, options.ledger, tenant, settings);
     counts.workflowsExamined = outcomes.examined;
     counts.workflowsMatched = outcomes.examined - outcomes.check.violations;
-    counts.workflowsTruncated = outcomes.truncated;
     counts.holdsExamined = holds.examined;
     workflowChecks = [outcomes.check, holds.check];
   } else {
@@ -193,7 +187,6 @@ async function countLedger(pool: LedgerPool, tenant: string | null): Promise<Rec
     journalEntries: entries.rows[0]?.n ?? 0,
     workflowsExamined: 0,
     workflowsMatched: 0,
-    workflowsTruncated: false,
     holdsExamined: 0,
   };
 }
@@ -292,30 +285,22 @@ async function checkWorkflowOutcomes(
   pool: LedgerPool,
   tenant: string | null,
   settings: ReconcileSettings,
-): Promise<{ check: ReconcileCheck; examined: number; truncated: boolean }> {
+): Promise<{ check: ReconcileCheck; examined: number }> {
   // Tenants match [a-z0-9_-], so interpolating one into the query cannot change its meaning.
   const query =
     `WorkflowType = '${chargeWorkflowType}' AND ExecutionStatus != 'Running'` +
     (tenant ? ` AND WorkflowId STARTS_WITH 'charge/${tenant}/'` : '');
-  const closed: WorkflowExecutionInfo[] = [];
-  let truncated = false;
-  for await (const execution of temporal.workflow.list({ query, pageSize: settings.pageSize })) {
-    if (closed.length >= settings.workflowLimit) {
-      truncated = true;
-      break;
-    }
-    closed.push(execution);
-  }
 
   const samples: unknown[] = [];
   let violations = 0;
+  let examined = 0;
   const note = (workflowId: string, status: string, problem: string) => {
     violations++;
     if (samples.length < sampleLimit) samples.push({ workflowId, status, problem });
   };
 
-  for (let i = 0; i < closed.length; i += settings.pageSize) {
-    const page = closed.slice(i, i + settings.pageSize);
+  /** Compares one page of closed executions with their ledger rows (one query for the page). */
+  async function comparePage(page: WorkflowExecutionInfo[]): Promise<void> {
     const keyed = page.map((execution) => ({ execution, id: parseChargeWorkflowId(execution.workflowId) }));
     const rows = await readCharges(pool, keyed.flatMap(({ id }) => (id ? [id] : [])));
     await inBatches(keyed, settings.concurrency, async ({ execution, id }) => {
@@ -331,8 +316,21 @@ async function checkWorkflowOutcomes(
         note(execution.workflowId, status, 'the workflow closed and its hold is still TRIED');
       }
     });
+    examined += page.length;
   }
-  return { check: { ...workflowOutcomeCheck, violations, samples }, examined: closed.length, truncated };
+
+  // The SDK's iterator fetches the next visibility page only when this loop asks for it, so at
+  // most one page of executions is held, compared, and let go.
+  let page: WorkflowExecutionInfo[] = [];
+  for await (const execution of temporal.workflow.list({ query, pageSize: settings.pageSize })) {
+    page.push(execution);
+    if (page.length >= settings.pageSize) {
+      await comparePage(page);
+      page = [];
+    }
+  }
+  if (page.length > 0) await comparePage(page);
+  return { check: { ...workflowOutcomeCheck, violations, samples }, examined };
 }
 
 async function checkHoldsHaveRunningWorkflows(
@@ -341,29 +339,35 @@ async function checkHoldsHaveRunningWorkflows(
   tenant: string | null,
   settings: ReconcileSettings,
 ): Promise<{ check: ReconcileCheck; examined: number }> {
-  const held = await pool.query<ChargeRow>(
-    `SELECT * FROM charges WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)
-      ORDER BY created_at LIMIT $2`,
-    [tenant, settings.holdLimit],
-  );
   const samples: unknown[] = [];
   let violations = 0;
-  await inBatches(held.rows, settings.concurrency, async (row) => {
-    const workflowId = chargeWorkflowId(row.tenant, row.idempotency_key);
-    let workflowStatus: string;
-    try {
-      workflowStatus = (await temporal.workflow.getHandle(workflowId).describe()).status.name;
-    } catch (error) {
-      if (!(error instanceof WorkflowNotFoundError)) throw error;
-      workflowStatus = 'NOT_FOUND';
-    }
-    if (workflowStatus === 'RUNNING') return;
-    // The workflow may have settled the hold between the two reads: only a hold that is still
-    // TRIED after its workflow closed is an orphan.
-    const again = await readCharges(pool, [{ tenant: row.tenant, key: row.idempotency_key }]);
-    if (again.get(workflowId)?.holdState !== 'TRIED') return;
-    violations++;
-    if (samples.length < sampleLimit) samples.push({ workflowId, workflowStatus, heldMinor: row.held_minor });
-  });
-  return { check: { ...heldWhileRunningCheck, violations, samples }, examined: held.rowCount ?? 0 };
+  let examined = 0;
+  // Every open hold, a page at a time in a stable order (keyset, not OFFSET: holds settling while
+  // this runs never make it skip one that is still held).
+  let after: HeldChargeKey | null = null;
+  for (;;) {
+    const page = await listHeldCharges(pool, { minAgeMs: 0, after, limit: settings.pageSize, tenant });
+    if (page.length === 0) break;
+    await inBatches(page, settings.concurrency, async (held) => {
+      const workflowId = chargeWorkflowId(held.tenant, held.idempotencyKey);
+      let workflowStatus: string;
+      try {
+        workflowStatus = (await temporal.workflow.getHandle(workflowId).describe()).status.name;
+      } catch (error) {
+        if (!(error instanceof WorkflowNotFoundError)) throw error;
+        workflowStatus = 'NOT_FOUND';
+      }
+      if (workflowStatus === 'RUNNING') return;
+      // The workflow may have settled the hold between the two reads: only a hold that is still
+      // TRIED after its workflow closed is an orphan.
+      const again = await readCharges(pool, [{ tenant: held.tenant, key: held.idempotencyKey }]);
+      const row = again.get(workflowId);
+      if (row?.holdState !== 'TRIED') return;
+      violations++;
+      if (samples.length < sampleLimit) samples.push({ workflowId, workflowStatus, heldMinor: row.charge.amountHeldMinor });
+    });
+    examined += page.length;
+    after = page[page.length - 1]!;
+  }
+  return { check: { ...heldWhileRunningCheck, violations, samples }, examined };
 }
