@@ -76,12 +76,85 @@ describe('the OpenAPI document', () => {
       expect(api.app.hasRoute({ method: method.toUpperCase() as 'GET', url }), `${method.toUpperCase()} ${path} served`).toBe(true);
     }
     const create = document.paths['/v1/charges'].post;
-    expect(Object.keys(create.responses).sort()).toEqual(['200', '201', '202', '400', '401', '422', '503']);
+    expect(Object.keys(create.responses).sort()).toEqual(['200', '201', '202', '400', '401', '413', '415', '422', '503']);
     expect(create.parameters).toContainEqual(expect.objectContaining({ in: 'header', name: 'idempotency-key', required: true }));
     expect(create.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/CreateChargeRequest' });
     const request = document.components.schemas.CreateChargeRequest;
     expect(request.required).toEqual(expect.arrayContaining(['order_id', 'payer_account_id', 'payee_account_id', 'amount', 'currency']));
     expect(request.properties.amount).toMatchObject({ type: 'integer', minimum: 1 });
+  });
+
+  it('constrains every path and query parameter and the Idempotency-Key header (patterns and lengths)', () => {
+    const parameters: Array<[string, string, any]> = [];
+    for (const [path, operations] of Object.entries<any>(document.paths)) {
+      for (const [method, operation] of Object.entries<any>(operations)) {
+        for (const parameter of operation.parameters ?? []) parameters.push([`${method} ${path}`, parameter.in, parameter]);
+      }
+    }
+    const pathAndQuery = parameters.filter(([, where]) => where === 'path' || where === 'query');
+    expect(pathAndQuery.length).toBeGreaterThanOrEqual(14);
+    for (const [operation, where, parameter] of pathAndQuery) {
+      const schema = parameter.schema;
+      const label = `${operation} ${where} ${parameter.name}`;
+      if (schema.type === 'string' && !schema.enum) {
+        expect(schema.maxLength, label).toBeGreaterThan(0);
+        expect(schema.pattern, label).toBeTypeOf('string');
+        // The patterns must work outside JavaScript too (schema fuzzers are often Python): no \p{…}.
+        expect(schema.pattern, label).not.toMatch(/\\p\{/);
+        expect(() => new RegExp(schema.pattern, 'u'), label).not.toThrow();
+      } else {
+        expect(schema.enum ?? schema.maximum, label).toBeDefined();
+      }
+    }
+    const headers = parameters.filter(([, where, p]) => where === 'header' && p.name === 'idempotency-key');
+    expect(headers.length).toBeGreaterThanOrEqual(4);
+    for (const [operation, , parameter] of headers) {
+      expect(parameter.schema, operation).toMatchObject({ type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]{1,255}$' });
+    }
+    const key = document.paths['/v1/charges/{key}'].get.parameters.find((p: any) => p.name === 'key');
+    expect(new RegExp(key.schema.pattern).test('a/b%c')).toBe(true);
+    expect(new RegExp(key.schema.pattern).test('a\u0000')).toBe(false);
+    const orderId = document.paths['/v1/charges'].get.parameters.find((p: any) => p.name === 'order_id');
+    expect(new RegExp(orderId.schema.pattern).test('order\u0007')).toBe(false);
+    expect(orderId.schema.maxLength).toBe(255);
+  });
+
+  it('documents 413 and 415 on every route that reads a body, and 405 for a wrong method', async () => {
+    for (const [path, operations] of Object.entries<any>(document.paths)) {
+      // /mcp is the MCP transport's own endpoint (JSON-RPC), outside the REST document's rules.
+      if (!operations.post || path === '/mcp') continue;
+      expect(Object.keys(operations.post.responses), `post ${path}`).toEqual(expect.arrayContaining(['413', '415']));
+    }
+    expect(document.components.responses.MethodNotAllowed.content['application/problem+json']).toBeDefined();
+    expect(document.info.description).toMatch(/405/);
+    const charge = document.components.schemas.CreateChargeRequest;
+    expect(charge.properties.order_id).toMatchObject({ maxLength: 255, minLength: 1 });
+    expect(charge.properties.description).toMatchObject({ maxLength: 1000 });
+    expect(charge.properties.metadata).toMatchObject({ maxProperties: 50, propertyNames: { maxLength: 40 } });
+    expect(charge.properties.metadata.additionalProperties).toMatchObject({ maxLength: 500 });
+    expect(document.components.schemas.CaptureRequest.properties.amount).toMatchObject({ type: 'integer', minimum: 1 });
+    expect(document.components.schemas.CancelRequest).toMatchObject({ maxProperties: 0, additionalProperties: false });
+  });
+
+  it('answers a wrong method on a known path with 405, Allow and a problem document', async () => {
+    const apiKey = await api.keyFor(`t-openapi-${Date.now().toString(36)}`);
+    const cases: Array<[string, string, string]> = [
+      ['DELETE', '/v1/charges/some-key', 'GET, HEAD'],
+      ['PUT', '/v1/charges', 'GET, POST, HEAD'],
+      ['GET', '/v1/charges/some-key/cancel', 'POST'],
+      ['PATCH', '/v1/accounts/acct-1', 'GET, HEAD'],
+      ['GET', '/v1/accounts/acct-1/deposits', 'POST'],
+      ['DELETE', '/v1/charges/k/refunds/r', 'GET, HEAD'],
+      ['POST', '/healthz', 'GET, HEAD'],
+      ['POST', '/openapi.json', 'GET, HEAD'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const response = await api.request(path, { method, apiKey });
+      expect(response.status, `${method} ${path}`).toBe(405);
+      expect(response.headers.get('allow'), `${method} ${path}`).toBe(allow);
+      expect(response.headers.get('content-type'), `${method} ${path}`).toMatch(/^application\/problem\+json/);
+      expect(response.body).toMatchObject({ type: 'method_not_allowed', status: 405 });
+    }
   });
 
   it('is browsable at /docs', async () => {

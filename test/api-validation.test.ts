@@ -1,6 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chargeFingerprint, refundFingerprint } from '../src/client/fingerprint.js';
 import { wireProblemSchema } from '../src/client/wire.js';
-import { chargeBody, expectLedgerInvariants, newKey, newTenant, openAccount, openHarness, type Harness } from './support/harness.js';
+import { confirmHold, tryHold } from '../src/ledger/charges.js';
+import { refundCharge } from '../src/ledger/refunds.js';
+import {
+  captureCount,
+  chargeBody,
+  expectLedgerInvariants,
+  newKey,
+  newTenant,
+  openAccount,
+  openHarness,
+  type Harness,
+} from './support/harness.js';
 import { openTestApi, type TestApi } from './api-support.js';
 
 let h: Harness;
@@ -106,7 +118,7 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
     expect(created.body).toMatchObject({ object: 'account', currency: 'EUR', posted: 0, pending: 0, available: 0 });
     const id = created.body.id as string;
     const again = await api.request('/v1/accounts', { apiKey, body: { currency: 'EUR' }, headers: { 'idempotency-key': createKey } });
-    expect(again.status).toBe(200);
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.body).toEqual(created.body);
     const reused = await api.request('/v1/accounts', { apiKey, body: { currency: 'USD' }, headers: { 'idempotency-key': createKey } });
@@ -134,6 +146,233 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
 
     const balance = await api.request(`/v1/accounts/${id}`, { apiKey });
     expect(balance.body).toMatchObject({ posted: 5_250, pending: 0, available: 5_250 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+});
+
+/** A 400 problem document whose errors name `field` (and, when given, match `message`). */
+function expectRefused(response: { status: number; headers: Headers; body: any }, field: string, message?: RegExp): void {
+  expect(response.status, JSON.stringify(response.body)).toBe(400);
+  expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+  const named = (response.body.errors as Array<{ field: string; message: string }>).find((e) => e.field === field);
+  expect(named, `${field} in ${JSON.stringify(response.body.errors)}`).toBeDefined();
+  if (message) expect(named!.message).toMatch(message);
+}
+
+async function workflowExists(workflowId: string): Promise<boolean> {
+  try {
+    await h.temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (error) {
+    if ((error as Error).name === 'WorkflowNotFoundError') return false;
+    throw error;
+  }
+}
+
+describe('poison input: each reported case is a fast 400 naming the field, nothing recorded or started', () => {
+  it('NUL in order_id, description or a metadata value; a lone surrogate in order_id; BEL in a metadata value', async () => {
+    const tenant = newTenant('poison');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const apiKey = await api.keyFor(tenant);
+    const cases: Array<[string, Record<string, unknown>, string, RegExp]> = [
+      ['NUL in order_id', { order_id: 'order\u0000x' }, 'order_id', /control characters: U\+0000 at position 5/],
+      ['NUL in description', { description: 'nul \u0000' }, 'description', /U\+0000/],
+      ['NUL in a metadata value', { metadata: { note: 'a\u0000b' } }, 'metadata.note', /U\+0000/],
+      ['NUL in a metadata key', { metadata: { 'no\u0000te': 'x' } }, 'metadata.no\u0000te', /U\+0000/],
+      ['lone surrogate in order_id', { order_id: 'x\ud800y' }, 'order_id', /lone surrogate U\+D800/],
+      ['lone low surrogate in description', { description: '\udc00' }, 'description', /lone surrogate/],
+      ['BEL in a metadata value', { metadata: { note: 'ding\u0007' } }, 'metadata.note', /U\+0007/],
+      ['C1 control in order_id', { order_id: 'x\u0085' }, 'order_id', /U\+0085/],
+      ['DEL in description', { description: 'x\u007f' }, 'description', /U\+007F/],
+      ['order_id of 256 characters', { order_id: 'o'.repeat(256) }, 'order_id', /at most 255/],
+      ['description of 1001 characters', { description: 'd'.repeat(1001) }, 'description', /at most 1000/],
+      ['metadata key of 41 characters', { metadata: { ['k'.repeat(41)]: 'v' } }, `metadata.${'k'.repeat(41)}`, /at most 40/],
+      ['metadata value of 501 characters', { metadata: { k: 'v'.repeat(501) } }, 'metadata.k', /at most 500/],
+      ['51 metadata keys', { metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v'])) }, 'metadata', /at most 50/],
+      ['null description', { description: null }, 'description', /null is not a value/],
+      ['amount 1e300', { amount: 1e300 }, 'amount', /integer|at most/],
+      ['amount above 2^53', { amount: 2 ** 53 + 2 }, 'amount', /integer|at most/],
+      ['amount as a string', { amount: 'NaN' }, 'amount', /integer/],
+      ['amount null', { amount: null }, 'amount', /null is not a value/],
+    ];
+    for (const [label, overrides, field, message] of cases) {
+      const key = newKey('poison');
+      const startedAtMs = performance.now();
+      const response = await api.request('/v1/charges', { apiKey, body: chargeBody(overrides), headers: { 'idempotency-key': key } });
+      const elapsedMs = performance.now() - startedAtMs;
+      expectRefused(response, field, message);
+      // Decided before any Temporal or ledger step: milliseconds, not the ~10 s of a retried Try.
+      expect(elapsedMs, label).toBeLessThan(1_000);
+      expect(await workflowExists(`charge/${tenant}/${key}`), label).toBe(false);
+    }
+    // Text that is valid is stored exactly as sent, tab and line breaks in the description included.
+    const exact = chargeBody({ order_id: 'ord-é-日本-😀', description: 'line 1\r\n\tline 2', metadata: { 'clé 😀': 'välue ✓' } });
+    const created = await api.request('/v1/charges', { apiKey, body: exact, headers: { 'idempotency-key': newKey() } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ order_id: exact.order_id, description: exact.description, metadata: exact.metadata });
+    const stored = await h.pool.query('SELECT order_id, description, metadata FROM charges WHERE tenant = $1', [tenant]);
+    expect(stored.rows).toEqual([{ order_id: exact.order_id, description: exact.description, metadata: exact.metadata }]);
+  });
+
+  it('%00 and other malformed ids in paths and queries are 400s naming the parameter, not 500s', async () => {
+    const tenant = newTenant('poison-path');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    const apiKey = await api.keyFor(tenant);
+    const idempotencyKey = { 'idempotency-key': newKey() };
+    expectRefused(await api.request('/v1/accounts/%00', { apiKey }), 'id', /U\+0000/);
+    expectRefused(await api.request('/v1/accounts/%00/deposits', { apiKey, body: { amount: 1 }, headers: idempotencyKey }), 'id');
+    expectRefused(await api.request('/v1/accounts/a%2Fb', { apiKey }), 'id', /U\+002F/);
+    expectRefused(await api.request(`/v1/accounts/${'a'.repeat(65)}`, { apiKey }), 'id', /at most 64/);
+    expectRefused(await api.request('/v1/charges?order_id=%00', { apiKey }), 'order_id', /U\+0000/);
+    expectRefused(await api.request('/v1/charges?status=%00', { apiKey }), 'status');
+    expectRefused(await api.request('/v1/charges?limit=1e2', { apiKey }), 'limit');
+    expectRefused(await api.request('/v1/charges?limit=0', { apiKey }), 'limit');
+    expectRefused(await api.request('/v1/charges?starting_after=%00', { apiKey }), 'starting_after');
+    expectRefused(await api.request('/v1/charges?payer_account_id=%07', { apiKey }), 'payer_account_id');
+    expectRefused(await api.request('/v1/charges?order_id=a&order_id=b', { apiKey }), 'order_id', /once/);
+    expectRefused(await api.request('/v1/charges?ordr_id=a', { apiKey }), 'ordr_id', /not a known/);
+    expectRefused(await api.request('/v1/charges/%00', { apiKey }), 'key', /U\+0000/);
+    expectRefused(await api.request('/v1/charges/%00/cancel', { apiKey, method: 'POST' }), 'key');
+    expectRefused(await api.request('/v1/charges/%07/capture', { apiKey, body: {} }), 'key');
+    expectRefused(await api.request('/v1/charges/%00/refunds', { apiKey, body: {}, headers: idempotencyKey }), 'key');
+    expectRefused(await api.request('/v1/charges/k/refunds/%00', { apiKey }), 'refundKey');
+    expectRefused(await api.request(`/v1/charges/${'k'.repeat(256)}`, { apiKey }), 'key', /at most 255/);
+    expectRefused(await api.request('/v1/charges', { apiKey, body: chargeBody(), headers: { 'idempotency-key': 'two words' } }), 'Idempotency-Key');
+    expectRefused(await api.request('/v1/charges', { apiKey, body: chargeBody(), headers: { 'idempotency-key': 'k'.repeat(256) } }), 'Idempotency-Key');
+    // Keys may hold "/" and "%" (visible ASCII): percent-encoded, they name a charge that does not exist.
+    const slashy = await api.request(`/v1/charges/${encodeURIComponent('a/b%c')}`, { apiKey });
+    expect(slashy.status).toBe(404);
+    await nothingWritten(tenant);
+  });
+
+  it('null amount on capture and refund is a 400; cancel with any field is a 400; unknown fields on accounts and deposits too', async () => {
+    const tenant = newTenant('poison-null');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const apiKey = await api.keyFor(tenant);
+    const manualKey = newKey('manual');
+    const manual = await api.request('/v1/charges', { apiKey, body: chargeBody({ capture: 'manual' }), headers: { 'idempotency-key': manualKey } });
+    expect(manual.body.status).toBe('reserved');
+    const autoKey = newKey('auto');
+    const auto = await api.request('/v1/charges', { apiKey, body: chargeBody({ amount: 4_800 }), headers: { 'idempotency-key': autoKey } });
+    expect(auto.body.status).toBe('succeeded');
+
+    expectRefused(await api.request(`/v1/charges/${manualKey}/capture`, { apiKey, body: { amount: null } }), 'amount', /null is not a value/);
+    expectRefused(await api.request(`/v1/charges/${manualKey}/capture`, { apiKey, body: { amount: 1.5 } }), 'amount');
+    expectRefused(await api.request(`/v1/charges/${manualKey}/capture`, { apiKey, body: { amount: '500' } }), 'amount');
+    expectRefused(await api.request(`/v1/charges/${manualKey}/capture`, { apiKey, body: { amount: 500, note: 'x' } }), 'note');
+    expectRefused(await api.request(`/v1/charges/${manualKey}/capture`, { apiKey, rawBody: 'null' }), 'body');
+    expectRefused(await api.request(`/v1/charges/${manualKey}/cancel`, { apiKey, body: { reason: 'x' } }), 'reason', /no parameters/);
+    expectRefused(await api.request(`/v1/charges/${manualKey}/cancel`, { apiKey, body: [] }), 'body');
+    expect((await api.request(`/v1/charges/${manualKey}`, { apiKey })).body).toMatchObject({ status: 'reserved', amount_captured: 0 });
+
+    const refund = (body: unknown) =>
+      api.request(`/v1/charges/${autoKey}/refunds`, { apiKey, body, headers: { 'idempotency-key': newKey('refund') } });
+    expectRefused(await refund({ amount: null }), 'amount', /null is not a value/);
+    expectRefused(await refund({ amount: 1e300 }), 'amount');
+    expectRefused(await refund({ amount: 100, reason: 'x' }), 'reason');
+    const refunds = await h.pool.query('SELECT 1 FROM refunds WHERE tenant = $1', [tenant]);
+    expect(refunds.rowCount).toBe(0);
+    expect((await api.request(`/v1/charges/${autoKey}`, { apiKey })).body).toMatchObject({ status: 'succeeded', amount_refunded: 0 });
+
+    // The cancel that takes no parameters still works without a body and with {}.
+    const cancelled = await api.request(`/v1/charges/${manualKey}/cancel`, { apiKey, body: {} });
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body.status).toBe('cancelled');
+    const again = await api.request(`/v1/charges/${manualKey}/cancel`, { apiKey, method: 'POST' });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+
+    const createKey = { 'idempotency-key': newKey('acct') };
+    expectRefused(await api.request('/v1/accounts', { apiKey, body: { currency: 'USD', colour: 'red' }, headers: createKey }), 'colour');
+    expectRefused(await api.request('/v1/accounts', { apiKey, body: { currency: 'USD', id: 'x\u0000' }, headers: createKey }), 'id');
+    expectRefused(await api.request('/v1/accounts', { apiKey, body: { currency: 'USD', allow_overdraft: null }, headers: createKey }), 'allow_overdraft');
+    expectRefused(
+      await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: 1, memo: 'x' }, headers: { 'idempotency-key': newKey() } }),
+      'memo',
+    );
+    expectRefused(await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: 1, external_id: 'e\u0000' } }), 'external_id');
+    expect((await api.request('/v1/accounts/payer', { apiKey })).body).toMatchObject({ posted: 10_000 - 4_800 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+});
+
+describe('the request fingerprint covers the whole body and carries a version', () => {
+  it('a retry that changes description or metadata is a 422 idempotency_conflict', async () => {
+    const tenant = newTenant('fp-v2');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const apiKey = await api.keyFor(tenant);
+    const key = newKey('fp');
+    const body = chargeBody({ description: 'first', metadata: { cart: '1' } });
+    const first = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': key } });
+    expect(first.status).toBe(201);
+    const recorded = await h.pool.query('SELECT fingerprint FROM charges WHERE tenant = $1 AND idempotency_key = $2', [tenant, key]);
+    expect(recorded.rows[0].fingerprint).toMatch(/^v2:[0-9a-f]{64}$/);
+    // Key order and an explicit default do not make another request: canonical JSON of the validated body.
+    const reordered = Object.fromEntries(Object.entries({ ...body, capture: 'automatic' }).reverse());
+    const replay = await api.request('/v1/charges', { apiKey, body: reordered, headers: { 'idempotency-key': key } });
+    expect(replay.status).toBe(200);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    for (const changed of [{ description: 'second' }, { metadata: { cart: '2' } }, { metadata: { cart: '1', extra: 'x' } }, { description: undefined }]) {
+      const retry = await api.request('/v1/charges', { apiKey, body: { ...body, ...changed }, headers: { 'idempotency-key': key } });
+      expect(retry.status, JSON.stringify(changed)).toBe(422);
+      expect(retry.body.type).toBe('idempotency_conflict');
+    }
+    expect(await captureCount(h.pool, tenant, key)).toBe(1);
+  });
+
+  it('keys recorded under the v1 fingerprint (business fields only) still replay and still conflict', async () => {
+    const tenant = newTenant('fp-v1');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const apiKey = await api.keyFor(tenant);
+    const client = h.client;
+
+    // A decided charge recorded by an older version: Try and Confirm with a bare 64-hex fingerprint.
+    const decidedKey = newKey('v1-decided');
+    const body = chargeBody({ amount: 700, description: 'old' });
+    const intent = client.buildIntent(tenant, decidedKey, body);
+    const v1 = { ...intent, fingerprint: chargeFingerprint(intent.request, 1) };
+    expect(v1.fingerprint).toMatch(/^[0-9a-f]{64}$/);
+    await tryHold(h.pool, v1, 60_000);
+    await confirmHold(h.pool, tenant, decidedKey, null);
+    const replay = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': decidedKey } });
+    expect(replay.status).toBe(200);
+    expect(replay.body).toMatchObject({ status: 'succeeded', amount: 700 });
+    const conflict = await api.request('/v1/charges', { apiKey, body: { ...body, amount: 701 }, headers: { 'idempotency-key': decidedKey } });
+    expect(conflict.status).toBe(422);
+
+    // A held charge recorded by an older version whose workflow Temporal no longer knows: the new
+    // execution must carry the v1 fingerprint, or the ledger's Try would refuse it as key reuse.
+    const heldKey = newKey('v1-held');
+    const heldBody = chargeBody({ amount: 300, capture: 'manual' });
+    const heldIntent = client.buildIntent(tenant, heldKey, heldBody);
+    await tryHold(h.pool, { ...heldIntent, fingerprint: chargeFingerprint(heldIntent.request, 1) }, 60_000);
+    const attached = await api.request('/v1/charges', { apiKey, body: heldBody, headers: { 'idempotency-key': heldKey } });
+    expect(attached.status, JSON.stringify(attached.body)).toBeLessThan(300);
+    expect(attached.body.status).toBe('reserved');
+    const described = await h.temporal.workflow.getHandle(`charge/${tenant}/${heldKey}`).describe();
+    expect(described.memo).toMatchObject({ fingerprint: chargeFingerprint(heldIntent.request, 1) });
+    const heldConflict = await api.request('/v1/charges', { apiKey, body: { ...heldBody, amount: 301 }, headers: { 'idempotency-key': heldKey } });
+    expect(heldConflict.status).toBe(422);
+    const captured = await api.request(`/v1/charges/${heldKey}/capture`, { apiKey, body: {} });
+    expect(captured.body).toMatchObject({ status: 'succeeded', amount_captured: 300 });
+
+    // A refund recorded by an older version: the same request replays it, another amount conflicts.
+    const refundKey = newKey('v1-refund');
+    const refundIntent = client.buildRefundIntent(tenant, decidedKey, refundKey, { amount: 200 });
+    await refundCharge(h.pool, { ...refundIntent, fingerprint: refundFingerprint(200, 1) });
+    const refundReplay = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: { amount: 200 }, headers: { 'idempotency-key': refundKey } });
+    expect(refundReplay.status, JSON.stringify(refundReplay.body)).toBe(200);
+    expect(refundReplay.body).toMatchObject({ status: 'succeeded', amount: 200 });
+    const refundConflict = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: { amount: 201 }, headers: { 'idempotency-key': refundKey } });
+    expect(refundConflict.status).toBe(422);
+    const newRefund = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: {}, headers: { 'idempotency-key': newKey('v2-refund') } });
+    expect(newRefund.status).toBe(201);
+    const fingerprints = await h.pool.query('SELECT refund_key, fingerprint FROM refunds WHERE tenant = $1 ORDER BY created_at', [tenant]);
+    expect(fingerprints.rows.map((r) => r.fingerprint)).toEqual([refundFingerprint(200, 1), expect.stringMatching(/^v2:[0-9a-f]{64}$/)]);
+    expect(await captureCount(h.pool, tenant, decidedKey)).toBe(1);
     await expectLedgerInvariants(h.pool, tenant);
   });
 });

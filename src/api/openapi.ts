@@ -4,6 +4,8 @@ import swaggerUi from '@fastify/swagger-ui';
 import { z } from 'zod';
 import { createAccountBodySchema, depositBodySchema } from '../client/accounts-client.js';
 import { chargeRequestSchema } from '../client/validation.js';
+import { limits, textPatterns } from '../domain/limits.js';
+import { refuseOtherMethods } from './routes/method-not-allowed.js';
 import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../client/wire.js';
 
 /**
@@ -30,13 +32,33 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
     DepositRequest: jsonSchema(depositBodySchema(amountMinorMax), 'input'),
     CaptureRequest: {
       type: 'object',
-      properties: { amount: { type: 'integer', minimum: 1, description: 'capture less than authorised; the rest is released' } },
+      properties: {
+        amount: {
+          type: 'integer',
+          minimum: 1,
+          maximum: amountMinorMax,
+          description: 'capture less than authorised; the rest is released. Leave it out to capture all: null is refused',
+        },
+      },
       additionalProperties: false,
     },
     RefundRequest: {
       type: 'object',
-      properties: { amount: { type: 'integer', minimum: 1, description: 'defaults to what is left to refund' } },
+      properties: {
+        amount: {
+          type: 'integer',
+          minimum: 1,
+          maximum: amountMinorMax,
+          description: 'leave it out to refund all that is left: null is refused',
+        },
+      },
       additionalProperties: false,
+    },
+    CancelRequest: {
+      type: 'object',
+      description: 'a cancel takes no parameters: send no body, or `{}`',
+      additionalProperties: false,
+      maxProperties: 0,
     },
   };
 }
@@ -55,6 +77,36 @@ export const commonProblems: Record<string, JsonSchema> = {
   503: problemResponse('Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key'),
 };
 
+/** What a route that reads a body can refuse before it parses it. */
+export const bodyProblems: Record<string, JsonSchema> = {
+  413: problemResponse('the body is larger than the API accepts; nothing was read or recorded'),
+  415: problemResponse('the body is not `application/json`; nothing was read or recorded'),
+};
+
+/** Path parameter schemas: what the route accepts, so a schema-driven client knows what it may send. */
+export const pathParameterSchemas = {
+  idempotencyKey: {
+    type: 'string',
+    minLength: 1,
+    maxLength: limits.idempotencyKeyMaxLength,
+    pattern: '^[\\x21-\\x7e]{1,255}$',
+  },
+  accountId: { type: 'string', minLength: 1, maxLength: limits.accountIdMaxLength, pattern: limits.accountIdPattern.source },
+} as const;
+
+/** Free text in a query parameter: the contract's text rules. */
+export const singleLineText = (maxLength: number, description?: string): JsonSchema => ({
+  type: 'string',
+  minLength: 1,
+  maxLength,
+  pattern: textPatterns.singleLine,
+  ...(description ? { description } : {}),
+});
+
+const methodNotAllowed = problemResponse(
+  'the path exists but not with this method; the `Allow` header lists the methods it takes',
+);
+
 export function problemResponses(codes: Record<number, string>): Record<string, JsonSchema> {
   return Object.fromEntries(Object.entries(codes).map(([code, description]) => [code, problemResponse(description)]));
 }
@@ -72,7 +124,7 @@ export const replayHeaders: Record<string, JsonSchema> = {
 
 export const idempotencyKeyParameter = (required: boolean, description: string): JsonSchema => ({
   type: 'object',
-  properties: { 'idempotency-key': { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', description } },
+  properties: { 'idempotency-key': { ...pathParameterSchemas.idempotencyKey, description } },
   ...(required ? { required: ['idempotency-key'] } : {}),
 });
 
@@ -86,7 +138,13 @@ export async function registerOpenApi(app: FastifyInstance, options: { amountMin
         version: options.version,
         description:
           'Exactly-once charges for automated agents. Every POST that creates something takes an ' +
-          '`Idempotency-Key`: reuse it verbatim on every retry of the same request, and the request runs once.',
+          '`Idempotency-Key`: reuse it verbatim on every retry of the same request, and the request runs once.\n\n' +
+          'What is refused, before anything is recorded or started: text that is not valid Unicode (lone ' +
+          'surrogates) or holds control characters (a description may hold tab and line breaks), or exceeds its ' +
+          'stated length (counted in characters); unknown body fields and query parameters; `null` where a value ' +
+          'or nothing is expected (leave a field out for its default). Each is a 400 problem document whose ' +
+          '`errors` name the fields. A known path asked with another method answers 405 with an `Allow` header; ' +
+          'a body that is too large answers 413, one that is not `application/json` 415.',
       },
       components: {
         securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'a key from `chargeguard api-keys create`' } },
@@ -98,10 +156,15 @@ export async function registerOpenApi(app: FastifyInstance, options: { amountMin
     transformObject: (documentObject) => {
       if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
       const document = documentObject.openapiObject as { components?: { schemas?: Record<string, unknown> } };
-      document.components = { ...document.components, schemas: { ...document.components?.schemas, ...schemas } };
+      document.components = {
+        ...document.components,
+        schemas: { ...document.components?.schemas, ...schemas },
+        responses: { ...(document.components as { responses?: Record<string, unknown> } | undefined)?.responses, MethodNotAllowed: methodNotAllowed },
+      } as typeof document.components;
       return documentObject.openapiObject;
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { url: '/openapi.json' } });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  refuseOtherMethods(app, '/openapi.json', ['GET']);
 }

@@ -1,20 +1,61 @@
 import type { FastifyRequest } from 'fastify';
 import { ValidationError } from '../client/errors.js';
+import { assertIdempotencyKey } from '../client/validation.js';
 
 export const idempotencyKeyHeader = 'Idempotency-Key';
 
-/** The Idempotency-Key header, or null when absent; the client module judges its shape. */
+/** The Idempotency-Key header, or null when absent; refused here, named as the header, when malformed. */
 export function idempotencyKeyOf(request: FastifyRequest): string | null {
   const value = request.headers['idempotency-key'];
   if (Array.isArray(value)) {
     throw new ValidationError([{ field: idempotencyKeyHeader, message: 'must be sent once' }]);
   }
-  return value ?? null;
+  if (value === undefined) return null;
+  return assertIdempotencyKey(value, idempotencyKeyHeader);
+}
+
+/**
+ * The query string parser replaces percent-encoded bytes that are not UTF-8 (a lone surrogate's,
+ * say) instead of refusing them, so the value a route sees would differ from what was sent.
+ * Refused here, naming the parameter.
+ */
+export function assertWellFormedQuery(request: FastifyRequest): void {
+  const url = request.raw.url ?? '';
+  const start = url.indexOf('?');
+  if (start < 0) return;
+  const errors: Array<{ field: string; message: string }> = [];
+  for (const pair of url.slice(start + 1).split('&')) {
+    if (pair === '') continue;
+    const [name = '', value = ''] = pair.split(/=(.*)/s);
+    const decodedName = decodeOrNull(name);
+    if (decodedName === null || decodeOrNull(value) === null) {
+      errors.push({ field: decodedName ?? name, message: 'is not valid percent-encoded UTF-8' });
+    }
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+}
+
+function decodeOrNull(component: string): string | null {
+  try {
+    return decodeURIComponent(component.replaceAll('+', ' '));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The parsed body, or undefined when the request carried none. Fastify hands a bodiless POST to
+ * the route as null, the same value as a JSON `null` body; only the latter is a caller's error.
+ */
+export function bodyOf(request: FastifyRequest): unknown {
+  const length = request.headers['content-length'];
+  const carriesBody = request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  return carriesBody ? request.body : undefined;
 }
 
 export function requireIdempotencyKey(request: FastifyRequest): string {
   const key = idempotencyKeyOf(request);
-  if (key === null || key === '') {
+  if (key === null) {
     throw new ValidationError([
       { field: idempotencyKeyHeader, message: 'is required: 1-255 visible ASCII characters, reused verbatim on every retry' },
     ]);

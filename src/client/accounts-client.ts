@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { limits } from '../domain/limits.js';
 import {
   AccountNotFoundError,
   createAccount,
@@ -11,9 +10,19 @@ import {
   type Deposit,
 } from '../ledger/accounts.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError, type FieldError } from './errors.js';
+import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError } from './errors.js';
 import { asUnavailable } from './unavailable.js';
-import { assertIdempotencyKey, assertTenant, chargeRequestSchema } from './validation.js';
+import {
+  accountIdSchema,
+  amountSchema,
+  assertAccountId,
+  assertIdempotencyKey,
+  assertObjectBody,
+  assertTenant,
+  currencySchema,
+  idempotencyKeySchema,
+  parseWith,
+} from './validation.js';
 import type { WireDeposit } from './wire.js';
 
 /** The account id is taken with other settings (currency, overdraft): a 409 for HTTP callers. */
@@ -21,32 +30,24 @@ export class AccountConflictError extends ChargeguardError {
   readonly code = 'account_conflict';
 }
 
-const accountId = z
-  .string()
-  .regex(limits.accountIdPattern, 'must be 1-64 characters of letters, digits, "_", ".", ":" or "-"');
-
 /** Create-account body on the wire; the field rules are the charge body's, so both agree. */
 export function createAccountBodySchema() {
-  const charge = chargeRequestSchema(limits.amountMinorMaxDefault).shape;
   return z
     .object({
-      currency: charge.currency,
-      id: accountId.optional().describe('your own id; derived from the Idempotency-Key when omitted'),
-      allow_overdraft: z.boolean().default(false),
+      currency: currencySchema,
+      id: accountIdSchema.optional().describe('your own id; derived from the Idempotency-Key when omitted'),
+      allow_overdraft: z
+        .boolean({ error: (issue) => (issue.input === null ? 'must be true or false, or left out: null is not a value' : 'must be true or false') })
+        .default(false),
     })
     .strict();
 }
 
 export function depositBodySchema(amountMinorMax: number) {
-  const charge = chargeRequestSchema(amountMinorMax).shape;
   return z
     .object({
-      amount: charge.amount,
-      external_id: z
-        .string()
-        .min(1)
-        .max(limits.idempotencyKeyMaxLength)
-        .regex(/^[\x21-\x7e]+$/, 'must be visible ASCII characters only')
+      amount: amountSchema(amountMinorMax),
+      external_id: idempotencyKeySchema
         .optional()
         .describe("the payment provider's id for this deposit: a redelivered webhook deposits once"),
     })
@@ -54,17 +55,7 @@ export function depositBodySchema(amountMinorMax: number) {
 }
 
 function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
-  }
-  const parsed = schema.safeParse(body, { reportInput: true });
-  if (parsed.success) return parsed.data;
-  const errors: FieldError[] = parsed.error.issues.map((issue) => {
-    if (issue.code === 'unrecognized_keys') return { field: issue.keys.join(','), message: 'is not a known field' };
-    const missing = issue.code === 'invalid_type' && issue.input === undefined;
-    return { field: issue.path.map(String).join('.') || 'body', message: missing ? 'is required' : issue.message };
-  });
-  throw new ValidationError(errors);
+  return parseWith(schema, assertObjectBody(body));
 }
 
 /** A stable account id for a create request that names none: a retry with the same key gets the same account. */
@@ -127,8 +118,9 @@ export class AccountsClient {
     return result;
   }
 
-  async getAccount(tenant: string, id: string): Promise<Account> {
+  async getAccount(tenant: string, id: string, field = 'account_id'): Promise<Account> {
     assertTenant(tenant);
+    assertAccountId(id, field);
     const account = await this.translate(() => getAccount(this.options.ledger, tenant, id));
     if (!account) throw new NotFoundError(`no account ${id}`);
     return account;
@@ -142,6 +134,7 @@ export class AccountsClient {
     body: unknown,
   ): Promise<{ deposit: Deposit; replayed: boolean }> {
     assertTenant(tenant);
+    assertAccountId(accountId);
     if (idempotencyKey !== null) assertIdempotencyKey(idempotencyKey, 'Idempotency-Key');
     const request = parseBody(depositBodySchema(this.options.amountMinorMax), body);
     const reference = depositReference(idempotencyKey, request.external_id);

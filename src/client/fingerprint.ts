@@ -9,21 +9,82 @@ function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
+function canonicalJson(value: unknown): string {
+  const canonical = canonicalize(value);
+  if (canonical === undefined) throw new Error('request cannot be canonicalised');
+  return canonical;
+}
+
 /**
- * SHA-256 of the RFC 8785 canonical JSON of the charge's business fields, named as on the wire.
- * Description and metadata are annotations, not the intent, so they do not take part.
+ * Request fingerprints carry their definition's version, because keys are remembered forever: a
+ * key recorded under an earlier definition must still compare equal to an identical retry.
+ *
+ * - v1 (recorded as bare 64-hex): the charge's business fields only; a refund's `{amount}` with
+ *   null for "the rest".
+ * - v2 (recorded as `v2:<64-hex>`): the whole validated body, description and metadata included,
+ *   as Stripe compares every parameter; absent optional fields are left out.
+ *
+ * Both are SHA-256 of RFC 8785 canonical JSON. New requests are fingerprinted under the current
+ * version; a request compared with a recorded fingerprint is fingerprinted under that one's.
  */
-export function chargeFingerprint(request: ChargeRequest): string {
-  const canonical = canonicalize({
+export type FingerprintVersion = 1 | 2;
+export const currentFingerprintVersion: FingerprintVersion = 2;
+
+/** The version a recorded fingerprint was made under. */
+export function fingerprintVersionOf(fingerprint: string): FingerprintVersion | null {
+  if (/^[0-9a-f]{64}$/.test(fingerprint)) return 1;
+  if (/^v2:[0-9a-f]{64}$/.test(fingerprint)) return 2;
+  return null;
+}
+
+function versioned(version: FingerprintVersion, hex: string): string {
+  return version === 1 ? hex : `v${version}:${hex}`;
+}
+
+/** The validated create-charge body, named as on the wire; absent optional fields left out. */
+function chargeBodyOf(request: ChargeRequest): Record<string, unknown> {
+  return {
+    order_id: request.orderId,
     payer_account_id: request.payerAccountId,
     payee_account_id: request.payeeAccountId,
     amount: request.amountMinor,
     currency: request.currency,
-    order_id: request.orderId,
     capture: request.captureMode,
-  });
-  if (canonical === undefined) throw new Error('charge request cannot be canonicalised');
-  return sha256Hex(canonical);
+    ...(request.description !== null ? { description: request.description } : {}),
+    ...(request.metadata !== null ? { metadata: request.metadata } : {}),
+  };
+}
+
+export function chargeFingerprint(request: ChargeRequest, version: FingerprintVersion = currentFingerprintVersion): string {
+  if (version === 1) {
+    return sha256Hex(
+      canonicalJson({
+        payer_account_id: request.payerAccountId,
+        payee_account_id: request.payeeAccountId,
+        amount: request.amountMinor,
+        currency: request.currency,
+        order_id: request.orderId,
+        capture: request.captureMode,
+      }),
+    );
+  }
+  return versioned(version, sha256Hex(canonicalJson(chargeBodyOf(request))));
+}
+
+/** `amountMinor` null: the refund of all that is left (the body `{}`). */
+export function refundFingerprint(amountMinor: number | null, version: FingerprintVersion = currentFingerprintVersion): string {
+  if (version === 1) return sha256Hex(canonicalJson({ amount: amountMinor }));
+  return versioned(version, sha256Hex(canonicalJson(amountMinor === null ? {} : { amount: amountMinor })));
+}
+
+/**
+ * The fingerprint to compare with `recorded` (and to send on, so that the ledger's own comparison
+ * agrees): the request's under the recorded fingerprint's version. An unrecognised recorded value
+ * compares under the current version, and so never matches.
+ */
+export function fingerprintLike(recorded: string | undefined, fingerprintUnder: (version: FingerprintVersion) => string): string {
+  const version = recorded === undefined ? null : fingerprintVersionOf(recorded);
+  return fingerprintUnder(version ?? currentFingerprintVersion);
 }
 
 /** A stable public id: the same (tenant, key) always names the same charge. */

@@ -1,37 +1,174 @@
 import { z } from 'zod';
-import type { ChargeRequest } from '../domain/charge.js';
-import { currencyPattern, idempotencyKeyPattern, limits } from '../domain/limits.js';
+import type { ChargeRequest, ChargeStatus } from '../domain/charge.js';
+import { currencyPattern, limits, textPatterns } from '../domain/limits.js';
 import { ValidationError, type FieldError } from './errors.js';
 
-const accountId = z
-  .string()
-  .regex(limits.accountIdPattern, 'must be 1-64 characters of letters, digits, "_", ".", ":" or "-"');
+/**
+ * The contract's rules for everything a caller sends, in one place: every surface (HTTP body,
+ * path and query, MCP arguments, CLI flags) goes through these functions, so a value is either
+ * refused here, naming its field, or stored exactly as sent. Nothing below does I/O: a refusal
+ * costs microseconds and happens before anything is recorded or started.
+ */
+
+// With the `u` flag, \p{Cs} matches only surrogates that are not part of a pair: exactly the
+// code units that make a string ill-formed (String.prototype.isWellFormed, without needing the
+// ES2024 typings).
+const loneSurrogate = /\p{Cs}/u;
+const forbiddenInLine = new RegExp(`[${textPatterns.singleLineForbidden}]`, 'u');
+const forbiddenInText = new RegExp(`[${textPatterns.multiLineForbidden}]`, 'u');
+
+function codePoint(text: string, index: number): string {
+  return `U+${(text.codePointAt(index) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
+/** Position in characters (code points), as a person counts them. */
+function positionOf(text: string, index: number): number {
+  return [...text.slice(0, index)].length;
+}
+
+export interface TextRule {
+  /** In characters (code points). */
+  minLength?: number;
+  maxLength: number;
+  /** Tab, line feed and carriage return allowed (a description); otherwise no control character at all. */
+  multiLine?: boolean;
+}
+
+/** Why `text` breaks the contract's text rules, or null when it does not. */
+export function textProblem(text: string, rule: TextRule): string | null {
+  const surrogate = loneSurrogate.exec(text);
+  if (surrogate) {
+    return `must be valid Unicode: lone surrogate ${codePoint(text, surrogate.index)} at position ${positionOf(text, surrogate.index)}`;
+  }
+  const control = (rule.multiLine ? forbiddenInText : forbiddenInLine).exec(text);
+  if (control) {
+    const allowed = rule.multiLine ? ' (tab and line breaks are allowed)' : '';
+    return `must not contain control characters${allowed}: ${codePoint(text, control.index)} at position ${positionOf(text, control.index)}`;
+  }
+  const length = [...text].length;
+  const minLength = rule.minLength ?? 0;
+  if (length < minLength) return minLength === 1 ? 'must not be empty' : `must be at least ${minLength} characters`;
+  if (length > rule.maxLength) return `is ${length} characters long; at most ${rule.maxLength}`;
+  return null;
+}
+
+/** `null` where the contract wants a value or nothing: absent means default, null is an error. */
+const notNull = (expected: string) => (issue: { input?: unknown }) =>
+  issue.input === null ? `must be ${expected}, or left out: null is not a value` : `must be ${expected}`;
+
+/** A free-text field: the text rules, with lengths and pattern stated for the OpenAPI document. */
+export function textSchema(rule: TextRule) {
+  return z
+    .string({ error: notNull('a string') })
+    .superRefine((text, context) => {
+      const problem = textProblem(text, rule);
+      if (problem) context.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({
+      ...(rule.minLength ? { minLength: rule.minLength } : {}),
+      maxLength: rule.maxLength,
+      pattern: rule.multiLine ? textPatterns.multiLine : textPatterns.singleLine,
+    });
+}
+
+/** A value made of allowed characters only: the message names the first character that is not. */
+function charactersProblem(value: string, allowedChar: RegExp, maxLength: number, what: string): string | null {
+  if (value.length === 0) return 'must not be empty';
+  const chars = [...value];
+  if (chars.length > maxLength) return `is ${chars.length} characters long; at most ${maxLength}`;
+  const bad = chars.findIndex((char) => !allowedChar.test(char));
+  if (bad < 0) return null;
+  return `must be ${what}: ${codePoint(chars[bad]!, 0)} at position ${bad} is not allowed`;
+}
+
+const accountIdRule = 'letters, digits, "_", ".", ":" or "-" (1-64 characters)';
+const idempotencyKeyRule = 'visible ASCII characters only (no spaces or control characters), 1-255 of them';
+
+export function accountIdProblem(id: string): string | null {
+  return charactersProblem(id, /^[A-Za-z0-9_.:-]$/, limits.accountIdMaxLength, accountIdRule);
+}
+
+export function idempotencyKeyProblem(key: string): string | null {
+  return charactersProblem(key, /^[\x21-\x7e]$/, limits.idempotencyKeyMaxLength, idempotencyKeyRule);
+}
+
+export const accountIdSchema = z
+  .string({ error: notNull('a string') })
+  .superRefine((id, context) => {
+    const problem = accountIdProblem(id);
+    if (problem) context.addIssue({ code: 'custom', message: problem });
+  })
+  .meta({ minLength: 1, maxLength: limits.accountIdMaxLength, pattern: limits.accountIdPattern.source });
+
+export const idempotencyKeySchema = z
+  .string({ error: notNull('a string') })
+  .superRefine((key, context) => {
+    const problem = idempotencyKeyProblem(key);
+    if (problem) context.addIssue({ code: 'custom', message: problem });
+  })
+  .meta({ minLength: 1, maxLength: limits.idempotencyKeyMaxLength, pattern: '^[\\x21-\\x7e]{1,255}$' });
 
 const knownCurrencies = new Set(Intl.supportedValuesOf('currency'));
+
+export function amountSchema(amountMinorMax: number) {
+  return z
+    .number({ error: notNull('an integer number of minor units (cents)') })
+    .int('must be an integer number of minor units (cents)')
+    .min(limits.amountMinorMin, `must be at least ${limits.amountMinorMin}`)
+    .max(amountMinorMax, `must be at most ${amountMinorMax}`);
+}
+
+export const currencySchema = z
+  .string({ error: notNull('a string') })
+  .regex(currencyPattern, 'must be an upper-case ISO 4217 code such as "USD"')
+  .refine((code) => knownCurrencies.has(code), 'is not an ISO 4217 currency')
+  .meta({ enum: [...knownCurrencies].sort() });
+
+export const orderIdSchema = textSchema({ minLength: 1, maxLength: limits.orderIdMaxLength });
+export const descriptionSchema = textSchema({ maxLength: limits.descriptionMaxLength, multiLine: true });
+/**
+ * JSON.parse makes `"__proto__"` an own property, but a schema parser copying the object skips it
+ * (assigning it would set the copy's prototype), so the key would silently vanish. Refused before
+ * parsing, so that what is stored is what was sent.
+ */
+export function refusingPrototypeKey<S extends z.ZodType>(schema: S) {
+  return z.preprocess((value, context) => {
+    if (typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__')) {
+      context.addIssue({ code: 'custom', message: 'key is a reserved name', path: ['__proto__'] });
+    }
+    return value;
+  }, schema);
+}
+
+export const metadataSchema = refusingPrototypeKey(
+  z
+    .record(
+      textSchema({ minLength: 1, maxLength: limits.metadataKeyMaxLength }),
+      textSchema({ maxLength: limits.metadataValueMaxLength }),
+      { error: notNull('an object of string values') },
+    )
+    .refine((m) => Object.keys(m).length <= limits.metadataMaxKeys, `at most ${limits.metadataMaxKeys} keys`)
+    .meta({ maxProperties: limits.metadataMaxKeys }),
+);
+
+/** The create-charge fields, for the HTTP body and the MCP tool alike. */
+export function chargeFieldSchemas(amountMinorMax: number) {
+  return {
+    order_id: orderIdSchema,
+    payer_account_id: accountIdSchema,
+    payee_account_id: accountIdSchema,
+    amount: amountSchema(amountMinorMax),
+    currency: currencySchema,
+    capture: z.enum(['automatic', 'manual'], { error: notNull('"automatic" or "manual"') }).default('automatic'),
+    description: descriptionSchema.optional(),
+    metadata: metadataSchema.optional(),
+  };
+}
 
 /** The create-charge body as it travels on the wire (snake_case, like most payment APIs). */
 export function chargeRequestSchema(amountMinorMax: number) {
   return z
-    .object({
-      order_id: z.string().min(1).max(limits.orderIdMaxLength),
-      payer_account_id: accountId,
-      payee_account_id: accountId,
-      amount: z
-        .number({ error: 'must be an integer number of minor units (cents)' })
-        .int('must be an integer number of minor units (cents), not a fraction')
-        .min(limits.amountMinorMin, `must be at least ${limits.amountMinorMin}`)
-        .max(amountMinorMax, `must be at most ${amountMinorMax}`),
-      currency: z
-        .string()
-        .regex(currencyPattern, 'must be an upper-case ISO 4217 code such as "USD"')
-        .refine((code) => knownCurrencies.has(code), 'is not an ISO 4217 currency'),
-      capture: z.enum(['automatic', 'manual']).default('automatic'),
-      description: z.string().max(limits.descriptionMaxLength).nullish(),
-      metadata: z
-        .record(z.string().min(1).max(limits.metadataKeyMaxLength), z.string().max(limits.metadataValueMaxLength))
-        .refine((m) => Object.keys(m).length <= limits.metadataMaxKeys, `at most ${limits.metadataMaxKeys} keys`)
-        .nullish(),
-    })
+    .object(chargeFieldSchemas(amountMinorMax))
     .strict()
     .refine((body) => body.payer_account_id !== body.payee_account_id, {
       path: ['payee_account_id'],
@@ -41,25 +178,38 @@ export function chargeRequestSchema(amountMinorMax: number) {
 
 export type ChargeRequestInput = z.input<ReturnType<typeof chargeRequestSchema>>;
 
-function fieldErrors(error: z.ZodError): FieldError[] {
-  return error.issues.map((issue) => {
-    if (issue.code === 'unrecognized_keys') {
-      return { field: issue.keys.join(','), message: 'is not a known field' };
-    }
+/** One message per offending field, named as the caller spelled it. */
+export function fieldErrors(error: z.ZodError): FieldError[] {
+  return error.issues.flatMap((issue): FieldError[] => {
+    if (issue.code === 'unrecognized_keys') return issue.keys.map((key) => ({ field: key, message: 'is not a known field' }));
     const field = issue.path.map(String).join('.') || 'body';
+    if (issue.code === 'invalid_key') {
+      // A metadata key that breaks the rules: say why, from the key's own issues.
+      return [{ field, message: `key ${issue.issues.map((inner) => inner.message).join('; ')}` }];
+    }
     const missing = issue.code === 'invalid_type' && issue.input === undefined;
-    return { field, message: missing ? 'is required' : issue.message };
+    return [{ field, message: missing ? 'is required' : issue.message }];
   });
+}
+
+export function assertObjectBody(body: unknown, field = 'body'): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ValidationError([{ field, message: 'must be a JSON object' }]);
+  }
+  return body as Record<string, unknown>;
+}
+
+
+/** Parses an untrusted schema-shaped value; throws ValidationError naming every bad field. */
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const parsed = schema.safeParse(value, { reportInput: true });
+  if (!parsed.success) throw new ValidationError(fieldErrors(parsed.error));
+  return parsed.data;
 }
 
 /** Parses an untrusted charge body; throws ValidationError naming every bad field. */
 export function parseChargeRequest(body: unknown, amountMinorMax: number): ChargeRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
-  }
-  const parsed = chargeRequestSchema(amountMinorMax).safeParse(body, { reportInput: true });
-  if (!parsed.success) throw new ValidationError(fieldErrors(parsed.error));
-  const b = parsed.data;
+  const b = parseWith(chargeRequestSchema(amountMinorMax), assertObjectBody(body));
   return {
     orderId: b.order_id,
     payerAccountId: b.payer_account_id,
@@ -76,13 +226,16 @@ export function assertIdempotencyKey(key: unknown, field = 'idempotency_key'): s
   if (typeof key !== 'string' || key.length === 0) {
     throw new ValidationError([{ field, message: 'is required: 1-255 visible ASCII characters, reused on every retry' }]);
   }
-  if (key.length > limits.idempotencyKeyMaxLength) {
-    throw new ValidationError([{ field, message: `is ${key.length} characters long; at most ${limits.idempotencyKeyMaxLength}` }]);
-  }
-  if (!idempotencyKeyPattern.test(key)) {
-    throw new ValidationError([{ field, message: 'must be visible ASCII characters only (no spaces or control characters)' }]);
-  }
+  const problem = idempotencyKeyProblem(key);
+  if (problem) throw new ValidationError([{ field, message: problem }]);
   return key;
+}
+
+export function assertAccountId(id: unknown, field = 'account_id'): string {
+  if (typeof id !== 'string') throw new ValidationError([{ field, message: 'is required' }]);
+  const problem = accountIdProblem(id);
+  if (problem) throw new ValidationError([{ field, message: problem }]);
+  return id;
 }
 
 export function assertTenant(tenant: unknown): string {
@@ -92,7 +245,18 @@ export function assertTenant(tenant: unknown): string {
   return tenant;
 }
 
-/** Optional amount for a partial capture or refund: null means "all of it". */
+/** Free text that is not part of a charge (an API key's label): the same rules. */
+export function assertText(text: unknown, field: string, rule: TextRule): string {
+  if (typeof text !== 'string') throw new ValidationError([{ field, message: 'must be a string' }]);
+  const problem = textProblem(text, rule);
+  if (problem) throw new ValidationError([{ field, message: problem }]);
+  return text;
+}
+
+/**
+ * Optional amount for a partial capture or refund, as the TypeScript API takes it: null means
+ * "all of it". Wire bodies go through parseAmountField, where null is an error.
+ */
 export function parseOptionalAmount(value: unknown, field: string, amountMinorMax: number): number | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
@@ -102,4 +266,112 @@ export function parseOptionalAmount(value: unknown, field: string, amountMinorMa
     throw new ValidationError([{ field, message: `must be between ${limits.amountMinorMin} and ${amountMinorMax}` }]);
   }
   return value;
+}
+
+/**
+ * A body of `{}` or `{amount}` (capture, refund). Absent means "all of it"; `"amount": null`
+ * is an error, not a synonym, so a caller's bug (an unset variable) never moves everything.
+ */
+export function parseAmountBody(body: unknown, amountMinorMax: number, allOf: string): number | null {
+  if (body === undefined) return null;
+  const object = assertObjectBody(body);
+  const unknown = Object.keys(object).filter((field) => field !== 'amount');
+  if (unknown.length > 0) throw new ValidationError(unknown.map((field) => ({ field, message: 'is not a known field' })));
+  if (!('amount' in object) || object.amount === undefined) return null;
+  if (object.amount === null) {
+    throw new ValidationError([
+      { field: 'amount', message: `must be an integer number of minor units (cents), or left out for ${allOf}: null is not a value` },
+    ]);
+  }
+  return parseOptionalAmount(object.amount, 'amount', amountMinorMax);
+}
+
+/** A body for an operation that takes no parameters (cancel): nothing, or `{}`. */
+export function assertEmptyBody(body: unknown): void {
+  if (body === undefined) return;
+  const object = assertObjectBody(body);
+  const fields = Object.keys(object);
+  if (fields.length > 0) {
+    throw new ValidationError(fields.map((field) => ({ field, message: 'is not a known field: this operation takes no parameters' })));
+  }
+}
+
+export const chargeStatuses: readonly ChargeStatus[] = [
+  'pending',
+  'reserved',
+  'succeeded',
+  'declined',
+  'cancelled',
+  'partially_refunded',
+  'refunded',
+];
+
+/** Filters for finding charges, validated. */
+export interface ValidChargeListQuery {
+  orderId?: string;
+  payerAccountId?: string;
+  status?: ChargeStatus;
+  limit: number;
+  startingAfter?: string;
+}
+
+/** Checks typed list filters (the TypeScript API's); throws ValidationError naming every bad one. */
+export function validateChargeListQuery(query: {
+  orderId?: unknown;
+  payerAccountId?: unknown;
+  status?: unknown;
+  limit?: unknown;
+  startingAfter?: unknown;
+}): ValidChargeListQuery {
+  const errors: FieldError[] = [];
+  const limit = query.limit ?? limits.listLimitDefault;
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < limits.listLimitMin || limit > limits.listLimitMax) {
+    errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
+  }
+  if (query.status !== undefined && !chargeStatuses.includes(query.status as ChargeStatus)) {
+    errors.push({ field: 'status', message: `must be one of ${chargeStatuses.join(', ')}` });
+  }
+  const check = (field: string, value: unknown, problemOf: (text: string) => string | null): void => {
+    if (value === undefined) return;
+    const problem = typeof value === 'string' ? problemOf(value) : 'must be a string';
+    if (problem) errors.push({ field, message: problem });
+  };
+  check('order_id', query.orderId, (text) => textProblem(text, { minLength: 1, maxLength: limits.orderIdMaxLength }));
+  check('payer_account_id', query.payerAccountId, accountIdProblem);
+  check('starting_after', query.startingAfter, idempotencyKeyProblem);
+  if (errors.length > 0) throw new ValidationError(errors);
+  return {
+    limit: limit as number,
+    ...(query.orderId !== undefined ? { orderId: query.orderId as string } : {}),
+    ...(query.payerAccountId !== undefined ? { payerAccountId: query.payerAccountId as string } : {}),
+    ...(query.status !== undefined ? { status: query.status as ChargeStatus } : {}),
+    ...(query.startingAfter !== undefined ? { startingAfter: query.startingAfter as string } : {}),
+  };
+}
+
+const listQueryNames = ['order_id', 'payer_account_id', 'status', 'limit', 'starting_after'] as const;
+
+/**
+ * The query string of `GET /v1/charges`, as the HTTP parser hands it over (strings, or arrays
+ * when a name repeats). Unknown names are refused as unknown body fields are: a misspelt filter
+ * must not silently list everything.
+ */
+export function parseChargeListQuery(raw: Record<string, unknown>): ValidChargeListQuery {
+  const errors: FieldError[] = [];
+  for (const [name, value] of Object.entries(raw)) {
+    if (!(listQueryNames as readonly string[]).includes(name)) errors.push({ field: name, message: 'is not a known query parameter' });
+    else if (typeof value !== 'string') errors.push({ field: name, message: 'must be given once' });
+  }
+  const limitText = raw.limit;
+  if (typeof limitText === 'string' && !/^\d{1,3}$/.test(limitText)) {
+    errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+  return validateChargeListQuery({
+    orderId: raw.order_id,
+    payerAccountId: raw.payer_account_id,
+    status: raw.status,
+    limit: typeof limitText === 'string' ? Number(limitText) : undefined,
+    startingAfter: raw.starting_after,
+  });
 }

@@ -10,11 +10,18 @@ export const limits = {
   idempotencyKeyMaxLength: 255,
   tenantIdPattern: /^[a-z0-9_-]{1,64}$/,
   accountIdPattern: /^[A-Za-z0-9_.:-]{1,64}$/,
+  accountIdMaxLength: 64,
+  /** Text lengths are counted in Unicode code points (characters), as JSON Schema's maxLength counts them. */
   orderIdMaxLength: 255,
   descriptionMaxLength: 1_000,
   metadataMaxKeys: 50,
   metadataKeyMaxLength: 40,
   metadataValueMaxLength: 500,
+  apiKeyLabelMaxLength: 200,
+  /** Page size of a charge listing. */
+  listLimitMin: 1,
+  listLimitMax: 100,
+  listLimitDefault: 20,
 } as const;
 
 /** Idempotency key: 1–255 visible ASCII characters (0x21–0x7E), reused verbatim on every retry. */
@@ -22,3 +29,25 @@ export const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
 
 /** ISO 4217 alphabetic code, upper case. */
 export const currencyPattern = /^[A-Z]{3}$/;
+
+/**
+ * The contract's text rules as patterns. Written with explicit ranges rather than `\p{Cc}` so the
+ * same source works as a JavaScript regex and as a JSON Schema `pattern` that non-JavaScript
+ * schema tools (Python's `re`) understand. `\p{Cc}` is exactly U+0000–U+001F and U+007F–U+009F.
+ * Lone surrogates cannot be written as a portable pattern; the validator checks them separately.
+ */
+const singleLineForbidden = '\\u0000-\\u001f\\u007f-\\u009f';
+/**
+ * A description may hold tab, line feed and carriage return: browsers submit a textarea's line
+ * breaks as CRLF, so refusing CR would refuse ordinary multi-line text.
+ */
+const multiLineForbidden = '\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f';
+
+export const textPatterns = {
+  /** Character-class bodies of what each kind of text must not contain. */
+  singleLineForbidden,
+  multiLineForbidden,
+  /** One line of text: no control character at all. */
+  singleLine: `^[^${singleLineForbidden}]*$`,
+  multiLine: `^[^${multiLineForbidden}]*$`,
+} as const;

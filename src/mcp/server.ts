@@ -3,7 +3,9 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { AccountsClient } from '../client/accounts-client.js';
 import type { ChargeClient } from '../client/charge-client.js';
+import { assertIdempotencyKey, refusingPrototypeKey } from '../client/validation.js';
 import { accountToWire, chargeToWire, refundToWire } from '../client/wire.js';
+import { limits } from '../domain/limits.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
@@ -39,7 +41,8 @@ async function run(operation: () => Promise<CallToolResult>): Promise<CallToolRe
 
 /**
  * The chargeguard tools for one tenant. Argument checks are the client module's (one message per
- * field), so the schemas here only state types and meaning for the model.
+ * field, the same rules as the HTTP API's), so the schemas here state types and meaning for the
+ * model; they are strict, so an argument the tool does not take is refused rather than ignored.
  */
 export function createMcpServer(deps: McpDeps): McpServer {
   const { charges, accounts, tenant } = deps;
@@ -61,17 +64,27 @@ export function createMcpServer(deps: McpDeps): McpServer {
         'arguments it returns the original charge instead of charging again. Amounts are integers in minor units ' +
         '(cents). Status "declined" is a final answer for that key. When `completed` is false the charge is still ' +
         'processing: call create_charge again with the same key, or get_charge.',
-      inputSchema: {
-        idempotency_key: idempotencyKey,
-        order_id: z.string().describe('your order or invoice id'),
-        payer_account_id: z.string().describe('account to debit'),
-        payee_account_id: z.string().describe('account to credit'),
-        amount: z.number().describe('integer amount in minor units, e.g. 1250 for 12.50'),
-        currency: z.string().describe('ISO 4217 code, upper case, e.g. "USD"; must be both accounts\' currency'),
-        capture: z.enum(['automatic', 'manual']).optional().describe('"manual" only reserves; capture_charge moves the money'),
-        description: z.string().optional(),
-        metadata: z.record(z.string(), z.string()).optional(),
-      },
+      inputSchema: z
+        .object({
+          idempotency_key: idempotencyKey,
+          order_id: z.string().describe(`your order or invoice id (1-${limits.orderIdMaxLength} characters, no control characters)`),
+          payer_account_id: z.string().describe('account to debit'),
+          payee_account_id: z.string().describe('account to credit'),
+          amount: z.number().describe('integer amount in minor units, e.g. 1250 for 12.50'),
+          currency: z.string().describe('ISO 4217 code, upper case, e.g. "USD"; must be both accounts\' currency'),
+          capture: z.enum(['automatic', 'manual']).optional().describe('"manual" only reserves; capture_charge moves the money'),
+          description: z
+            .string()
+            .optional()
+            .describe(`free text, at most ${limits.descriptionMaxLength} characters; tab and line breaks are the only control characters allowed`),
+          metadata: refusingPrototypeKey(z.record(z.string(), z.string()))
+            .optional()
+            .describe(
+              `at most ${limits.metadataMaxKeys} string values under keys of at most ${limits.metadataKeyMaxLength} characters; ` +
+                `values at most ${limits.metadataValueMaxLength} characters, no control characters`,
+            ),
+        })
+        .strict(),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, ...body }) =>
@@ -90,7 +103,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
     {
       title: 'Get a charge',
       description: 'The charge created with this idempotency_key, as it stands now (refunds included).',
-      inputSchema: { idempotency_key: idempotencyKey },
+      inputSchema: z.object({ idempotency_key: idempotencyKey }).strict(),
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key }) =>
@@ -107,7 +120,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       description:
         'Releases the hold of a pending or reserved (manual-capture) charge. Repeating it is harmless. A succeeded ' +
         'charge cannot be cancelled: use refund_charge.',
-      inputSchema: { idempotency_key: idempotencyKey },
+      inputSchema: z.object({ idempotency_key: idempotencyKey }).strict(),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key }) =>
@@ -122,10 +135,12 @@ export function createMcpServer(deps: McpDeps): McpServer {
     {
       title: 'Capture a manual-capture charge',
       description: 'Moves the reserved money: all of it, or `amount` of it (the rest is released). Repeating it is harmless.',
-      inputSchema: {
-        idempotency_key: idempotencyKey,
-        amount: z.number().optional().describe('capture less than reserved, in minor units; omit to capture all'),
-      },
+      inputSchema: z
+        .object({
+          idempotency_key: idempotencyKey,
+          amount: z.number().optional().describe('capture less than reserved, in minor units; omit to capture all (null is refused)'),
+        })
+        .strict(),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, amount }) =>
@@ -142,7 +157,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
     {
       title: 'Get an account balance',
       description: 'posted (settled), pending (reserved by charges not yet captured) and available (posted - pending), in minor units.',
-      inputSchema: { account_id: z.string() },
+      inputSchema: z.object({ account_id: z.string().describe('the account id') }).strict(),
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ account_id }) =>
@@ -165,17 +180,22 @@ function registerRefundTool(server: McpServer, deps: McpDeps): void {
         'Refunds a succeeded charge: all that is left of it, or `amount` of it. The refund has its own key: ' +
         'REUSE refund_idempotency_key when you retry, and use a new one for each further partial refund. ' +
         'Refunds never add up to more than was captured.',
-      inputSchema: {
-        idempotency_key: idempotencyKey,
-        refund_idempotency_key: z
-          .string()
-          .describe('Idempotency key of this refund (1-255 visible ASCII characters); the same key on retry refunds once.'),
-        amount: z.number().optional().describe('refund this much, in minor units; omit to refund all that is left'),
-      },
+      inputSchema: z
+        .object({
+          idempotency_key: idempotencyKey,
+          refund_idempotency_key: z
+            .string()
+            .describe('Idempotency key of this refund (1-255 visible ASCII characters); the same key on retry refunds once.'),
+          amount: z.number().optional().describe('refund this much, in minor units; omit to refund all that is left (null is refused)'),
+        })
+        .strict(),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, refund_idempotency_key, amount }) =>
       run(async () => {
+        // Checked here only to name the arguments as this tool does; the client applies the same rules.
+        assertIdempotencyKey(idempotency_key, 'idempotency_key');
+        assertIdempotencyKey(refund_idempotency_key, 'refund_idempotency_key');
         const answer = await charges.refund(tenant, idempotency_key, refund_idempotency_key, amount === undefined ? {} : { amount }, {
           waitMs: deps.waitBudgetMs,
         });

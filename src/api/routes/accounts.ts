@@ -2,17 +2,31 @@ import type { FastifyInstance } from 'fastify';
 import { depositToWire } from '../../client/accounts-client.js';
 import { accountToWire } from '../../client/wire.js';
 import type { ApiDeps } from '../app.js';
-import { commonProblems, idempotencyKeyParameter, jsonResponse, problemResponses, ref, replayHeaders } from '../openapi.js';
+import { assertAccountId } from '../../client/validation.js';
+import {
+  bodyProblems,
+  commonProblems,
+  idempotencyKeyParameter,
+  jsonResponse,
+  pathParameterSchemas,
+  problemResponses,
+  ref,
+  replayHeaders,
+} from '../openapi.js';
 import { idempotencyKeyOf, requireIdempotencyKey } from '../request-headers.js';
+import { refuseOtherMethods } from './method-not-allowed.js';
 
 const accountParams = {
   type: 'object',
-  properties: { id: { type: 'string' } },
+  properties: { id: pathParameterSchemas.accountId },
   required: ['id'],
 } as const;
 
 export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { accounts } = deps;
+  refuseOtherMethods(app, '/v1/accounts', ['POST']);
+  refuseOtherMethods(app, '/v1/accounts/:id', ['GET']);
+  refuseOtherMethods(app, '/v1/accounts/:id/deposits', ['POST']);
 
   app.post<{ Body: unknown }>(
     '/v1/accounts',
@@ -29,6 +43,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
           200: jsonResponse('the account already existed with these settings', 'Account', replayHeaders),
           201: jsonResponse('created', 'Account'),
           ...commonProblems,
+          ...bodyProblems,
           ...problemResponses({
             409: 'the id is taken by an account with other settings',
             422: 'the key was first used to create an account with other settings',
@@ -59,7 +74,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
         },
       },
     },
-    async (request) => accountToWire(await accounts.getAccount(request.tenant, request.params.id)),
+    async (request) => accountToWire(await accounts.getAccount(request.tenant, request.params.id, 'id')),
   );
 
   app.post<{ Params: { id: string }; Body: unknown }>(
@@ -78,6 +93,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
           200: jsonResponse('replay: this deposit was already made', 'Deposit', replayHeaders),
           201: jsonResponse('deposited', 'Deposit'),
           ...commonProblems,
+          ...bodyProblems,
           ...problemResponses({
             404: 'no account with this id for this tenant',
             422: 'the key or external_id was first used for a different deposit',
@@ -86,7 +102,8 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
       },
     },
     async (request, reply) => {
-      const { deposit, replayed } = await accounts.deposit(request.tenant, request.params.id, idempotencyKeyOf(request), request.body);
+      const accountId = assertAccountId(request.params.id, 'id');
+      const { deposit, replayed } = await accounts.deposit(request.tenant, accountId, idempotencyKeyOf(request), request.body);
       if (replayed) reply.header('idempotent-replayed', 'true');
       return reply.code(replayed ? 200 : 201).send(depositToWire(deposit));
     },

@@ -1,22 +1,31 @@
 import type { FastifyInstance } from 'fastify';
-import { ValidationError } from '../../client/errors.js';
-import type { ChargeStatus } from '../../domain/charge.js';
-import { chargeToWire, listToWire } from '../../client/wire.js';
+import { chargeToWire, chargeStatusSchema, listToWire } from '../../client/wire.js';
+import { assertEmptyBody, assertIdempotencyKey, parseAmountBody, parseChargeListQuery } from '../../client/validation.js';
+import { limits } from '../../domain/limits.js';
 import type { ApiDeps } from '../app.js';
 import { withTemporalDeadline } from '../deadline.js';
 import {
+  bodyProblems,
   commonProblems,
   idempotencyKeyParameter,
   jsonResponse,
+  pathParameterSchemas,
   problemResponses,
   ref,
   replayHeaders,
+  singleLineText,
 } from '../openapi.js';
-import { preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { assertWellFormedQuery, bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { refuseOtherMethods } from './method-not-allowed.js';
 
 export const chargeKeyParams = {
   type: 'object',
-  properties: { key: { type: 'string', description: 'the idempotency key the charge was created with (percent-encoded)' } },
+  properties: {
+    key: {
+      ...pathParameterSchemas.idempotencyKey,
+      description: 'the idempotency key the charge was created with (percent-encoded)',
+    },
+  },
   required: ['key'],
 } as const;
 
@@ -24,19 +33,17 @@ export function chargeLocation(key: string): string {
   return `/v1/charges/${encodeURIComponent(key)}`;
 }
 
-/** Body of a capture: only `amount`, and only optionally. */
-function captureAmountOf(body: unknown): unknown {
-  if (body === undefined || body === null) return null;
-  if (typeof body !== 'object' || Array.isArray(body)) {
-    throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
-  }
-  const unknown = Object.keys(body).filter((field) => field !== 'amount');
-  if (unknown.length > 0) throw new ValidationError([{ field: unknown.join(','), message: 'is not a known field' }]);
-  return (body as { amount?: unknown }).amount ?? null;
+/** The charge key of the path, judged by the client module's rules and named as the path names it. */
+export function chargeKeyOf(params: { key: string }): string {
+  return assertIdempotencyKey(params.key, 'key');
 }
 
 export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { context, metrics } = deps;
+  refuseOtherMethods(app, '/v1/charges', ['GET', 'POST']);
+  refuseOtherMethods(app, '/v1/charges/:key', ['GET']);
+  refuseOtherMethods(app, '/v1/charges/:key/cancel', ['POST']);
+  refuseOtherMethods(app, '/v1/charges/:key/capture', ['POST']);
 
   app.post<{ Body: unknown }>(
     '/v1/charges',
@@ -60,7 +67,8 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
             'Retry-After': { schema: { type: 'integer' } },
           }),
           ...commonProblems,
-          ...problemResponses({ 422: 'the key was first used for a different request; nothing ran' }),
+          ...bodyProblems,
+          ...problemResponses({ 422: 'the key was first used for a different request (every body field counts); nothing ran' }),
         },
       },
     },
@@ -92,12 +100,13 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
         querystring: {
           type: 'object',
           properties: {
-            order_id: { type: 'string' },
-            payer_account_id: { type: 'string' },
-            status: { type: 'string', enum: ['pending', 'reserved', 'succeeded', 'declined', 'cancelled', 'partially_refunded', 'refunded'] },
-            limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
-            starting_after: { type: 'string', description: 'idempotency key of the last charge of the previous page' },
+            order_id: singleLineText(limits.orderIdMaxLength),
+            payer_account_id: pathParameterSchemas.accountId,
+            status: { type: 'string', enum: chargeStatusSchema.options },
+            limit: { type: 'integer', minimum: limits.listLimitMin, maximum: limits.listLimitMax, default: limits.listLimitDefault },
+            starting_after: { ...pathParameterSchemas.idempotencyKey, description: 'idempotency key of the last charge of the previous page' },
           },
+          additionalProperties: false,
         },
         response: {
           200: {
@@ -116,18 +125,8 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       },
     },
     async (request) => {
-      const q = request.query;
-      const limit = q.limit === undefined ? undefined : Number(q.limit);
-      if (limit !== undefined && !Number.isSafeInteger(limit)) {
-        throw new ValidationError([{ field: 'limit', message: 'must be an integer between 1 and 100' }]);
-      }
-      const page = await context.charges.listCharges(request.tenant, {
-        orderId: q.order_id,
-        payerAccountId: q.payer_account_id,
-        status: q.status as ChargeStatus | undefined,
-        limit,
-        startingAfter: q.starting_after,
-      });
+      assertWellFormedQuery(request);
+      const page = await context.charges.listCharges(request.tenant, parseChargeListQuery(request.query));
       return listToWire(page.charges.map(chargeToWire), page.hasMore);
     },
   );
@@ -149,32 +148,37 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request) =>
       chargeToWire(
         await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.getCharge(request.tenant, request.params.key),
+          context.charges.getCharge(request.tenant, chargeKeyOf(request.params)),
         ),
       ),
   );
 
-  app.post<{ Params: { key: string } }>(
+  app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/cancel',
     {
       schema: {
         summary: 'Cancel a charge that has not succeeded; the hold is released',
-        description: 'Repeating a cancel returns the cancelled charge. A succeeded charge cannot be cancelled: refund it.',
+        description:
+          'Repeating a cancel returns the cancelled charge. A succeeded charge cannot be cancelled: refund it. ' +
+          'A cancel takes no parameters: no body, or `{}`; any field is refused.',
         tags: ['charges'],
         params: chargeKeyParams,
+        body: ref('CancelRequest'),
         response: {
           200: jsonResponse('the cancelled charge', 'Charge'),
           ...commonProblems,
+          ...bodyProblems,
           ...problemResponses({ 404: 'no charge with this key for this tenant', 409: 'the charge already succeeded or was declined' }),
         },
       },
     },
-    async (request) =>
-      chargeToWire(
-        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.cancelCharge(request.tenant, request.params.key),
-        ),
-      ),
+    async (request) => {
+      const key = chargeKeyOf(request.params);
+      assertEmptyBody(bodyOf(request));
+      return chargeToWire(
+        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () => context.charges.cancelCharge(request.tenant, key)),
+      );
+    },
   );
 
   app.post<{ Params: { key: string }; Body: unknown }>(
@@ -189,6 +193,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
         response: {
           200: jsonResponse('the captured charge', 'Charge'),
           ...commonProblems,
+          ...bodyProblems,
           ...problemResponses({
             404: 'no charge with this key for this tenant',
             409: 'not a manual-capture charge, or cancelled, expired, declined, or captured with another amount',
@@ -197,10 +202,11 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       },
     },
     async (request) => {
-      const amount = captureAmountOf(request.body);
+      const key = chargeKeyOf(request.params);
+      const amount = parseAmountBody(bodyOf(request), context.config.CHARGE_AMOUNT_MINOR_MAX, 'all that is reserved');
       return chargeToWire(
         await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.captureCharge(request.tenant, request.params.key, amount as number | null),
+          context.charges.captureCharge(request.tenant, key, amount),
         ),
       );
     },

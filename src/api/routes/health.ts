@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../app.js';
+import { refuseOtherMethods } from './method-not-allowed.js';
 
 /** Short: a readiness probe that hangs is worse than one that says "not ready". */
 const readinessTimeoutMs = 2_000;
@@ -24,6 +25,7 @@ async function check(probe: () => Promise<unknown>): Promise<'ok' | string> {
 export function registerHealthRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { context, metrics } = deps;
   const open = { security: [], tags: ['operations'] };
+  for (const url of ['/healthz', '/readyz', '/metrics']) refuseOtherMethods(app, url, ['GET']);
 
   app.get('/healthz', { schema: { ...open, summary: 'The process is alive' } }, async () => ({ status: 'ok' }));
 

@@ -2,13 +2,27 @@ import type { FastifyInstance } from 'fastify';
 import { listToWire, refundToWire } from '../../client/wire.js';
 import type { ApiDeps } from '../app.js';
 import { withTemporalDeadline } from '../deadline.js';
-import { commonProblems, idempotencyKeyParameter, jsonResponse, problemResponses, ref, replayHeaders } from '../openapi.js';
-import { preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
-import { chargeKeyParams } from './charges.js';
+import { assertIdempotencyKey } from '../../client/validation.js';
+import {
+  bodyProblems,
+  commonProblems,
+  idempotencyKeyParameter,
+  jsonResponse,
+  pathParameterSchemas,
+  problemResponses,
+  ref,
+  replayHeaders,
+} from '../openapi.js';
+import { bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { chargeKeyOf, chargeKeyParams } from './charges.js';
+import { refuseOtherMethods } from './method-not-allowed.js';
 
 const refundParams = {
   type: 'object',
-  properties: { ...chargeKeyParams.properties, refundKey: { type: 'string', description: 'the refund\'s own idempotency key' } },
+  properties: {
+    ...chargeKeyParams.properties,
+    refundKey: { ...pathParameterSchemas.idempotencyKey, description: 'the refund\'s own idempotency key (percent-encoded)' },
+  },
   required: ['key', 'refundKey'],
 } as const;
 
@@ -18,6 +32,8 @@ export function refundLocation(chargeKey: string, refundKey: string): string {
 
 export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { context } = deps;
+  refuseOtherMethods(app, '/v1/charges/:key/refunds', ['GET', 'POST']);
+  refuseOtherMethods(app, '/v1/charges/:key/refunds/:refundKey', ['GET']);
 
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/refunds',
@@ -39,6 +55,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
             'Retry-After': { schema: { type: 'integer' } },
           }),
           ...commonProblems,
+          ...bodyProblems,
           ...problemResponses({
             404: 'no charge with this key for this tenant',
             409: 'not captured, more than is left to refund, or the payee cannot pay it back',
@@ -48,14 +65,15 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       },
     },
     async (request, reply) => {
+      const chargeKey = chargeKeyOf(request.params);
       const refundKey = requireIdempotencyKey(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
       const answer = await withTemporalDeadline(context.temporal, waitMs + deps.temporalCallTimeoutMs, () =>
-        context.charges.refund(request.tenant, request.params.key, refundKey, request.body ?? {}, { waitMs }),
+        context.charges.refund(request.tenant, chargeKey, refundKey, bodyOf(request), { waitMs }),
       );
       if (applied) reply.header('preference-applied', applied);
       if (answer.replayed) reply.header('idempotent-replayed', 'true');
-      reply.header('location', refundLocation(request.params.key, refundKey));
+      reply.header('location', refundLocation(chargeKey, refundKey));
       if (!answer.completed) {
         reply.header('retry-after', String(deps.retryAfterSeconds));
         return reply.code(202).send(refundToWire(answer.refund));
@@ -89,7 +107,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       },
     },
     async (request) => {
-      const refunds = await context.charges.listRefunds(request.tenant, request.params.key);
+      const refunds = await context.charges.listRefunds(request.tenant, chargeKeyOf(request.params));
       return listToWire(refunds.map(refundToWire), false);
     },
   );
@@ -111,7 +129,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request) =>
       refundToWire(
         await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.getRefund(request.tenant, request.params.key, request.params.refundKey),
+          context.charges.getRefund(request.tenant, chargeKeyOf(request.params), assertIdempotencyKey(request.params.refundKey, 'refundKey')),
         ),
       ),
   );

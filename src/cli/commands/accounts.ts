@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
-import { depositToWire } from '../../client/accounts-client.js';
+import { createAccountBodySchema, depositToWire } from '../../client/accounts-client.js';
+import { assertAccountId, assertIdempotencyKey, parseOptionalAmount, parseWith } from '../../client/validation.js';
+import { loadConfig } from '../../config.js';
 import { accountToWire, type WireAccount } from '../../client/wire.js';
 import { addOutputOption, addTenantOption, minorUnitsOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 
@@ -21,13 +23,11 @@ export function registerAccountsCommand(program: Command): void {
   create.action((options: { tenant?: string; id: string; currency: string; allowOverdraft?: boolean; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
+      const body = { id: options.id, currency: options.currency, allow_overdraft: options.allowOverdraft ?? false };
+      parseWith(createAccountBodySchema(), body);
       const cli = await openCliLedger();
       try {
-        const { account, created } = await cli.accounts.createAccount(tenant, null, {
-          id: options.id,
-          currency: options.currency,
-          allow_overdraft: options.allowOverdraft ?? false,
-        });
+        const { account, created } = await cli.accounts.createAccount(tenant, null, body);
         const wire = accountToWire(account);
         print(options, wire, `${created ? 'created' : 'exists'}  ${describeAccount(wire)}`);
       } finally {
@@ -42,9 +42,10 @@ export function registerAccountsCommand(program: Command): void {
   show.action((id: string, options: { tenant?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
+      assertAccountId(id, '<account-id>');
       const cli = await openCliLedger();
       try {
-        const wire = accountToWire(await cli.accounts.getAccount(tenant, id));
+        const wire = accountToWire(await cli.accounts.getAccount(tenant, id, '<account-id>'));
         print(options, wire, describeAccount(wire));
       } finally {
         await cli.close();
@@ -63,9 +64,13 @@ export function registerAccountsCommand(program: Command): void {
   deposit.action((id: string, options: { tenant?: string; amount: string; reference: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
+      assertAccountId(id, '<account-id>');
+      assertIdempotencyKey(options.reference, '--reference');
+      const amount = minorUnitsOption(options.amount, '--amount');
+      parseOptionalAmount(amount, '--amount', loadConfig().CHARGE_AMOUNT_MINOR_MAX);
       const cli = await openCliLedger();
       try {
-        const made = await cli.accounts.deposit(tenant, id, options.reference, { amount: minorUnitsOption(options.amount, 'amount') });
+        const made = await cli.accounts.deposit(tenant, id, options.reference, { amount });
         const wire = depositToWire(made.deposit);
         print(options, { deposit: wire, replayed: made.replayed }, `${wire.id}  ${wire.amount} ${wire.currency} minor units into ${wire.account_id}${made.replayed ? '  (replayed: nothing new was deposited)' : ''}`);
       } finally {

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../../auth/api-keys.js';
 import { NotFoundError } from '../../client/errors.js';
+import { assertTenant, assertText } from '../../client/validation.js';
+import { limits } from '../../domain/limits.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 
 function describeKey(key: ApiKeyRecord): string {
@@ -20,9 +22,10 @@ export function registerApiKeysCommand(program: Command): void {
   create.action((options: { tenant?: string; label?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
+      const label = options.label === undefined ? null : assertText(options.label, '--label', { maxLength: limits.apiKeyLabelMaxLength });
       const cli = await openCliLedger();
       try {
-        const { key, record } = await createApiKey(cli.ledger, tenant, options.label ?? null);
+        const { key, record } = await createApiKey(cli.ledger, tenant, label);
         print(options, { ...keyToJson(record), key }, `${key}\n(${record.id} for tenant ${tenant}: store it now, it is not kept in clear)`);
       } finally {
         await cli.close();
@@ -35,6 +38,7 @@ export function registerApiKeysCommand(program: Command): void {
   addOutputOption(list);
   list.action((options: { tenant?: string; json?: boolean }) =>
     runCommand(options, async () => {
+      if (options.tenant !== undefined) assertTenant(options.tenant);
       const cli = await openCliLedger();
       try {
         const found = await listApiKeys(cli.ledger, options.tenant ?? null);
@@ -49,6 +53,7 @@ export function registerApiKeysCommand(program: Command): void {
   addOutputOption(revoke);
   revoke.action((id: string, options: { json?: boolean }) =>
     runCommand(options, async () => {
+      assertText(id, '<key-id>', { minLength: 1, maxLength: 64 });
       const cli = await openCliLedger();
       try {
         const revoked = await revokeApiKey(cli.ledger, id);

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
+import { assertIdempotencyKey, parseOptionalAmount } from '../../client/validation.js';
 import { chargeToWire } from '../../client/wire.js';
+import { loadConfig } from '../../config.js';
 import { addOutputOption, addTenantOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
 
 export function registerCaptureCommand(program: Command): void {
@@ -13,7 +15,8 @@ export function registerCaptureCommand(program: Command): void {
   command.action((key: string, options: { tenant?: string; amount?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
-      const amount = minorUnitsOption(options.amount, 'amount') ?? null;
+      assertIdempotencyKey(key, '<idempotency-key>');
+      const amount = parseOptionalAmount(minorUnitsOption(options.amount, '--amount'), '--amount', loadConfig().CHARGE_AMOUNT_MINOR_MAX);
       const context = await openCliContext();
       try {
         const charge = chargeToWire(await context.charges.captureCharge(tenant, key, amount));

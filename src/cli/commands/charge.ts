@@ -1,6 +1,18 @@
 import type { Command } from 'commander';
+import { assertIdempotencyKey, parseChargeRequest } from '../../client/validation.js';
 import { chargeToWire } from '../../client/wire.js';
-import { addOutputOption, addTenantOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
+import { loadConfig } from '../../config.js';
+import {
+  addOutputOption,
+  addTenantOption,
+  describeCharge,
+  millisecondsOption,
+  minorUnitsOption,
+  openCliContext,
+  print,
+  runCommand,
+  tenantFrom,
+} from './surface.js';
 
 interface ChargeOptions {
   tenant?: string;
@@ -41,11 +53,14 @@ export function registerChargeCommand(program: Command): void {
         amount: minorUnitsOption(options.amount, 'amount'),
         currency: options.currency,
         capture: options.manual ? 'manual' : 'automatic',
-        ...(options.description ? { description: options.description } : {}),
+        ...(options.description !== undefined ? { description: options.description } : {}),
       };
+      // Judged before connecting, by the rules every surface uses: a bad flag starts nothing.
+      assertIdempotencyKey(options.key, '--key');
+      parseChargeRequest(body, loadConfig().CHARGE_AMOUNT_MINOR_MAX);
+      const waitMs = millisecondsOption(options.waitMs, '--wait-ms');
       const context = await openCliContext();
       try {
-        const waitMs = options.waitMs === undefined ? undefined : Number(options.waitMs);
         const answer = await context.charges.charge(tenant, options.key, body, waitMs === undefined ? {} : { waitMs });
         const charge = chargeToWire(answer.charge);
         const note = !answer.completed ? '  (still processing: rerun with the same --key)' : answer.replayed ? '  (replayed: nothing new was charged)' : '';

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { assertTenant } from '../../client/validation.js';
 import { formatReconcileReport, reconcile, reconcileExitCode } from '../../reconcile/index.js';
 import { addOutputOption, openCliContext, print, runCommand } from './surface.js';
 
@@ -10,6 +11,7 @@ export function registerReconcileCommand(program: Command): void {
   addOutputOption(command);
   command.action((options: { tenant?: string; json?: boolean }) =>
     runCommand(options, async () => {
+      if (options.tenant !== undefined) assertTenant(options.tenant);
       const context = await openCliContext();
       try {
         const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null });

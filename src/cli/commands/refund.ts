@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
+import { assertIdempotencyKey, parseOptionalAmount } from '../../client/validation.js';
 import { refundToWire } from '../../client/wire.js';
+import { loadConfig } from '../../config.js';
 import { addOutputOption, addTenantOption, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
 
 export function registerRefundCommand(program: Command): void {
@@ -14,7 +16,10 @@ export function registerRefundCommand(program: Command): void {
   command.action((key: string, options: { tenant?: string; refundKey: string; amount?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
-      const amount = minorUnitsOption(options.amount, 'amount');
+      assertIdempotencyKey(key, '<idempotency-key>');
+      assertIdempotencyKey(options.refundKey, '--refund-key');
+      const amount = minorUnitsOption(options.amount, '--amount');
+      parseOptionalAmount(amount, '--amount', loadConfig().CHARGE_AMOUNT_MINOR_MAX);
       const context = await openCliContext();
       try {
         const answer = await context.charges.refund(tenant, key, options.refundKey, amount === undefined ? {} : { amount });

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { assertIdempotencyKey } from '../../client/validation.js';
 import { chargeToWire } from '../../client/wire.js';
 import { addOutputOption, addTenantOption, describeCharge, openCliContext, print, runCommand, tenantFrom } from './surface.js';
 
@@ -12,6 +13,7 @@ export function registerStatusCommand(program: Command): void {
   command.action((key: string, options: { tenant?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
+      assertIdempotencyKey(key, '<idempotency-key>');
       const context = await openCliContext();
       try {
         const charge = chargeToWire(await context.charges.getCharge(tenant, key));

@@ -9,6 +9,7 @@ import {
   ValidationError,
 } from '../../client/errors.js';
 import { asUnavailable } from '../../client/unavailable.js';
+import { assertTenant } from '../../client/validation.js';
 import { loadConfig } from '../../config.js';
 import { migrateLedger } from '../../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../ledger/pool.js';
@@ -42,10 +43,11 @@ export function addTenantOption(command: Command): Command {
   return command.option('--tenant <id>', 'tenant to act for (default: $CHARGEGUARD_TENANT)');
 }
 
+/** The tenant, checked before any connection is opened: a bad flag costs nothing. */
 export function tenantFrom(options: { tenant?: string }): string {
   const tenant = options.tenant ?? process.env.CHARGEGUARD_TENANT;
   if (!tenant) throw new UsageError('--tenant is required (or set CHARGEGUARD_TENANT)');
-  return tenant;
+  return assertTenant(tenant);
 }
 
 export class UsageError extends Error {}
@@ -81,6 +83,16 @@ export async function openCliLedger(): Promise<{ ledger: LedgerPool; accounts: A
 
 export function print(options: OutputOptions, value: unknown, human: string): void {
   process.stdout.write(options.json ? `${JSON.stringify(value, null, 2)}\n` : `${human}\n`);
+}
+
+/** A wait in whole milliseconds, 0 or more. */
+export function millisecondsOption(text: string | undefined, flag: string): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) {
+    throw new ValidationError([{ field: flag, message: 'must be a whole number of milliseconds, 0 or more' }]);
+  }
+  return value;
 }
 
 /** Parses an integer option in minor units; the client module judges the range. */

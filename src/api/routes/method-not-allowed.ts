@@ -1,0 +1,30 @@
+import type { FastifyInstance, HTTPMethods } from 'fastify';
+import { sendProblem } from '../problem.js';
+
+/** Methods a client might try on a path; HEAD is left to fastify, which answers it for every GET. */
+const candidateMethods: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE'];
+
+/**
+ * A known path asked with a method it does not take answers 405 with `Allow` (RFC 9110 15.5.6),
+ * not 404: the caller has the right address and the wrong verb, and should be told which.
+ */
+export function refuseOtherMethods(app: FastifyInstance, url: string, allowed: HTTPMethods[]): void {
+  const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed;
+  const others = candidateMethods.filter((method) => !allow.includes(method) && app.supportedMethods.includes(method));
+  app.route({
+    method: others,
+    url,
+    schema: { hide: true },
+    handler: async (request, reply) =>
+      sendProblem(reply, {
+        body: {
+          type: 'method_not_allowed',
+          title: 'Method not allowed',
+          status: 405,
+          detail: `${request.method} is not allowed on this path; it takes ${allow.join(', ')}`,
+          instance: request.url,
+        },
+        headers: { allow: allow.join(', ') },
+      }),
+  });
+}
