@@ -24,6 +24,13 @@ const configSchema = z.object({
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */
   HOLD_TTL_MS: positiveMs.default(7 * 24 * 60 * 60 * 1000),
   LEDGER_POOL_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(500).default(20),
+  /**
+   * Waiting for Temporal or PostgreSQL at start (worker, API, MCP, start with external servers):
+   * the first retry after this delay, doubling up to the max delay, giving up after the budget.
+   */
+  DEPENDENCY_WAIT_INITIAL_DELAY_MS: positiveMs.default(250),
+  DEPENDENCY_WAIT_MAX_DELAY_MS: positiveMs.default(2_000),
+  DEPENDENCY_WAIT_BUDGET_MS: positiveMs.default(300_000),
 });
 
 export type ChargeguardConfig = z.infer<typeof configSchema>;

@@ -1,6 +1,9 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { AccountsClient } from '../client/accounts-client.js';
 import { IdempotencyConflictError } from '../client/errors.js';
+import type { WireProblem } from '../client/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { authenticate } from './authenticate.js';
 import { ApiMetrics } from './metrics.js';
@@ -16,7 +19,21 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the authentication hook on every /v1 and /mcp request. */
     tenant: string;
+    /** The error behind a 5xx answer, kept for its log line. */
+    failure: unknown;
   }
+}
+
+/** The response header carrying the request id; a caller's own (if well-formed) is reused, so one id follows a request across services. */
+export const requestIdHeader = 'x-request-id';
+
+/** Ids a caller may choose: short, and nothing that could forge or split a log line. */
+const callerRequestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestIdFor(request: IncomingMessage): string {
+  const given = request.headers[requestIdHeader];
+  if (typeof given === 'string' && callerRequestIdPattern.test(given)) return given;
+  return `req_${randomUUID()}`;
 }
 
 export interface ApiOptions {
@@ -33,7 +50,10 @@ export interface ApiOptions {
   retryAfterSeconds?: number;
   /** Serve the MCP streamable HTTP endpoint at /mcp (on by default). */
   mcp?: boolean;
+  /** pino options (or false). Every 5xx is logged through it, with the request id its problem document carries. */
   logger?: FastifyServerOptions['logger'];
+  /** Fastify's line per request and response at info level (on by default when there is a logger). */
+  logRequests?: boolean;
   version?: string;
 }
 
@@ -72,6 +92,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
 
   const app = Fastify({
     logger: options.logger ?? false,
+    logController: new LogController({ disableRequestLogging: options.logRequests === false, requestIdLogLabel: 'request_id' }),
+    genReqId: requestIdFor,
     bodyLimit: bodyLimitBytes,
     requestTimeout: options.requestTimeoutMs ?? apiDefaults.requestTimeoutMs,
     // Idempotency keys are visible ASCII and may contain "/" or "%": they travel percent-encoded.
@@ -98,11 +120,34 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
 
   app.decorateRequest('tenant', '');
+  app.decorateRequest('failure', undefined);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header(requestIdHeader, request.id);
+  });
   app.setErrorHandler((error, request, reply) => {
     const found = problemFor(error, deps.retryAfterSeconds);
     if (error instanceof IdempotencyConflictError) deps.metrics.idempotencyConflict();
-    if (found.body.status >= 500) request.log.error({ err: error }, found.body.detail);
+    if (found.body.status >= 500) request.failure = error;
     return sendProblem(reply, { ...found, body: { ...found.body, instance: request.url } });
+  });
+  // Every 5xx, whoever answered it (error handler, readiness probe, fastify itself), gets one line
+  // naming the request id that its X-Request-Id header and problem document carry.
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode >= 500) {
+      const problem = problemIn(payload);
+      const line = {
+        method: request.method,
+        url: request.url,
+        status: reply.statusCode,
+        ...(problem?.dependency ? { dependency: problem.dependency } : {}),
+        ...(request.failure !== undefined ? { err: request.failure } : {}),
+      };
+      const message = `${reply.statusCode} ${problem?.detail ?? 'server error'}`;
+      // A dependency outage (503) is the expected answer to a fault elsewhere; a 500 is a bug here.
+      if (reply.statusCode === 503) request.log.warn(line, message);
+      else request.log.error(line, message);
+    }
+    return payload;
   });
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, {
@@ -132,4 +177,14 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+function problemIn(payload: unknown): Partial<WireProblem> | null {
+  if (typeof payload !== 'string') return null;
+  try {
+    const parsed = JSON.parse(payload) as unknown;
+    return parsed !== null && typeof parsed === 'object' ? (parsed as Partial<WireProblem>) : null;
+  } catch {
+    return null;
+  }
 }

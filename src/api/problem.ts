@@ -83,6 +83,8 @@ export function problemFor(error: unknown, retryAfterSeconds: number): Problem {
   };
 }
 
+/** Sends a problem document carrying the request's id, the one its log lines and X-Request-Id header carry. */
 export function sendProblem(reply: FastifyReply, found: Problem): FastifyReply {
-  return reply.code(found.body.status).headers(found.headers).type(problemContentType).send(found.body);
+  const body: WireProblem = { ...found.body, request_id: reply.request.id };
+  return reply.code(body.status).headers(found.headers).type(problemContentType).send(body);
 }

@@ -11,13 +11,21 @@ export interface RunningApi {
 
 export const defaultApiPort = 8080;
 
+/**
+ * What `start` and `mcp --http` log with: info, for the listening line; with per-request lines off
+ * the rest is the 5xx lines (warn for a 503, error for a 500), each with its request id.
+ */
+export const defaultServeLogger = { level: 'info' } as const;
+
 /** Builds the API and listens: what the `api` and `start` commands run. */
 export async function serveApi(
   context: AppContext,
   options: Omit<ApiOptions, 'context'> & { host?: string; port?: number } = {},
 ): Promise<RunningApi> {
   const { host = '127.0.0.1', port = defaultApiPort, ...apiOptions } = options;
-  const app = await buildApi({ ...apiOptions, context });
+  // A served API always logs (its 5xx lines at least); a line per request only when the caller asks for a logger.
+  const logged = apiOptions.logger === undefined ? { logger: defaultServeLogger, logRequests: apiOptions.logRequests ?? false } : {};
+  const app = await buildApi({ ...apiOptions, ...logged, context });
   await app.listen({ host, port });
   const address = app.server.address();
   const boundPort = address !== null && typeof address === 'object' ? address.port : port;

@@ -51,11 +51,17 @@ export class ChargeDeclinedError extends ChargeguardError {
   }
 }
 
-/** Temporal or PostgreSQL could not be reached. Nothing is half-done: retry with the same key. */
+/**
+ * What a request was waiting for when it gave up: the Temporal frontend, the ledger database, or a
+ * worker (Temporal answered, but nothing polled the task queue to run the query or update).
+ */
+export type Dependency = 'temporal' | 'database' | 'worker';
+
+/** Temporal, PostgreSQL or a worker could not answer. Nothing is half-done: retry with the same key. */
 export class UnavailableError extends ChargeguardError {
   readonly code = 'service_unavailable';
   constructor(
-    readonly dependency: 'temporal' | 'database',
+    readonly dependency: Dependency,
     message: string,
     options?: { cause?: unknown },
   ) {

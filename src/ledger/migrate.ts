@@ -1,21 +1,56 @@
 import { fileURLToPath } from 'node:url';
-import { runner } from 'node-pg-migrate';
+import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
+import pg from 'pg';
 
 const migrationsDir = fileURLToPath(new URL('./migrations', import.meta.url));
 
+/** How long one migration waits for another process's migration to finish before it fails (and may be retried). */
+export const defaultMigrationLockWaitMs = 60_000;
+
+/** Bound on connecting to run the migration; a database that is down fails fast and is retried by the caller. */
+const connectTimeoutMs = 5_000;
+
 /**
- * Brings the schema up to date. node-pg-migrate holds an advisory lock meanwhile, so several
- * processes starting at once (workers, API, test files) migrate exactly once.
+ * Brings the schema up to date, exactly once however many processes start at the same moment
+ * (workers, API replicas, test files). node-pg-migrate's own lock is a try-lock that fails with
+ * "Another migration is already running"; this one waits its turn instead (pg_advisory_lock,
+ * bounded by `lockWaitMs`), then finds the schema already up to date. The lock id is
+ * node-pg-migrate's, so an older process that locks the library's way still excludes this one.
  */
-export async function migrateLedger(databaseUrl: string, log: (line: string) => void = () => {}): Promise<void> {
-  await runner({
-    databaseUrl,
-    dir: migrationsDir,
-    direction: 'up',
-    migrationsTable: 'ledger_migrations',
-    count: Infinity,
-    checkOrder: true,
-    log,
-    logger: { debug: () => {}, info: log, warn: log, error: log },
-  });
+export async function migrateLedger(
+  databaseUrl: string,
+  log: (line: string) => void = () => {},
+  options: { lockWaitMs?: number } = {},
+): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: connectTimeoutMs, application_name: 'chargeguard-migrate' });
+  // A connection that dies mid-migration reports through the awaited query; the event must not crash the process.
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query(`SET lock_timeout = ${Math.max(1, Math.round(options.lockWaitMs ?? defaultMigrationLockWaitMs))}`);
+    await client.query('SELECT pg_advisory_lock($1)', [PG_MIGRATE_LOCK_ID]);
+    await client.query('SET lock_timeout = 0');
+    try {
+      await runner({
+        dbClient: client,
+        noLock: true,
+        dir: migrationsDir,
+        direction: 'up',
+        migrationsTable: 'ledger_migrations',
+        count: Infinity,
+        checkOrder: true,
+        log,
+        logger: { debug: () => {}, info: log, warn: log, error: log },
+      });
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]).catch(() => {});
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** SQLSTATE 55P03 lock_not_available: another process held the migration lock for the whole wait. */
+export function isMigrationLockBusy(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '55P03';
 }

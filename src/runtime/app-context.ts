@@ -1,9 +1,19 @@
-import { Client, Connection, type ConnectionLike } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  NamespaceNotFoundError,
+  isRetryableError,
+  makeGrpcRetryInterceptor,
+  type ConnectionLike,
+  type ConnectionOptions,
+} from '@temporalio/client';
 import { ChargeClient } from '../client/charge-client.js';
+import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttributionInterceptor } from '../client/unavailable.js';
 import type { ChargeguardConfig } from '../config.js';
-import { migrateLedger } from '../ledger/migrate.js';
+import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../ledger/pool.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
+import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 
 /** Addresses of the two servers everything talks to. */
 export interface Endpoints {
@@ -30,8 +40,142 @@ export function policyFromConfig(config: ChargeguardConfig): ChargePolicy {
   };
 }
 
+export function dependencyWaitLimitsFromConfig(config: ChargeguardConfig): DependencyWaitLimits {
+  return {
+    initialDelayMs: config.DEPENDENCY_WAIT_INITIAL_DELAY_MS,
+    maxDelayMs: config.DEPENDENCY_WAIT_MAX_DELAY_MS,
+    budgetMs: config.DEPENDENCY_WAIT_BUDGET_MS,
+  };
+}
+
+/**
+ * gRPC reconnect backoff of the client connection. grpc-js's defaults (1 s, x1.6 per failure, up to
+ * 120 s) meant that after a 20 s Temporal restart the channel's next reconnect attempt could be 10 s
+ * or more away: the API answered 503 for 9-24 s after Temporal listened again. Capped at 1 s, the
+ * first call after Temporal is back succeeds within about a second; a reconnect attempt to a
+ * loopback or LAN address costs next to nothing.
+ */
+export const temporalReconnectBackoff = { initialMs: 100, maxMs: 1_000 } as const;
+
+/**
+ * The SDK retries UNAVAILABLE calls with a delay growing to 5 s; a call that started during an
+ * outage would sleep through the recovery. The same retries, with the delay capped at 1 s.
+ */
+const temporalCallRetry = { maxAttempts: 10, initialDelayMs: 100, factor: 1.7, maxDelayMs: 1_000, jitter: 0.2 } as const;
+
+/** Bound on one attempt to reach Temporal at start; attempts repeat within the wait budget. */
+const temporalConnectAttemptMs = 3_000;
+
+export function temporalConnectionOptions(address: string): ConnectionOptions {
+  return {
+    address,
+    connectTimeout: temporalConnectAttemptMs,
+    channelArgs: {
+      'grpc.initial_reconnect_backoff_ms': temporalReconnectBackoff.initialMs,
+      'grpc.max_reconnect_backoff_ms': temporalReconnectBackoff.maxMs,
+    },
+    interceptors: [
+      makeGrpcRetryInterceptor({
+        delayFunction: (attempt) =>
+          Math.min(temporalCallRetry.maxDelayMs, temporalCallRetry.initialDelayMs * temporalCallRetry.factor ** attempt) *
+          (1 - temporalCallRetry.jitter + Math.random() * 2 * temporalCallRetry.jitter),
+        retryableDecider: (attempt, status) => attempt < temporalCallRetry.maxAttempts && isRetryableError(status),
+      }),
+    ],
+  };
+}
+
+/** A failure to reach Temporal at start that waiting may cure: down, restarting, or its namespace not registered yet. */
+export function isTemporalStartFailureTransient(error: unknown): boolean {
+  if (error instanceof NamespaceNotFoundError) return true;
+  // No gRPC status at all: the channel never connected (refused, DNS, connect timeout).
+  if (grpcCodeOf(error) === null) return true;
+  return isTemporalUnavailable(error);
+}
+
+/** A failure to reach the database at start that waiting may cure: down, starting up, or another migration running. */
+export function isDatabaseStartFailureTransient(error: unknown): boolean {
+  return isDatabaseUnavailable(error) || isMigrationLockBusy(error);
+}
+
+interface WaitOptions {
+  limits: DependencyWaitLimits;
+  log: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+/** Migrates the ledger, waiting for PostgreSQL (and for another process's migration) within the limits. */
+export async function migrateLedgerWhenReachable(databaseUrl: string, options: WaitOptions): Promise<void> {
+  await waitForDependency(
+    { dependency: 'database', address: maskDatabaseUrl(databaseUrl), purpose: 'migrate the ledger' },
+    () => migrateLedger(databaseUrl, () => {}, { lockWaitMs: options.limits.maxDelayMs }),
+    { ...options, isTransient: isDatabaseStartFailureTransient },
+  );
+}
+
+/** A ledger pool whose first connection has been made, waiting for PostgreSQL within the limits. */
+export async function openLedgerPoolWhenReachable(
+  databaseUrl: string,
+  maxConnections: number,
+  options: WaitOptions,
+): Promise<LedgerPool> {
+  const ledger = createLedgerPool({ databaseUrl, maxConnections });
+  try {
+    await waitForDependency(
+      { dependency: 'database', address: maskDatabaseUrl(databaseUrl), purpose: 'open the ledger pool' },
+      () => ledger.query('SELECT 1'),
+      { ...options, isTransient: isDatabaseStartFailureTransient },
+    );
+    return ledger;
+  } catch (error) {
+    await ledger.end().catch(() => {});
+    throw error;
+  }
+}
+
+/** A Temporal client connection that answered, and whose namespace exists, waiting within the limits. */
+export async function connectTemporalWhenReachable(address: string, namespace: string, options: WaitOptions): Promise<Connection> {
+  return waitForDependency(
+    { dependency: 'temporal', address, purpose: `connect (namespace ${namespace})` },
+    async () => {
+      // Not Connection.connect(): a failed connect leaves its gRPC channel open, one per attempt.
+      const connection = Connection.lazy(temporalConnectionOptions(address));
+      try {
+        await connection.ensureConnected();
+        await connection.withDeadline(Date.now() + temporalConnectAttemptMs, () => connection.workflowService.describeNamespace({ namespace }));
+        return connection;
+      } catch (error) {
+        await connection.close().catch(() => {});
+        throw error;
+      }
+    },
+    { ...options, isTransient: isTemporalStartFailureTransient },
+  );
+}
+
+/** One attempt, no waiting: what one-shot commands (charge, status) and tests want. */
+const noWaiting: DependencyWaitLimits = { initialDelayMs: 0, maxDelayMs: 0, budgetMs: 0 };
+
+/**
+ * The context of a long-running surface (api, mcp) against TEMPORAL_ADDRESS and DATABASE_URL: a
+ * dependency that is down at start is waited for within the config's DEPENDENCY_WAIT_* limits,
+ * each wait logged.
+ */
+export async function openServiceContext(config: ChargeguardConfig, log: (line: string) => void): Promise<AppContext> {
+  if (!config.TEMPORAL_ADDRESS || !config.DATABASE_URL) {
+    throw new Error('TEMPORAL_ADDRESS and DATABASE_URL must be set: point them at the servers `chargeguard start` printed (or at your own)');
+  }
+  return openAppContext(
+    config,
+    { temporalAddress: config.TEMPORAL_ADDRESS, databaseUrl: config.DATABASE_URL },
+    { log, waitLimits: dependencyWaitLimitsFromConfig(config) },
+  );
+}
+
 /**
  * Connects to Temporal and PostgreSQL (migrating the ledger) and builds the one ChargeClient.
+ * With `waitLimits`, either dependency being down at start is waited out with bounded backoff,
+ * each wait logged through `log`; without, the first failure is thrown.
  * With `workerConnection` (a worker in this process, connected through it) the client shares that
  * connection and asks for eager workflow start: the server hands a new charge's first workflow task
  * straight back to this process instead of through the task queue (P1 x1.8, idle p50 98 -> 60 ms in
@@ -40,12 +184,26 @@ export function policyFromConfig(config: ChargeguardConfig): ChargePolicy {
 export async function openAppContext(
   config: ChargeguardConfig,
   endpoints: Endpoints,
-  options: { workerConnection?: ConnectionLike } = {},
+  options: { workerConnection?: ConnectionLike; log?: (line: string) => void; waitLimits?: DependencyWaitLimits } = {},
 ): Promise<AppContext> {
-  await migrateLedger(endpoints.databaseUrl);
-  const ownConnection = options.workerConnection ? null : await Connection.connect({ address: endpoints.temporalAddress });
-  const temporal = new Client({ connection: options.workerConnection ?? ownConnection!, namespace: config.TEMPORAL_NAMESPACE });
-  const ledger = createLedgerPool({ databaseUrl: endpoints.databaseUrl, maxConnections: config.LEDGER_POOL_MAX_CONNECTIONS });
+  const wait: WaitOptions = { limits: options.waitLimits ?? noWaiting, log: options.log ?? (() => {}) };
+  await migrateLedgerWhenReachable(endpoints.databaseUrl, wait);
+  const ledger = await openLedgerPoolWhenReachable(endpoints.databaseUrl, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
+  let ownConnection: Connection | null = null;
+  try {
+    ownConnection = options.workerConnection
+      ? null
+      : await connectTemporalWhenReachable(endpoints.temporalAddress, config.TEMPORAL_NAMESPACE, wait);
+  } catch (error) {
+    await ledger.end().catch(() => {});
+    throw error;
+  }
+  const connection = options.workerConnection ?? ownConnection!;
+  const temporal = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    interceptors: { workflow: [workerAttributionInterceptor(connection)] },
+  });
   const charges = new ChargeClient({
     temporal,
     ledger,

@@ -4,7 +4,8 @@ import { step } from '../cli/progress.js';
 import type { ChargeguardConfig } from '../config.js';
 import { startLocalStack, type LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
-import { openAppContext, type AppContext } from './app-context.js';
+import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
+import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 
 export interface LocalRuntime {
   stack: LocalStack;
@@ -12,7 +13,53 @@ export interface LocalRuntime {
   worker: Worker;
   /** Resolves when the worker stops; rejects if it crashes. */
   workerRun: Promise<void>;
+  /** Stops the worker, closes the connections and stops the embedded servers; every step runs even if one fails. */
   stop(): Promise<void>;
+}
+
+/** Bound on one attempt of the worker's connection to reach Temporal at start. */
+const workerConnectAttemptMs = 3_000;
+
+/**
+ * The worker's (native) connection to Temporal, once Temporal answers for the namespace, waiting
+ * with bounded backoff meanwhile and logging each wait.
+ */
+export async function connectWorkerWhenReachable(
+  address: string,
+  namespace: string,
+  options: { limits: DependencyWaitLimits; log: (line: string) => void },
+): Promise<NativeConnection> {
+  return waitForDependency(
+    { dependency: 'temporal', address, purpose: `connect the worker (namespace ${namespace})` },
+    async () => {
+      const connection = await NativeConnection.connect({ address });
+      try {
+        await connection.withDeadline(Date.now() + workerConnectAttemptMs, () => connection.workflowService.describeNamespace({ namespace }));
+        return connection;
+      } catch (error) {
+        await connection.close().catch(() => {});
+        throw error;
+      }
+    },
+    { ...options, isTransient: isTemporalStartFailureTransient },
+  );
+}
+
+/**
+ * Runs every cleanup step in order even when one fails, then reports the failures together: a
+ * worker that failed to stop must not leave the embedded PostgreSQL running.
+ */
+export async function runAll(steps: ReadonlyArray<readonly [string, () => Promise<unknown>]>, log: (line: string) => void): Promise<void> {
+  const failures: unknown[] = [];
+  for (const [label, run] of steps) {
+    try {
+      await run();
+    } catch (error) {
+      log(`cleanup: ${label} failed: ${(error as Error).message}`);
+      failures.push(error);
+    }
+  }
+  if (failures.length > 0) throw new AggregateError(failures, `${failures.length} cleanup step(s) failed`);
 }
 
 /**
@@ -21,39 +68,59 @@ export interface LocalRuntime {
  */
 export async function startLocalRuntime(
   config: ChargeguardConfig,
-  options: { temporalUiPort?: number | null } = {},
+  options: { temporalUiPort?: number | null; log?: (line: string) => void } = {},
 ): Promise<LocalRuntime> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`  ${line}\n`));
   const stack = await step('starting Temporal and PostgreSQL', () =>
     startLocalStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
       temporalUiPort: options.temporalUiPort,
-      log: (line) => process.stderr.write(`  ${line}\n`),
+      log,
     }),
   );
+  // Whatever was opened so far, closed in reverse if a later step fails.
+  const undo: Array<readonly [string, () => Promise<unknown>]> = [['stop Temporal and PostgreSQL', () => stack.stop()]];
+  const rollback = () => runAll([...undo].reverse(), log).catch(() => {});
   try {
+    const wait = { limits: dependencyWaitLimitsFromConfig(config), log };
     const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl };
-    const connection = await NativeConnection.connect({ address: stack.temporalAddress });
-    const context = await step('migrating the ledger', () => openAppContext(config, endpoints, { workerConnection: connection }));
+    const connection = await connectWorkerWhenReachable(stack.temporalAddress, config.TEMPORAL_NAMESPACE, wait);
+    undo.push(['close the worker connection', () => connection.close()]);
+    const context = await step('migrating the ledger', () =>
+      openAppContext(config, endpoints, { workerConnection: connection, log, waitLimits: wait.limits }),
+    );
+    undo.push(['close the ledger pool', () => context.close()]);
     const worker = await step('bundling workflows and starting the worker', () =>
       createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger }),
     );
     const workerRun = worker.run();
+    // Observed here so a crash is never an unhandled rejection; callers still see it through workerRun.
+    workerRun.catch(() => {});
     return {
       stack,
       context,
       worker,
       workerRun,
-      stop: async () => {
-        // The SDK's own signal handling may already be draining the worker on Ctrl-C.
-        if (worker.getState() === 'RUNNING') worker.shutdown();
-        await workerRun.catch(() => {});
-        await context.close();
-        await connection.close();
-        await stack.stop();
-      },
+      stop: () =>
+        runAll(
+          [
+            [
+              'stop the worker',
+              async () => {
+                // The SDK's own signal handling may already be draining the worker on Ctrl-C.
+                if (worker.getState() === 'RUNNING') worker.shutdown();
+                await workerRun.catch(() => {});
+              },
+            ],
+            ['close the ledger pool', () => context.close()],
+            ['close the worker connection', () => connection.close()],
+            ['stop Temporal and PostgreSQL', () => stack.stop()],
+          ],
+          log,
+        ),
     };
   } catch (error) {
-    await stack.stop().catch(() => {});
+    await rollback();
     throw error;
   }
 }

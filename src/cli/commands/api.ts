@@ -1,6 +1,9 @@
 import type { Command } from 'commander';
-import { waitForShutdownSignal } from '../shutdown.js';
-import { openCliContext, runCommand } from './surface.js';
+import { loadConfig } from '../../config.js';
+import { openServiceContext } from '../../runtime/app-context.js';
+import { installProcessSafetyNet } from '../../runtime/process-safety.js';
+import { waitForStopReason } from '../shutdown.js';
+import { runCommand } from './surface.js';
 
 export function registerApiCommand(program: Command): void {
   program
@@ -11,14 +14,22 @@ export function registerApiCommand(program: Command): void {
     .option('--log-level <level>', 'pino log level (info, warn, error, silent)', 'info')
     .action((options: { host: string; port: string; logLevel: string }) =>
       runCommand({}, async () => {
+        const safety = installProcessSafetyNet({ command: 'api' });
         // Loaded here, not at the top: other commands should not pay for fastify at start-up.
         const { serveApi } = await import('../../api/server.js');
-        const context = await openCliContext();
-        const api = await serveApi(context, { host: options.host, port: Number(options.port), logger: { level: options.logLevel } });
-        process.stderr.write(`API listening on ${api.url} (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs, MCP ${api.url}/mcp)\n`);
-        await waitForShutdownSignal();
-        await api.close();
-        await context.close();
+        const context = await openServiceContext(loadConfig(), (line) => process.stderr.write(`${line}\n`));
+        try {
+          const api = await serveApi(context, { host: options.host, port: Number(options.port), logger: { level: options.logLevel } });
+          try {
+            process.stderr.write(`API listening on ${api.url} (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs, MCP ${api.url}/mcp)\n`);
+            const stop = await waitForStopReason(safety);
+            process.stderr.write(`stopping (${stop.reason})…\n`);
+          } finally {
+            await api.close();
+          }
+        } finally {
+          await context.close();
+        }
       }),
     );
 }

@@ -1,7 +1,10 @@
 import type { Command } from 'commander';
 import { tenantForApiKey } from '../../auth/api-keys.js';
-import { waitForShutdownSignal } from '../shutdown.js';
-import { openCliContext, runCommand, UsageError } from './surface.js';
+import { loadConfig } from '../../config.js';
+import { openServiceContext } from '../../runtime/app-context.js';
+import { installProcessSafetyNet } from '../../runtime/process-safety.js';
+import { waitForStopReason } from '../shutdown.js';
+import { runCommand, UsageError } from './surface.js';
 
 interface McpOptions {
   http?: boolean;
@@ -23,21 +26,28 @@ export function registerMcpCommand(program: Command): void {
     .action((options: McpOptions) =>
       runCommand({}, async () => {
         if (options.http && options.stdio) throw new UsageError('choose one of --stdio and --http');
-        const context = await openCliContext();
+        const safety = installProcessSafetyNet({ command: 'mcp' });
+        // stderr: on stdio, stdout carries the protocol.
+        const context = await openServiceContext(loadConfig(), (line) => process.stderr.write(`${line}\n`));
         try {
           if (options.http) {
             // Loaded here, not at the top: other commands should not pay for fastify at start-up.
             const { serveApi } = await import('../../api/server.js');
             const api = await serveApi(context, { host: options.host, port: Number(options.port) });
             process.stderr.write(`MCP (streamable HTTP) on ${api.url}/mcp: send "Authorization: Bearer <API key>"\n`);
-            await waitForShutdownSignal();
-            await api.close();
+            try {
+              const stop = await waitForStopReason(safety);
+              process.stderr.write(`stopping (${stop.reason})…\n`);
+            } finally {
+              await api.close();
+            }
             return;
           }
           const tenant = await stdioTenant(options, context.ledger);
           process.stderr.write(`chargeguard MCP server on stdio for tenant ${tenant}\n`);
           const { serveMcpOverStdio } = await import('../../mcp/stdio.js');
-          await serveMcpOverStdio(context, tenant);
+          // Until stdin closes, or an uncaught exception means the process must stop.
+          await Promise.race([serveMcpOverStdio(context, tenant), safety.fatal]);
         } finally {
           await context.close();
         }

@@ -1,32 +1,44 @@
 import type { Command } from 'commander';
-import { NativeConnection } from '@temporalio/worker';
 import { loadConfig } from '../../config.js';
-import { migrateLedger } from '../../ledger/migrate.js';
-import { createLedgerPool } from '../../ledger/pool.js';
+import { dependencyWaitLimitsFromConfig, migrateLedgerWhenReachable, openLedgerPoolWhenReachable } from '../../runtime/app-context.js';
+import { connectWorkerWhenReachable } from '../../runtime/local-runtime.js';
+import { installProcessSafetyNet } from '../../runtime/process-safety.js';
 import { createChargeWorker } from '../../worker/charge-worker.js';
-import { waitForShutdownSignal } from '../shutdown.js';
+import { waitForStopReason } from '../shutdown.js';
 
 export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
     .description('run a worker against TEMPORAL_ADDRESS and DATABASE_URL (stateless: run as many as you like)')
     .action(async () => {
+      const safety = installProcessSafetyNet({ command: 'worker' });
       const config = loadConfig();
       if (!config.TEMPORAL_ADDRESS || !config.DATABASE_URL) {
         throw new Error('worker needs TEMPORAL_ADDRESS and DATABASE_URL; for everything on one machine use `start`');
       }
-      await migrateLedger(config.DATABASE_URL);
-      const ledger = createLedgerPool({ databaseUrl: config.DATABASE_URL, maxConnections: config.LEDGER_POOL_MAX_CONNECTIONS });
-      const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-      const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger });
-      process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS}\n`);
-      const running = worker.run();
-      await Promise.race([waitForShutdownSignal(), running]);
-      // Temporal's Runtime stops its workers on SIGINT/SIGTERM by itself; shutting down a worker
-      // that is already draining throws, which skipped the cleanup below and exited with 1.
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running;
-      await connection.close();
-      await ledger.end();
+      // Either server may still be starting (compose, a reboot): wait for it, within the limits.
+      const wait = { limits: dependencyWaitLimitsFromConfig(config), log: (line: string) => process.stderr.write(`${line}\n`) };
+      await migrateLedgerWhenReachable(config.DATABASE_URL, wait);
+      const ledger = await openLedgerPoolWhenReachable(config.DATABASE_URL, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
+      let failure: unknown = undefined;
+      try {
+        const connection = await connectWorkerWhenReachable(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, wait);
+        try {
+          const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger });
+          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS}\n`);
+          const running = worker.run();
+          const stop = await waitForStopReason(safety, { 'the worker': running });
+          failure = stop.error;
+          // Temporal's Runtime stops its workers on SIGINT/SIGTERM by itself; shutting down a worker
+          // that is already draining throws.
+          if (worker.getState() === 'RUNNING') worker.shutdown();
+          await running.catch(() => {});
+        } finally {
+          await connection.close();
+        }
+      } finally {
+        await ledger.end();
+      }
+      if (failure !== undefined && process.exitCode === undefined) throw failure;
     });
 }

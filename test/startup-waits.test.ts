@@ -1,0 +1,163 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { PG_MIGRATE_LOCK_ID } from 'node-pg-migrate';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { migrateLedgerWhenReachable } from '../src/runtime/app-context.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
+import { findFreePort } from '../src/stack/free-port.js';
+import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
+import { chargeBody, newKey, newTenant, openAccount, openHarness, waitFor, type Harness } from './support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await openHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+/** Short limits so a test sees several retries; the production defaults are in config.ts. */
+const quickWaits = {
+  DEPENDENCY_WAIT_INITIAL_DELAY_MS: '100',
+  DEPENDENCY_WAIT_MAX_DELAY_MS: '500',
+  DEPENDENCY_WAIT_BUDGET_MS: '180000',
+};
+
+interface RunningCli {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+/** The real CLI in a child process, as a deployment runs it; stdout and stderr collected together. */
+function startCli(args: string[], env: Record<string, string>): RunningCli {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  child.stdout?.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, output: () => text, exited };
+}
+
+async function stopCli(cli: RunningCli): Promise<number | null> {
+  if (cli.child.exitCode === null) cli.child.kill('SIGTERM');
+  return cli.exited;
+}
+
+async function outputMatching(cli: RunningCli, pattern: RegExp, what: string, timeoutMs = 120_000): Promise<RegExpMatchArray> {
+  return waitFor(
+    async () => {
+      if (cli.child.exitCode !== null) throw new Error(`the CLI exited (${cli.child.exitCode}) before ${what}:\n${cli.output()}`);
+      return pattern.exec(cli.output());
+    },
+    { timeoutMs, intervalMs: 100, what: `${what}; output so far:\n${cli.output()}` },
+  );
+}
+
+describe('a process started while a dependency is down waits for it', () => {
+  it('a migration waits for another process holding the migration lock, then migrates', async () => {
+    const database = `waits_${newKey('lock').replace(/[^a-z0-9]/g, '_')}`;
+    await h.pool.query(`CREATE DATABASE ${database}`);
+    const url = new URL(inject('stack').databaseUrl);
+    url.pathname = `/${database}`;
+    const holder = new pg.Client({ connectionString: url.toString() });
+    await holder.connect();
+    try {
+      // Another process in the middle of its migration, as far as the lock can tell.
+      await holder.query('SELECT pg_advisory_lock($1)', [PG_MIGRATE_LOCK_ID]);
+      const lines: string[] = [];
+      const migrated = migrateLedgerWhenReachable(url.toString(), {
+        limits: { initialDelayMs: 50, maxDelayMs: 300, budgetMs: 60_000 },
+        log: (line) => lines.push(line),
+      });
+      migrated.catch(() => {}); // awaited below; observed now so a failure while we wait is not unhandled
+      await waitFor(async () => lines.length >= 2, { what: 'two logged waits for the migration lock' });
+      expect(lines[0]).toMatch(/^waiting for database at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/waits_\S+ to migrate the ledger: attempt 1 failed/);
+      expect(lines[0]).toMatch(/next retry in \d+ ms \(waited \d+ of 60000 ms\)/);
+      expect(lines.join('\n')).not.toContain(':postgres@');
+      await holder.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]);
+      await migrated;
+      const check = new pg.Client({ connectionString: url.toString() });
+      await check.connect();
+      try {
+        const applied = await check.query('SELECT count(*)::int AS n FROM ledger_migrations');
+        expect(applied.rows[0].n).toBeGreaterThan(0);
+      } finally {
+        await check.end();
+      }
+      expect(lines.at(-1)).toMatch(/^database at .* is back: migrate the ledger succeeded on attempt \d+/);
+    } finally {
+      await holder.end();
+      await h.pool.query(`DROP DATABASE ${database} WITH (FORCE)`);
+    }
+  });
+
+  it('`chargeguard api` started while PostgreSQL is down waits, then serves once it is up', { timeout: 300_000 }, async () => {
+    const dataRoot = await mkdtemp(join(tmpdir(), 'chargeguard-waits-pg-'));
+    // PostgreSQL runs as its own OS user when we are root; it must be able to enter this folder.
+    await chmod(dataRoot, 0o755);
+    const pgPort = await findFreePort();
+    const apiPort = await findFreePort();
+    const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${pgPort}/chargeguard`;
+    const cli = startCli(['api', '--port', String(apiPort), '--log-level', 'warn'], {
+      ...quickWaits,
+      TEMPORAL_ADDRESS: inject('stack').temporalAddress,
+      DATABASE_URL: databaseUrl,
+    });
+    let postgres: EmbeddedPostgres | null = null;
+    try {
+      await outputMatching(cli, new RegExp(`waiting for database at postgres://postgres:\\*\\*\\*@127\\.0\\.0\\.1:${pgPort}/chargeguard to migrate the ledger: attempt 2 failed \\(.*ECONNREFUSED`), 'two logged waits for PostgreSQL');
+      expect(cli.output()).not.toContain('postgres:postgres@');
+
+      postgres = await startEmbeddedPostgres({ dataDir: join(dataRoot, 'postgres'), port: pgPort });
+      const postgresUpAtMs = Date.now();
+      await outputMatching(cli, /API listening on http:\/\/127\.0\.0\.1:\d+/, 'the API listening');
+      const listeningAfterMs = Date.now() - postgresUpAtMs;
+      const ready = await fetch(`http://127.0.0.1:${apiPort}/readyz`);
+      expect(ready.status).toBe(200);
+      // Recorded for docs/api.md: how long after PostgreSQL was up the API listened (migrations included).
+      console.info(`startup-waits: API listening ${listeningAfterMs} ms after PostgreSQL accepted connections`);
+      expect(await stopCli(cli)).toBe(0);
+    } finally {
+      await stopCli(cli);
+      await postgres?.stop();
+      await rm(dataRoot, { recursive: true, force: true });
+    }
+  });
+
+  it('`chargeguard worker` started while Temporal is down waits, then runs charges once it is up', { timeout: 300_000 }, async () => {
+    const dataRoot = await mkdtemp(join(tmpdir(), 'chargeguard-waits-temporal-'));
+    const temporalPort = await findFreePort();
+    const address = `127.0.0.1:${temporalPort}`;
+    const cli = startCli(['worker'], { ...quickWaits, TEMPORAL_ADDRESS: address, DATABASE_URL: inject('stack').databaseUrl });
+    let server: TemporalDevServer | null = null;
+    let connection: Connection | null = null;
+    try {
+      await outputMatching(cli, new RegExp(`waiting for temporal at 127\\.0\\.0\\.1:${temporalPort} to connect the worker \\(namespace default\\): attempt 2 failed`), 'two logged waits for Temporal');
+
+      server = await startTemporalDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
+      await outputMatching(cli, /worker polling task queue "charges"/, 'the worker polling', 240_000);
+
+      const tenant = newTenant('waits');
+      await openAccount(h.pool, tenant, 'payer', { depositMinor: 5_000 });
+      await openAccount(h.pool, tenant, 'payee');
+      connection = await Connection.connect({ address });
+      const client = h.clientFor({ temporal: new Client({ connection }) });
+      const reply = await client.charge(tenant, newKey('after-wait'), chargeBody({ amount: 700 }));
+      expect(reply.charge.status).toBe('succeeded');
+      expect(await stopCli(cli)).toBe(0);
+    } finally {
+      await stopCli(cli);
+      await connection?.close();
+      await server?.stop();
+      await rm(dataRoot, { recursive: true, force: true });
+    }
+  });
+});
