@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { RefundIntent } from '../src/domain/refund.js';
-import { LedgerRefusalError } from '../src/ledger/errors.js';
+import { IncurableLedgerError, LedgerRefusalError, classifyLedgerError } from '../src/ledger/errors.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { refundCharge, type LedgerRefund } from '../src/ledger/refunds.js';
 
@@ -22,11 +22,18 @@ export function createRefundActivities(pool: LedgerPool, hooks: RefundActivityHo
       let result: LedgerRefund;
       try {
         result = await refundCharge(pool, intent);
-      } catch (error) {
+      } catch (thrown) {
+        const error = classifyLedgerError(thrown);
         if (error instanceof LedgerRefusalError) {
           throw ApplicationFailure.create({ type: error.type, message: error.message, nonRetryable: true });
         }
-        throw error; // a system fault: Temporal retries it
+        // Values the ledger rejects (class 22/23) would be rejected on every attempt: the refund
+        // workflow fails at once instead of retrying for ever. A rejected statement (class 42) is
+        // left to retry: an operator can repair it, and a refund holds nothing while it waits.
+        if (error instanceof IncurableLedgerError && error.fault === 'dataRejected') {
+          throw ApplicationFailure.create({ type: error.type, message: error.message, nonRetryable: true });
+        }
+        throw thrown; // a system fault: Temporal retries it
       }
       await hooks.afterCommit?.(intent);
       return result;

@@ -166,6 +166,50 @@ describe('errors retrying cannot cure are decided at once', () => {
   });
 });
 
+describe('a refund whose values the ledger rejects', () => {
+  it('fails at once with LedgerDataRejected instead of retrying for ever; nothing moves', async () => {
+    const tenant = await fundedTenant('refund-nul');
+    const chargeKey = newKey('charged');
+    const charged = await h.client.charge(tenant, chargeKey, chargeBody({ amount: 1_000 }));
+    expect(charged.charge.status).toBe('succeeded');
+    const valid = h.client.buildRefundIntent(tenant, chargeKey, newKey('refund'), { amount: 400 });
+    const intent = { ...valid, refundKey: `${valid.refundKey}\u0000` };
+    const pending = {
+      id: intent.refundId,
+      tenant,
+      chargeKey,
+      chargeId: charged.charge.id,
+      refundKey: intent.refundKey,
+      amountMinor: 400,
+      requestedAmountMinor: 400,
+      currency: 'USD',
+      status: 'pending' as const,
+      failureCode: null,
+      createdAt: new Date().toISOString(),
+    };
+    const started = Date.now();
+    const handle = await h.temporal.workflow.start('RefundWorkflow', {
+      taskQueue: 'charges',
+      workflowId: `refund-nul-${newKey('wf')}`,
+      args: [{ intent, pending, policy: { activityStartToCloseMs: testPolicy.activityStartToCloseMs } }],
+    });
+    const failure = await handle.result().then(
+      () => null,
+      (error: unknown) => error as Error,
+    );
+    const decidedMs = Date.now() - started;
+    expect(failure).not.toBeNull();
+    let cause: unknown = failure;
+    const types: string[] = [];
+    for (; cause instanceof Error; cause = cause.cause) types.push((cause as { type?: string }).type ?? cause.name);
+    expect(types).toContain('LedgerDataRejected');
+    expect(decidedMs).toBeLessThan(10_000);
+    const payee = await balanceOf(h.pool, tenant, 'payee');
+    expect(payee.postedMinor).toBe(1_000);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+});
+
 describe('budgets are hard limits for local activities', () => {
   it.each<{ step: 'try' | 'confirm'; reason: string }>([
     { step: 'try', reason: cancelReasons.tryBudgetExhausted },
