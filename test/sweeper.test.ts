@@ -1,6 +1,7 @@
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ApiMetrics } from '../src/api/metrics.js';
+import { openTestApi } from './api-support.js';
 import { ChargeStateConflictError } from '../src/client/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
@@ -172,6 +173,42 @@ describe('a hold whose workflow was terminated', () => {
     );
     expect((await balanceOf(h.pool, tenant, 'payer')).pendingMinor).toBe(0);
     await expectLedgerInvariants(h.pool, tenant);
+  });
+});
+
+describe('the HTTP API on an orphaned hold', () => {
+  it('GET says reserved and why, capture is a 409 ChargeHoldOrphaned, cancel a 200 cancelled', async () => {
+    const api = await openTestApi();
+    try {
+      const tenant = await fundedTenant('orphan-http');
+      const apiKey = await api.keyFor(tenant);
+      const key = newKey('http');
+      const created = await api.request('/v1/charges', {
+        body: chargeBody({ amount: 1_500, capture: 'manual' }),
+        headers: { 'idempotency-key': key },
+        apiKey,
+      });
+      expect(created.status).toBe(201);
+      expect(created.body.status).toBe('reserved');
+      await h.temporal.workflow.getHandle(chargeWorkflowId(tenant, key)).terminate('operator stopped it (test)');
+
+      const path = `/v1/charges/${encodeURIComponent(key)}`;
+      const got = await api.request(path, { apiKey });
+      expect(got.status).toBe(200);
+      expect(got.body).toMatchObject({ status: 'reserved', failure_reason: 'hold_orphaned' });
+      const capture = await api.request(`${path}/capture`, { method: 'POST', apiKey });
+      expect(capture.status).toBe(409);
+      expect(capture.body.reason).toBe('ChargeHoldOrphaned');
+      const cancel = await api.request(`${path}/cancel`, { method: 'POST', apiKey });
+      expect(cancel.status).toBe(200);
+      expect(cancel.body).toMatchObject({ status: 'cancelled', failure_reason: 'requested_by_caller' });
+      expect((await api.request(path, { apiKey })).body.status).toBe('cancelled');
+      const payer = await balanceOf(h.pool, tenant, 'payer');
+      expect([payer.postedMinor, payer.pendingMinor]).toEqual([10_000, 0]);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await api.close();
+    }
   });
 });
 
