@@ -132,6 +132,30 @@ describe('a process started while a dependency is down waits for it', () => {
     }
   });
 
+  it('`chargeguard api` started while Temporal is down waits, then serves once it is up', { timeout: 300_000 }, async () => {
+    const dataRoot = await mkdtemp(join(tmpdir(), 'chargeguard-waits-api-temporal-'));
+    const temporalPort = await findFreePort();
+    const apiPort = await findFreePort();
+    const cli = startCli(['api', '--port', String(apiPort), '--log-level', 'warn'], {
+      ...quickWaits,
+      TEMPORAL_ADDRESS: `127.0.0.1:${temporalPort}`,
+      DATABASE_URL: inject('stack').databaseUrl,
+    });
+    let server: TemporalDevServer | null = null;
+    try {
+      await outputMatching(cli, new RegExp(`waiting for temporal at 127\\.0\\.0\\.1:${temporalPort} to connect \\(namespace default\\): attempt 2 failed`), 'two logged waits for Temporal');
+      server = await startTemporalDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
+      await outputMatching(cli, /API listening on http:\/\/127\.0\.0\.1:\d+/, 'the API listening');
+      expect(cli.output()).toMatch(/temporal at 127\.0\.0\.1:\d+ is back: connect \(namespace default\) succeeded on attempt \d+/);
+      expect((await fetch(`http://127.0.0.1:${apiPort}/readyz`)).status).toBe(200);
+      expect(await stopCli(cli)).toBe(0);
+    } finally {
+      await stopCli(cli);
+      await server?.stop();
+      await rm(dataRoot, { recursive: true, force: true });
+    }
+  });
+
   it('`chargeguard worker` started while Temporal is down waits, then runs charges once it is up', { timeout: 300_000 }, async () => {
     const dataRoot = await mkdtemp(join(tmpdir(), 'chargeguard-waits-temporal-'));
     const temporalPort = await findFreePort();
