@@ -108,7 +108,9 @@ interface WaitOptions {
 export async function migrateLedgerWhenReachable(databaseUrl: string, options: WaitOptions): Promise<void> {
   await waitForDependency(
     { dependency: 'database', address: maskDatabaseUrl(databaseUrl), purpose: 'migrate the ledger' },
-    () => migrateLedger(databaseUrl, () => {}, { lockWaitMs: options.limits.maxDelayMs }),
+    // Waiting in steps of the max delay logs each wait for another process's migration; without a
+    // wait budget (one-shot commands, tests) the lock is simply waited for, as long as migrateLedger allows.
+    () => migrateLedger(databaseUrl, () => {}, options.limits.budgetMs > 0 ? { lockWaitMs: options.limits.maxDelayMs } : {}),
     { ...options, isTransient: isDatabaseStartFailureTransient },
   );
 }
