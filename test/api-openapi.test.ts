@@ -147,6 +147,7 @@ describe('the OpenAPI document', () => {
       ['DELETE', '/v1/charges/k/refunds/r', 'GET, HEAD'],
       ['POST', '/healthz', 'GET, HEAD'],
       ['POST', '/openapi.json', 'GET, HEAD'],
+      ['QUERY', '/v1/charges/some-key', 'GET, HEAD'],
     ];
     for (const [method, path, allow] of cases) {
       const response = await api.request(path, { method, apiKey });
