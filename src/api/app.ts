@@ -84,7 +84,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const deps: ApiDeps = {
     context,
     accounts: new AccountsClient({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
-    metrics: new ApiMetrics(),
+    metrics: new ApiMetrics({ ledger: context.ledger }),
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,
     retryAfterSeconds: options.retryAfterSeconds ?? apiDefaults.retryAfterSeconds,

@@ -8,13 +8,11 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Charge, ChargeIntent, ChargeRequest, ChargeStatus } from '../domain/charge.js';
 import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
-import { limits } from '../domain/limits.js';
 import { refundWorkflowId, type Refund, type RefundIntent } from '../domain/refund.js';
-import { chargeStateRefusals, ledgerRefusals, refundRefusals } from '../domain/refusals.js';
+import { cancelReasons, chargeStateRefusals, incurableLedgerFaults, ledgerRefusals, refundRefusals } from '../domain/refusals.js';
 import { getAccounts } from '../ledger/accounts.js';
 import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { listCharges, type ChargePage } from '../ledger/listing.js';
@@ -27,24 +25,36 @@ import {
   chargeTaskQueue,
   refundStatusQuery,
   refundWorkflowType,
+  releaseHoldWorkflowId,
+  releaseHoldWorkflowType,
   type ChargeMemo,
   type ChargePolicy,
   type ChargeWorkflowInput,
   type RefundMemo,
   type RefundWorkflowInput,
+  type ReleaseHoldInput,
 } from '../../workflows/definitions.js';
 import type { ChargeWorkflow } from '../../workflows/charge-workflow.js';
 import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
+import type { ReleaseHoldWorkflow } from '../../workflows/hold-sweeper.js';
 import {
   ChargeStateConflictError,
   IdempotencyConflictError,
   NotFoundError,
+  UnavailableError,
   ValidationError,
   type FieldError,
 } from './errors.js';
-import { chargeFingerprint, chargeIdFor } from './fingerprint.js';
-import { asUnavailable } from './unavailable.js';
-import { assertIdempotencyKey, assertTenant, parseChargeRequest, parseOptionalAmount } from './validation.js';
+import { chargeFingerprint, chargeIdFor, fingerprintLike, refundFingerprint } from './fingerprint.js';
+import { asUnavailable, grpcCodeOf, grpcStatus } from './unavailable.js';
+import {
+  assertIdempotencyKey,
+  assertTenant,
+  parseAmountBody,
+  parseChargeRequest,
+  parseOptionalAmount,
+  validateChargeListQuery,
+} from './validation.js';
 
 export interface ChargeClientOptions {
   temporal: Client;
@@ -173,11 +183,11 @@ export class ChargeClient {
         const description = await handle.describe();
         if (description.status.name === 'RUNNING') return await handle.query(chargeStatusQuery);
         const settled = await readCharge(this.options.ledger, tenant, idempotencyKey);
-        if (settled) return settled.charge;
+        if (settled) return orphanedOrAsIs(settled);
         return await handle.result(); // closed without a ledger row: its result is all there is
       } catch (error) {
         if (error instanceof WorkflowNotFoundError) {
-          if (row) return row.charge;
+          if (row) return orphanedOrAsIs(row);
           throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}`);
         }
         throw error;
@@ -187,12 +197,43 @@ export class ChargeClient {
 
   /** Cancel an open charge. A repeated cancel returns the cancelled charge; a cancel after success is refused. */
   async cancelCharge(tenant: string, idempotencyKey: string): Promise<Charge> {
+    const judge = (charge: Charge): Charge => {
+      if (charge.status === 'cancelled') return charge;
+      if (charge.status === 'declined') throw refusal('declined', `charge ${idempotencyKey} was declined`);
+      throw refusal('alreadySucceeded', `charge ${idempotencyKey} already succeeded`);
+    };
     return this.translate(() =>
-      this.updateOrJudge(tenant, idempotencyKey, (handle) => handle.executeUpdate(cancelChargeUpdate), (charge) => {
-        if (charge.status === 'cancelled') return charge;
-        if (charge.status === 'declined') throw refusal('declined', `charge ${idempotencyKey} was declined`);
-        throw refusal('alreadySucceeded', `charge ${idempotencyKey} already succeeded`);
-      }),
+      this.updateOrJudge(
+        tenant,
+        idempotencyKey,
+        (handle) => handle.executeUpdate(cancelChargeUpdate),
+        judge,
+        // The hold's workflow closed without settling it. The caller asks for exactly what must
+        // happen anyway, so it is done now, as a void of a card authorisation is, rather than
+        // refused while the sweeper gets round to it: a release workflow runs the ledger's
+        // idempotent Cancel (racing the sweeper is harmless: the first Cancel wins, both answer it).
+        async () => {
+          const input: ReleaseHoldInput = {
+            tenant,
+            idempotencyKey,
+            reason: cancelReasons.requestedByCaller,
+            activityStartToCloseMs: this.options.policy.activityStartToCloseMs,
+          };
+          const release = await this.options.temporal.workflow.start<typeof ReleaseHoldWorkflow>(releaseHoldWorkflowType, {
+            taskQueue: this.taskQueue,
+            workflowId: releaseHoldWorkflowId(tenant, idempotencyKey),
+            args: [input],
+            workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+            workflowIdConflictPolicy: 'USE_EXISTING',
+          });
+          const released = await this.waitForOutcome(release, this.options.waitBudgetMs);
+          if (!released) {
+            // The release goes on; the same cancel later answers the cancelled charge.
+            throw new UnavailableError('database', `the hold of charge ${idempotencyKey} is still being released; retry the cancel`);
+          }
+          return judge(released);
+        },
+      ),
     );
   }
 
@@ -217,6 +258,17 @@ export class ChargeClient {
             throw refusal('captureAmountConflict', `charge ${idempotencyKey} was captured for ${charge.amountCapturedMinor}`);
           }
           return charge;
+        },
+        // Nothing may capture a hold whose workflow is gone: that workflow was the one place that
+        // decides between capture and void, and it may have been stopped on purpose.
+        (held) => {
+          if (held.captureMode !== 'manual') {
+            throw refusal('notManualCapture', `charge ${idempotencyKey} is captured automatically`);
+          }
+          throw refusal(
+            'holdOrphaned',
+            `charge ${idempotencyKey} cannot be captured: its workflow ended without settling the hold`,
+          );
         },
       ),
     );
@@ -294,26 +346,13 @@ export class ChargeClient {
   async listCharges(tenant: string, query: ChargeListQuery = {}): Promise<ChargePage> {
     return this.translate(async () => {
       assertTenant(tenant);
-      const errors: FieldError[] = [];
-      const limit = query.limit ?? 20;
-      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100) errors.push({ field: 'limit', message: 'must be between 1 and 100' });
-      if (query.status !== undefined && !chargeStatuses.has(query.status)) {
-        errors.push({ field: 'status', message: `must be one of ${[...chargeStatuses].join(', ')}` });
-      }
-      if (query.orderId !== undefined && (query.orderId.length < 1 || query.orderId.length > limits.orderIdMaxLength)) {
-        errors.push({ field: 'order_id', message: `must be 1-${limits.orderIdMaxLength} characters` });
-      }
-      if (query.payerAccountId !== undefined && !limits.accountIdPattern.test(query.payerAccountId)) {
-        errors.push({ field: 'payer_account_id', message: 'is not a valid account id' });
-      }
-      if (errors.length > 0) throw new ValidationError(errors);
-      if (query.startingAfter !== undefined) assertIdempotencyKey(query.startingAfter, 'starting_after');
+      const valid = validateChargeListQuery(query);
       return listCharges(this.options.ledger, tenant, {
-        orderId: query.orderId ?? null,
-        payerAccountId: query.payerAccountId ?? null,
-        status: query.status ?? null,
-        limit,
-        startingAfter: query.startingAfter ?? null,
+        orderId: valid.orderId ?? null,
+        payerAccountId: valid.payerAccountId ?? null,
+        status: valid.status ?? null,
+        limit: valid.limit,
+        startingAfter: valid.startingAfter ?? null,
       });
     });
   }
@@ -329,7 +368,7 @@ export class ChargeClient {
       chargeKey,
       refundKey,
       refundId: `re_${sha256Hex(`${tenant}\n${chargeKey}\n${refundKey}`).slice(0, 24)}`,
-      fingerprint: sha256Hex(canonicalJson({ amount: amountMinor })),
+      fingerprint: refundFingerprint(amountMinor),
       amountMinor,
     };
   }
@@ -353,12 +392,16 @@ export class ChargeClient {
     idempotencyKey: string,
     body: unknown,
   ): Promise<{ handle: ChargeHandle; started: boolean } | { settled: Charge }> {
-    const intent = this.buildIntent(tenant, idempotencyKey, body);
+    const built = this.buildIntent(tenant, idempotencyKey, body);
     // Both reads at once: a new charge needs the accounts checked, a replay needs only the row.
     const [recorded] = await Promise.all([
       readCharge(this.options.ledger, tenant, idempotencyKey),
-      this.assertAccountsUsable(tenant, intent.request),
+      this.assertAccountsUsable(tenant, built.request),
     ]);
+    // A key recorded under an earlier fingerprint definition is compared under that definition,
+    // and the intent carries that fingerprint so the ledger's own comparison in Try agrees.
+    const like = (first: string | undefined): string => fingerprintLike(first, (version) => chargeFingerprint(built.request, version));
+    const intent: ChargeIntent = recorded === null ? built : { ...built, fingerprint: like(recorded.fingerprint) };
     if (recorded !== null) {
       // The ledger's row is the first request's, forever: a different request is a conflict, and a
       // decided charge is answered from the row without a Temporal call (a few ms instead of the
@@ -390,11 +433,11 @@ export class ChargeClient {
     const handle = this.handleFor(tenant, idempotencyKey);
     const description = await handle.describe();
     const firstFingerprint = (description.memo as Partial<ChargeMemo> | undefined)?.fingerprint;
-    if (firstFingerprint === intent.fingerprint) return { handle, started: false };
+    if (firstFingerprint !== undefined && firstFingerprint === like(firstFingerprint)) return { handle, started: false };
     // The ledger outranks the memo: after Temporal forgot a key, a mismatched request may have
     // started (and failed) an execution whose memo is wrong, while the ledger keeps the original.
     const row = await readCharge(this.options.ledger, tenant, idempotencyKey);
-    if (row && row.fingerprint === intent.fingerprint && decidedStatuses.has(row.charge.status)) {
+    if (row && row.fingerprint === like(row.fingerprint) && decidedStatuses.has(row.charge.status)) {
       return { settled: row.charge };
     }
     throw conflict(idempotencyKey);
@@ -443,18 +486,22 @@ export class ChargeClient {
   private async waitForReservation(tenant: string, idempotencyKey: string, handle: ChargeHandle, waitMs: number): Promise<Charge | null> {
     if (waitMs <= 0) return null;
     const abort = new AbortController();
-    const closed = this.options.temporal
+    // Settles, never rejects: the workflow can fail (terminated, say) while this loop is busy reading
+    // the ledger, and a rejection nobody is awaiting at that moment would take the process down.
+    const closed: Promise<{ charge: Charge | null } | { error: unknown }> = this.options.temporal
       .withAbortSignal(abort.signal, () => this.waitForOutcome(handle, waitMs))
-      .catch((error: unknown) => {
-        if (abort.signal.aborted) return null;
-        throw error;
-      });
+      .then(
+        (charge) => ({ charge }),
+        (error: unknown) => (abort.signal.aborted ? { charge: null } : { error }),
+      );
     try {
       for (let pollMs = 20; ; pollMs = Math.min(pollMs * 2, 200)) {
         const row = await readCharge(this.options.ledger, tenant, idempotencyKey);
         if (row?.charge.status === 'reserved') return row.charge;
         const first = await Promise.race([closed, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), pollMs))]);
-        if (first !== undefined) return first; // the workflow closed, or the wait budget ran out (null)
+        if (first === undefined) continue;
+        if ('error' in first) throw first.error;
+        return first.charge; // the workflow closed, or the wait budget ran out (null)
       }
     } finally {
       abort.abort();
@@ -463,10 +510,20 @@ export class ChargeClient {
 
   /** As startOrAttach, for refunds: Temporal rejects the second start, the memo or the ledger judges the request. */
   private async startOrAttachRefund(
-    intent: RefundIntent,
+    built: RefundIntent,
     charge: LedgerCharge,
   ): Promise<{ handle: RefundHandle; started: boolean } | { settled: Refund }> {
-    const { tenant, chargeKey, refundKey } = intent;
+    const { tenant, chargeKey, refundKey } = built;
+    // The ledger's row is the first request's, forever, and may carry a fingerprint of an earlier
+    // definition: the request is compared under that one, and the intent carries it, so that the
+    // ledger's own comparison agrees should Temporal have forgotten the refund's workflow.
+    const recorded = await readRefund(this.options.ledger, tenant, chargeKey, refundKey);
+    const like = (first: string | undefined): string => fingerprintLike(first, (version) => refundFingerprint(built.amountMinor, version));
+    const intent: RefundIntent = recorded === null ? built : { ...built, fingerprint: like(recorded.fingerprint) };
+    if (recorded !== null) {
+      if (recorded.fingerprint !== intent.fingerprint) throw refundConflict(chargeKey, refundKey);
+      return { settled: recorded.refund };
+    }
     const memo: RefundMemo = { fingerprint: intent.fingerprint };
     const input: RefundWorkflowInput = {
       intent,
@@ -489,13 +546,10 @@ export class ChargeClient {
     const handle = this.refundHandleFor(tenant, chargeKey, refundKey);
     const description = await handle.describe();
     const firstFingerprint = (description.memo as Partial<RefundMemo> | undefined)?.fingerprint;
-    if (firstFingerprint === intent.fingerprint) return { handle, started: false };
+    if (firstFingerprint !== undefined && firstFingerprint === like(firstFingerprint)) return { handle, started: false };
     const row = await readRefund(this.options.ledger, tenant, chargeKey, refundKey);
-    if (row && row.fingerprint === intent.fingerprint) return { settled: row.refund };
-    throw new IdempotencyConflictError(
-      `refund key ${refundKey} was already used for a different refund of charge ${chargeKey}; ` +
-        'use a new refund key for a new refund, or resend the original request unchanged',
-    );
+    if (row && row.fingerprint === like(row.fingerprint)) return { settled: row.refund };
+    throw refundConflict(chargeKey, refundKey);
   }
 
   private refundHandleFor(tenant: string, chargeKey: string, refundKey: string): RefundHandle {
@@ -519,20 +573,31 @@ export class ChargeClient {
     idempotencyKey: string,
     update: (handle: ChargeHandle) => Promise<Charge>,
     judge: (charge: Charge) => Charge,
+    orphaned: (held: Charge) => Promise<Charge> | Charge,
   ): Promise<Charge> {
     assertTenant(tenant);
     assertIdempotencyKey(idempotencyKey);
     const handle = this.handleFor(tenant, idempotencyKey);
+    let closed = false;
     try {
       const description = await handle.describe();
       if (description.status.name === 'RUNNING') return await update(handle);
+      closed = true;
     } catch (error) {
-      if (error instanceof WorkflowUpdateFailedError) throw stateConflictFrom(error.cause) ?? error;
-      if (!(error instanceof WorkflowNotFoundError) && !isCompletedDuringUpdate(error)) throw error;
+      // An update accepted just as the workflow closed is answered by the ledger, not refused.
+      const completedMeanwhile = error instanceof WorkflowNotFoundError || isCompletedDuringUpdate(error);
+      if (!completedMeanwhile && error instanceof WorkflowUpdateFailedError) throw stateConflictFrom(error.cause) ?? error;
+      if (!completedMeanwhile) throw error;
+      closed = !(error instanceof WorkflowNotFoundError);
     }
     const row = await readCharge(this.options.ledger, tenant, idempotencyKey);
-    if (!row) throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}`);
-    return judge(row.charge);
+    // Still held after its workflow closed (terminated, reset) or was forgotten: no workflow will
+    // settle it, so neither "already succeeded" nor "reserved" would be true.
+    if (row?.holdState === 'TRIED') return orphaned(orphanedOrAsIs(row));
+    if (row) return judge(row.charge);
+    // Decided without a ledger row (values the ledger rejects): the workflow's result is the record.
+    if (closed) return judge(await handle.result());
+    throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}`);
   }
 
   /** Runs an operation and turns infrastructure and workflow failures into the client's typed errors. */
@@ -546,6 +611,11 @@ export class ChargeClient {
         if (refusal?.type === ledgerRefusals.chargeNotFound.type) throw new NotFoundError(refusal.message);
         if (refusal?.type === ledgerRefusals.chargeNotCaptured.type) {
           throw new ChargeStateConflictError(refusal.type, refusal.message);
+        }
+        // Values the ledger cannot store (validation should have caught them first): the caller's
+        // request is at fault, and retrying it can never succeed.
+        if (refusal && refusal.type === incurableLedgerFaults.dataRejected.type) {
+          throw new ValidationError([{ field: 'body', message: `the ledger rejected these values: ${refusal.message}` }]);
         }
       }
       throw asUnavailable(error);
@@ -561,11 +631,27 @@ function applicationFailureIn(error: unknown): ApplicationFailure | null {
   return null;
 }
 
+function refundConflict(chargeKey: string, refundKey: string): IdempotencyConflictError {
+  return new IdempotencyConflictError(
+    `refund key ${refundKey} was already used for a different refund of charge ${chargeKey}; ` +
+      'use a new refund key for a new refund, or resend the original request unchanged',
+  );
+}
+
 function conflict(idempotencyKey: string): IdempotencyConflictError {
   return new IdempotencyConflictError(
     `idempotency key ${idempotencyKey} was already used for a different charge request; ` +
       'use a new key for a new charge, or resend the original request unchanged',
   );
+}
+
+/**
+ * A row read after its ChargeWorkflow was found closed or forgotten. Still TRIED means nothing will
+ * capture it: the money is still held (so the status stays reserved, as the balances say), and
+ * failure_reason says it is being released (by the sweeper, or at once by a cancel).
+ */
+function orphanedOrAsIs(row: LedgerCharge): Charge {
+  return row.holdState === 'TRIED' ? { ...row.charge, failureReason: cancelReasons.holdOrphaned } : row.charge;
 }
 
 function refusal(name: keyof typeof chargeStateRefusals, detail: string): ChargeStateConflictError {
@@ -578,43 +664,23 @@ function stateConflictFrom(cause: unknown): ChargeStateConflictError | null {
   return null;
 }
 
-/** An update that reached the workflow just as it closed: the ledger has the answer. */
+/**
+ * An update that reached the workflow just as it closed: the ledger has the answer. Temporal says so
+ * with NOT_FOUND ("workflow execution already completed", "update aborted by closing workflow") for
+ * an update not yet accepted, and with an AcceptedUpdateCompletedWorkflow failure for one accepted.
+ */
 function isCompletedDuringUpdate(error: unknown): boolean {
-  return /workflow execution already completed/i.test((error as Error | null)?.message ?? '');
-}
-
-const chargeStatuses: ReadonlySet<ChargeStatus> = new Set<ChargeStatus>([
-  'pending',
-  'reserved',
-  'succeeded',
-  'declined',
-  'cancelled',
-  'partially_refunded',
-  'refunded',
-]);
-
-// The package is CommonJS whose typings claim an ES default export; require() sees the real shape.
-const canonicalize = createRequire(import.meta.url)('canonicalize') as (input: unknown) => string | undefined;
-
-function canonicalJson(value: unknown): string {
-  const canonical = canonicalize(value);
-  if (canonical === undefined) throw new Error('request cannot be canonicalised');
-  return canonical;
+  if (grpcCodeOf(error) === grpcStatus.NOT_FOUND) return true;
+  return error instanceof WorkflowUpdateFailedError && applicationFailureIn(error.cause)?.type === 'AcceptedUpdateCompletedWorkflow';
 }
 
 function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
-/** The refund body on the wire: `{}` (refund all that is left) or `{amount}`. */
+/** The refund body on the wire: `{}` (refund all that is left) or `{amount}`; `"amount": null` is an error. */
 function parseRefundBody(body: unknown, amountMinorMax: number): number | null {
-  if (body === undefined || body === null) return null;
-  if (typeof body !== 'object' || Array.isArray(body)) {
-    throw new ValidationError([{ field: 'body', message: 'must be a JSON object' }]);
-  }
-  const unknownFields = Object.keys(body).filter((field) => field !== 'amount');
-  if (unknownFields.length > 0) throw new ValidationError([{ field: unknownFields.join(','), message: 'is not a known field' }]);
-  return parseOptionalAmount((body as { amount?: unknown }).amount, 'amount', amountMinorMax);
+  return parseAmountBody(body, amountMinorMax, 'all that is left to refund');
 }
 
 /** A refused refund is an error for the caller, the same one on every replay. */
