@@ -12,16 +12,27 @@ import { WorkflowFailedError, WorkflowUpdateStage, type Client } from '@temporal
 import { ApplicationFailure } from '@temporalio/common';
 import type { LedgerStep } from '../activities/index.js';
 import { RefundRefusedError, type ChargeClient } from '../src/client/charge-client.js';
-import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
-import { refundWorkflowId } from '../src/domain/refund.js';
+import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
+import { refundWorkflowId, type Refund } from '../src/domain/refund.js';
+import { cancelReasons } from '../src/domain/refusals.js';
+import { readCharge, tryHold } from '../src/ledger/charges.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import {
   cancelChargeUpdate,
   chargeWorkflowType,
+  holdSweeperWorkflowType,
+  refundWorkflowType,
+  releaseHoldWorkflowId,
+  releaseHoldWorkflowType,
   type ChargePolicy,
   type ChargeWorkflowInput,
+  type HoldSweepInput,
+  type HoldSweepResult,
+  type ReleaseHoldInput,
+  type RefundWorkflowInput,
 } from '../workflows/definitions.js';
 import type { OrderAgentInput, OrderAgentResult } from '../workflows/sample-agent-workflow.js';
+import { activityTypesOf } from './workflow-histories.js';
 
 export interface WorkflowRef {
   workflowId: string;
@@ -42,6 +53,13 @@ export interface RecordingContext {
   body(amountMinor: number, capture?: 'automatic' | 'manual'): Record<string, unknown>;
   /** Runs `hook` before every attempt of this step for this key (throw to make the step fail). */
   onStep(step: LedgerStep, key: string, hook: () => void | Promise<void>): void;
+  /** Runs `hook` after this step committed for this key, before it reports (throw: the answer is lost). */
+  onCommit(step: LedgerStep, key: string, hook: () => void | Promise<void>): void;
+  /**
+   * A tenant of this path alone, with accounts `payer` (funded) and `payee`: for paths that look at
+   * every hold of a tenant (a sweep), which the other paths, running side by side, must not touch.
+   */
+  ownTenant(label: string): Promise<string>;
 }
 
 export interface HistoryPath {
@@ -63,6 +81,139 @@ function expectCharge(charge: Charge, expected: Partial<Pick<Charge, 'status' | 
 
 function chargeRef(ctx: RecordingContext, key: string): WorkflowRef {
   return { workflowId: chargeWorkflowId(ctx.tenant, key) };
+}
+
+/** The activities (local or remote) the execution ran, in order. */
+async function activitiesRun(ctx: RecordingContext, ref: WorkflowRef): Promise<string[]> {
+  const history = await ctx.temporal.workflow.getHandle(ref.workflowId, ref.runId, { followRuns: false }).fetchHistory();
+  return activityTypesOf(history);
+}
+
+/** Throws unless the execution ran exactly these activities, in this order: the branch it took. */
+async function expectActivities(ctx: RecordingContext, ref: WorkflowRef, expected: string[]): Promise<WorkflowRef> {
+  const ran = await activitiesRun(ctx, ref);
+  if (JSON.stringify(ran) !== JSON.stringify(expected)) {
+    throw new Error(`expected the activities ${JSON.stringify(expected)}, ${ref.workflowId} ran ${JSON.stringify(ran)}: it took another branch`);
+  }
+  return ref;
+}
+
+/** Throws unless the charge row is in this state with this failure reason (null: no row at all). */
+async function expectRow(ctx: RecordingContext, key: string, expected: { holdState: string; failureReason: string | null } | null) {
+  const row = await readCharge(ctx.ledger, ctx.tenant, key);
+  const actual = row ? { holdState: row.holdState, failureReason: row.charge.failureReason } : null;
+  if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+    throw new Error(`expected the ledger row ${JSON.stringify(expected)} for ${key}, it has ${JSON.stringify(actual)}`);
+  }
+}
+
+/** The failure types along a workflow failure's cause chain (outermost first). */
+function failureTypes(error: unknown): string[] {
+  const types: string[] = [];
+  for (let cause = error; cause instanceof Error; cause = cause.cause) {
+    types.push(cause instanceof ApplicationFailure && cause.type ? cause.type : cause.name);
+  }
+  return types;
+}
+
+/** Throws unless the execution failed with this type somewhere in its failure's causes. */
+async function expectWorkflowFailure(result: Promise<unknown>, type: string): Promise<void> {
+  const error = await result.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof WorkflowFailedError)) throw new Error(`expected the workflow to fail, got ${String(error)}`);
+  if (!failureTypes(error).includes(type)) {
+    throw new Error(`expected the workflow to fail with ${type}, it failed with ${JSON.stringify(failureTypes(error))}`);
+  }
+}
+
+/** A PostgreSQL error as node-postgres reports it: the activities classify it by its SQLSTATE. */
+function sqlError(code: string, message: string): Error {
+  return Object.assign(new Error(`${message} (injected by the history recorder)`), { code });
+}
+
+/** Starts ChargeWorkflow under the key's usual id with an intent the client would not have built. */
+async function startFromIntent(ctx: RecordingContext, intent: ChargeIntent) {
+  return ctx.temporal.workflow.start<(input: ChargeWorkflowInput) => Promise<Charge>>(chargeWorkflowType, {
+    taskQueue: ctx.taskQueue,
+    workflowId: chargeWorkflowId(intent.tenant, intent.idempotencyKey),
+    args: [{ intent, policy: ctx.policy }],
+    memo: { fingerprint: intent.fingerprint },
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+  });
+}
+
+/** A manual-capture hold whose workflow an operator terminated: TRIED, and nothing will settle it. */
+async function orphanedHold(ctx: RecordingContext, tenant: string, key: string, amountMinor: number): Promise<void> {
+  const reply = await ctx.client().charge(tenant, key, ctx.body(amountMinor, 'manual'));
+  expectCharge(reply.charge, { status: 'reserved' });
+  await ctx.temporal.workflow.getHandle(chargeWorkflowId(tenant, key)).terminate('history recorder: an operator stopped it');
+  const row = await readCharge(ctx.ledger, tenant, key);
+  if (row?.holdState !== 'TRIED') throw new Error(`expected ${key} to stay held once its workflow was terminated, it is ${row?.holdState}`);
+}
+
+/** A hold already past its expiry with no workflow at all: as a lost worker fleet leaves it. */
+async function expiredHold(ctx: RecordingContext, tenant: string, key: string, amountMinor: number): Promise<void> {
+  await tryHold(ctx.ledger, ctx.client().buildIntent(tenant, key, ctx.body(amountMinor, 'manual')), -60_000);
+}
+
+/** A sweep of one tenant that judges every stranded hold at once. */
+async function sweep(ctx: RecordingContext, tenant: string, key: string, releaseBatchSize: number) {
+  const input: HoldSweepInput = {
+    releaseBatchSize,
+    expiredGraceMs: 0,
+    orphanMinAgeMs: 0,
+    orphanExaminedMax: 100,
+    activityStartToCloseMs: ctx.policy.activityStartToCloseMs,
+    tenant,
+  };
+  const workflowId = `sweep/${ctx.tenant}/${key}`;
+  const result = await ctx.temporal.workflow.execute<(input: HoldSweepInput) => Promise<HoldSweepResult>>(holdSweeperWorkflowType, {
+    taskQueue: ctx.taskQueue,
+    workflowId,
+    args: [input],
+  });
+  return { result, ref: { workflowId } };
+}
+
+function expectSweep(result: HoldSweepResult, expected: HoldSweepResult): void {
+  if (JSON.stringify(result) !== JSON.stringify(expected)) {
+    throw new Error(`expected the sweep ${JSON.stringify(expected)}, it answered ${JSON.stringify(result)}: it took another branch`);
+  }
+}
+
+async function releaseHoldOf(ctx: RecordingContext, key: string) {
+  const input: ReleaseHoldInput = {
+    tenant: ctx.tenant,
+    idempotencyKey: key,
+    reason: cancelReasons.requestedByCaller,
+    activityStartToCloseMs: ctx.policy.activityStartToCloseMs,
+  };
+  const workflowId = releaseHoldWorkflowId(ctx.tenant, key);
+  const charge = await ctx.temporal.workflow.execute<(input: ReleaseHoldInput) => Promise<Charge | null>>(releaseHoldWorkflowType, {
+    taskQueue: ctx.taskQueue,
+    workflowId,
+    args: [input],
+  });
+  return { charge, ref: { workflowId } };
+}
+
+/** Try or Confirm failing on a system fault (the database starting up) for longer than its short budget. */
+async function budgetExhausted(ctx: RecordingContext, key: string, step: 'try' | 'confirm'): Promise<WorkflowRef> {
+  let attempts = 0;
+  ctx.onStep(step, key, () => {
+    attempts++;
+    throw sqlError('57P03', 'the database system is starting up');
+  });
+  const policy: Partial<ChargePolicy> = step === 'try' ? { tryBudgetMs: 3_000 } : { confirmBudgetMs: 3_000 };
+  const { charge } = await ctx.client(policy).charge(ctx.tenant, key, ctx.body(1_100));
+  const reason = step === 'try' ? cancelReasons.tryBudgetExhausted : cancelReasons.confirmBudgetExhausted;
+  expectCharge(charge, { status: 'cancelled', failureReason: reason });
+  if (attempts < 2) throw new Error(`expected ${step} to be retried while its budget lasted, it ran ${attempts} time(s)`);
+  await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: reason });
+  const steps = step === 'try' ? ['tryCharge', 'cancelCharge'] : ['tryCharge', 'confirmCharge', 'cancelCharge'];
+  return expectActivities(ctx, chargeRef(ctx, key), steps);
 }
 
 /** A second execution for a key the ledger already knows: what happens once Temporal forgot the key (after retention). */
@@ -119,8 +270,9 @@ export const historyPaths: HistoryPath[] = [
       ctx.onStep('try', key, () => {
         throw injectedRefusal('Try refused');
       });
-      expectCharge((await ctx.client().charge(ctx.tenant, key, ctx.body(1_000))).charge, { status: 'cancelled' });
-      return chargeRef(ctx, key);
+      const { charge } = await ctx.client().charge(ctx.tenant, key, ctx.body(1_000));
+      expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.ledgerUnavailable });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'cancelCharge']);
     },
   },
   {
@@ -132,7 +284,7 @@ export const historyPaths: HistoryPath[] = [
       });
       const { charge } = await ctx.client().charge(ctx.tenant, key, ctx.body(5_000));
       expectCharge(charge, { status: 'cancelled', failureReason: 'confirm_failed' });
-      return chargeRef(ctx, key);
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'confirmCharge', 'cancelCharge']);
     },
   },
   {
@@ -209,22 +361,19 @@ export const historyPaths: HistoryPath[] = [
   },
   {
     name: 'charge-try-refused-idempotency-conflict',
-    about: 'a new execution for a key the ledger holds for another request: Try refuses it (IdempotencyConflict) and the workflow fails',
+    about: 'a new execution for a key the ledger holds for another request: Try refuses it (IdempotencyConflict) and the workflow fails with that refusal, nothing compensated',
     async record(ctx, key) {
       expectCharge((await ctx.client().charge(ctx.tenant, key, ctx.body(1_000))).charge, { status: 'succeeded' });
       const handle = await startAnotherExecution(ctx, key, ctx.body(1_001));
-      const error = await handle.result().then(
-        () => null,
-        (e: unknown) => e,
-      );
-      // Only that it fails: which refusal it fails with is the workflow's business (and the tests').
-      if (!(error instanceof WorkflowFailedError)) throw new Error(`expected the workflow to fail, got ${String(error)}`);
-      return { workflowId: handle.workflowId };
+      // The local step's refusal is recognised as one: the workflow fails with it, and no Cancel
+      // runs under a key that belongs to another request.
+      await expectWorkflowFailure(handle.result(), 'IdempotencyConflict');
+      return expectActivities(ctx, { workflowId: handle.workflowId }, ['tryCharge']);
     },
   },
   {
     name: 'charge-try-after-cancel',
-    about: 'a new execution for a key whose charge was cancelled: Try refuses to reserve (HoldCancelled), the charge stays cancelled',
+    about: 'a new execution for a key whose charge was cancelled: Try refuses to reserve (HoldCancelled), the workflow reads the row, the charge stays cancelled',
     async record(ctx, key) {
       const client = ctx.client();
       const body = ctx.body(1_000, 'manual');
@@ -232,7 +381,203 @@ export const historyPaths: HistoryPath[] = [
       expectCharge(await client.cancelCharge(ctx.tenant, key), { status: 'cancelled' });
       const handle = await startAnotherExecution(ctx, key, body);
       expectCharge(await handle.result(), { status: 'cancelled', failureReason: 'requested_by_caller' });
-      return { workflowId: handle.workflowId };
+      // The refusal is recognised: the row is read, not compensated as if the ledger were down.
+      return expectActivities(ctx, { workflowId: handle.workflowId }, ['tryCharge', 'readCharge']);
+    },
+  },
+  {
+    name: 'charge-try-budget-exhausted',
+    about: 'Try fails on a system fault (SQLSTATE 57P03) for longer than its budget: given up, Cancel writes the tombstone (try_budget_exhausted)',
+    record: (ctx, key) => budgetExhausted(ctx, key, 'try'),
+  },
+  {
+    name: 'charge-confirm-budget-exhausted',
+    about: 'Confirm fails on a system fault (SQLSTATE 57P03) for longer than its budget: given up, Cancel releases the hold (confirm_budget_exhausted)',
+    record: (ctx, key) => budgetExhausted(ctx, key, 'confirm'),
+  },
+  {
+    name: 'charge-try-hung-budget-exhausted',
+    about: 'every Try attempt hangs past its start-to-close timeout: given up at its budget, Cancel writes the tombstone (try_budget_exhausted)',
+    async record(ctx, key) {
+      let release = (): void => undefined;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let attempts = 0;
+      ctx.onStep('try', key, async () => {
+        attempts++;
+        await released; // a connection that never answers
+        throw new Error('a hung Try attempt released after the recording (injected by the history recorder)');
+      });
+      try {
+        const { charge } = await ctx
+          .client({ activityStartToCloseMs: 1_000, tryBudgetMs: 3_000 })
+          .charge(ctx.tenant, key, ctx.body(1_200));
+        expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.tryBudgetExhausted });
+      } finally {
+        release();
+      }
+      if (attempts < 2) throw new Error(`expected the hung Try to be attempted again, it ran ${attempts} time(s)`);
+      await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.tryBudgetExhausted });
+      const ran = await activitiesRun(ctx, chargeRef(ctx, key));
+      if (ran[0] !== 'tryCharge' || ran.at(-1) !== 'cancelCharge' || ran.includes('confirmCharge')) {
+        throw new Error(`expected Try given up and then Cancel, the history ran ${JSON.stringify(ran)}`);
+      }
+      return chargeRef(ctx, key);
+    },
+  },
+  {
+    name: 'charge-try-budget-timer-fired',
+    about: "Try commits but every answer is lost (a retryable fault after the commit) past its budget: the workflow's durable budget timer gives it up, Cancel releases the hold (try_budget_exhausted)",
+    async record(ctx, key) {
+      // A fault after the commit is not one the step can give itself up on, and each attempt
+      // fails in milliseconds, so the activity's own schedule-to-close fires between attempts,
+      // where the worker drops it: only the workflow's timer ends the step.
+      let lost = 0;
+      ctx.onCommit('try', key, () => {
+        lost++;
+        throw new Error('connection lost after Try committed (injected by the history recorder)');
+      });
+      const { charge } = await ctx.client({ tryBudgetMs: 3_000 }).charge(ctx.tenant, key, ctx.body(1_400));
+      expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.tryBudgetExhausted });
+      if (lost < 2) throw new Error(`expected Try to be retried while its budget lasted, it ran ${lost} time(s)`);
+      await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.tryBudgetExhausted });
+      const history = await ctx.temporal.workflow.getHandle(chargeWorkflowId(ctx.tenant, key)).fetchHistory();
+      if (!history.events?.some((event) => event.timerFiredEventAttributes)) {
+        throw new Error('expected the budget timer to fire, the history has no fired timer: the step ended another way');
+      }
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'cancelCharge']);
+    },
+  },
+  {
+    name: 'charge-try-data-rejected-tombstone',
+    about: 'Try fails on a value the ledger rejects (SQLSTATE 22003): decided at once, Cancel writes the tombstone (ledger_rejected_data)',
+    async record(ctx, key) {
+      let attempts = 0;
+      ctx.onStep('try', key, () => {
+        attempts++;
+        throw sqlError('22003', 'value out of range for type bigint');
+      });
+      const { charge } = await ctx.client().charge(ctx.tenant, key, ctx.body(700));
+      expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.ledgerRejectedData });
+      if (attempts !== 1) throw new Error(`expected one Try attempt (a data error is not retried), it ran ${attempts}`);
+      await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.ledgerRejectedData });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'cancelCharge']);
+    },
+  },
+  {
+    name: 'charge-try-data-rejected-no-row',
+    about: 'a NUL in order_id reaches the ledger: Try and Cancel are both rejected (22021), the read finds no row, the charge ends cancelled with nothing recorded',
+    async record(ctx, key) {
+      const valid = ctx.client().buildIntent(ctx.tenant, key, ctx.body(1_200));
+      const poisoned: ChargeIntent = { ...valid, request: { ...valid.request, orderId: 'order-\u0000-1' } };
+      const handle = await startFromIntent(ctx, poisoned);
+      expectCharge(await handle.result(), { status: 'cancelled', failureReason: cancelReasons.ledgerRejectedData });
+      await expectRow(ctx, key, null);
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'cancelCharge', 'readCharge']);
+    },
+  },
+  {
+    name: 'charge-confirm-data-rejected-cancel-retried',
+    about: 'Confirm fails on a rejected value (22003); Cancel is refused as a statement (42883) three times and retried until it releases the hold',
+    async record(ctx, key) {
+      ctx.onStep('confirm', key, () => {
+        throw sqlError('22003', 'numeric field overflow');
+      });
+      let cancelAttempts = 0;
+      ctx.onStep('cancel', key, () => {
+        if (++cancelAttempts <= 3) throw sqlError('42883', 'function ledger_cancel does not exist');
+      });
+      const { charge } = await ctx.client().charge(ctx.tenant, key, ctx.body(900));
+      expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.ledgerRejectedData });
+      if (cancelAttempts !== 4) throw new Error(`expected Cancel to succeed on its 4th attempt, it ran ${cancelAttempts} time(s)`);
+      await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.ledgerRejectedData });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'confirmCharge', 'cancelCharge']);
+    },
+  },
+  {
+    name: 'charge-try-statement-rejected',
+    about: 'Try is refused as a statement (SQLSTATE 42883, only an operator can cure it): decided at once, Cancel writes the tombstone (ledger_rejected_statement)',
+    async record(ctx, key) {
+      let attempts = 0;
+      ctx.onStep('try', key, () => {
+        attempts++;
+        throw sqlError('42883', 'function ledger_try does not exist');
+      });
+      const { charge } = await ctx.client().charge(ctx.tenant, key, ctx.body(800));
+      expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.ledgerRejectedStatement });
+      if (attempts !== 1) throw new Error(`expected one Try attempt (a rejected statement is not retried), it ran ${attempts}`);
+      await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.ledgerRejectedStatement });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'cancelCharge']);
+    },
+  },
+  {
+    name: 'charge-compensation-finds-confirm-committed',
+    about: "Confirm commits but its answer is lost (non-retryably): Cancel is refused (HoldAlreadyCaptured), the row is read, the charge succeeded",
+    async record(ctx, key) {
+      let lost = 0;
+      ctx.onCommit('confirm', key, () => {
+        lost++;
+        throw injectedRefusal('the answer of a committed Confirm is lost');
+      });
+      const { charge } = await ctx.client().charge(ctx.tenant, key, ctx.body(1_300));
+      expectCharge(charge, { status: 'succeeded', amountCapturedMinor: 1_300 });
+      if (lost !== 1) throw new Error(`expected one committed Confirm whose answer was lost, got ${lost}`);
+      await expectRow(ctx, key, { holdState: 'CONFIRMED', failureReason: null });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'confirmCharge', 'cancelCharge', 'readCharge']);
+    },
+  },
+  {
+    name: 'hold-sweep-expired-and-orphaned',
+    about: 'HoldSweeperWorkflow: one sweep voids an expired hold (hold_expired) and an orphaned one (hold_orphaned), within its batch',
+    async record(ctx, key) {
+      const tenant = await ctx.ownTenant(key);
+      await expiredHold(ctx, tenant, `${key}-expired`, 400);
+      await orphanedHold(ctx, tenant, `${key}-orphaned`, 500);
+      const { result, ref } = await sweep(ctx, tenant, key, 10);
+      expectSweep(result, { expiredReleased: 1, orphanedReleased: 1, orphanCandidatesExamined: 1, batchFull: false });
+      for (const [hold, reason] of [
+        [`${key}-expired`, cancelReasons.holdExpired],
+        [`${key}-orphaned`, cancelReasons.holdOrphaned],
+      ] as const) {
+        const row = await readCharge(ctx.ledger, tenant, hold);
+        if (row?.holdState !== 'CANCELLED' || row.charge.failureReason !== reason) {
+          throw new Error(`expected ${hold} voided (${reason}), it is ${row?.holdState} (${row?.charge.failureReason})`);
+        }
+      }
+      return expectActivities(ctx, ref, ['findExpiredHolds', 'releaseHold', 'findOrphanedHolds', 'releaseHold']);
+    },
+  },
+  {
+    name: 'hold-sweep-batch-full',
+    about: 'HoldSweeperWorkflow: expired holds fill the batch, so the sweep stops before looking for orphans (batchFull)',
+    async record(ctx, key) {
+      const tenant = await ctx.ownTenant(key);
+      await expiredHold(ctx, tenant, `${key}-1`, 300);
+      await expiredHold(ctx, tenant, `${key}-2`, 300);
+      const { result, ref } = await sweep(ctx, tenant, key, 1);
+      expectSweep(result, { expiredReleased: 1, orphanedReleased: 0, orphanCandidatesExamined: 0, batchFull: true });
+      return expectActivities(ctx, ref, ['findExpiredHolds', 'releaseHold']);
+    },
+  },
+  {
+    name: 'release-hold-orphaned',
+    about: "ReleaseHoldWorkflow: a caller's cancel of a hold whose workflow was terminated releases it",
+    async record(ctx, key) {
+      await orphanedHold(ctx, ctx.tenant, key, 600);
+      const { charge, ref } = await releaseHoldOf(ctx, key);
+      if (!charge) throw new Error('expected the released charge, the release answered null');
+      expectCharge(charge, { status: 'cancelled', failureReason: cancelReasons.requestedByCaller });
+      await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.requestedByCaller });
+      return expectActivities(ctx, ref, ['releaseHold']);
+    },
+  },
+  {
+    name: 'release-hold-no-row',
+    about: 'ReleaseHoldWorkflow: a key the ledger never saw answers null and records nothing',
+    async record(ctx, key) {
+      const { charge, ref } = await releaseHoldOf(ctx, key);
+      if (charge !== null) throw new Error(`expected null for a key the ledger never saw, got ${JSON.stringify(charge)}`);
+      await expectRow(ctx, key, null);
+      return expectActivities(ctx, ref, ['releaseHold']);
     },
   },
   {
@@ -259,6 +604,38 @@ export const historyPaths: HistoryPath[] = [
       );
       if (!(refused instanceof RefundRefusedError)) throw new Error(`expected the refund to be refused, got ${String(refused)}`);
       return { workflowId: refundWorkflowId(ctx.tenant, key, 'refund-2') };
+    },
+  },
+  {
+    name: 'refund-data-rejected',
+    about: 'a refund whose values the ledger rejects (a NUL in the refund key): the workflow fails at once with LedgerDataRejected',
+    async record(ctx, key) {
+      const client = ctx.client();
+      const { charge } = await client.charge(ctx.tenant, key, ctx.body(1_000));
+      expectCharge(charge, { status: 'succeeded' });
+      const valid = client.buildRefundIntent(ctx.tenant, key, 'refund-1', { amount: 400 });
+      const intent = { ...valid, refundKey: `${valid.refundKey}\u0000` };
+      const pending: Refund = {
+        id: intent.refundId,
+        tenant: ctx.tenant,
+        chargeKey: key,
+        chargeId: charge.id,
+        refundKey: intent.refundKey,
+        amountMinor: 400,
+        requestedAmountMinor: 400,
+        currency: 'USD',
+        status: 'pending',
+        failureCode: null,
+        createdAt: new Date().toISOString(),
+      };
+      const workflowId = refundWorkflowId(ctx.tenant, key, 'refund-1');
+      const handle = await ctx.temporal.workflow.start<(input: RefundWorkflowInput) => Promise<Refund>>(refundWorkflowType, {
+        taskQueue: ctx.taskQueue,
+        workflowId,
+        args: [{ intent, pending, policy: { activityStartToCloseMs: ctx.policy.activityStartToCloseMs } }],
+      });
+      await expectWorkflowFailure(handle.result(), 'LedgerDataRejected');
+      return expectActivities(ctx, { workflowId }, ['refundCharge']);
     },
   },
   {

@@ -36,7 +36,7 @@ import { createLedgerPool } from '../src/ledger/pool.js';
 import { startLocalStack } from '../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-worker.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
-import { localLedgerStepsPatch } from '../workflows/ledger-steps.js';
+import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
 import {
   EventType,
@@ -64,10 +64,10 @@ import {
  * the current branch unguarded. Add a patch here when every new execution calls patched() for it.
  */
 const requiredPatches: Record<string, string[]> = {
-  ChargeWorkflow: [localLedgerStepsPatch],
+  ChargeWorkflow: [localLedgerStepsPatch, stepBudgetTimerPatch],
 };
 
-/** Long enough for the slowest path (a cancel that needs a workflow task heartbeat, ~8 s). */
+/** Long enough for the slowest path (a budget timer sent with a workflow task heartbeat, ~8 s, then its 3 s). */
 const pathDeadlineMs = 120_000;
 
 const closingEvents = new Set<number>([
@@ -240,15 +240,23 @@ async function recordInto(dataDir: string): Promise<number> {
     const tenant = `history-${suffix}`;
     const taskQueue = `record-histories-${suffix}`;
     const stepHooks = new Map<string, () => void | Promise<void>>();
+    const commitHooks = new Map<string, () => void | Promise<void>>();
     const worker = await createChargeWorker({
       connection: nativeConnection,
       namespace: 'default',
       ledger: pool,
       taskQueue,
       workflowBundle: { codePath: bundlePath },
+      // The hold sweeper's activities ask this client whether charge workflows run. No schedule:
+      // the sweeps recorded are started by their paths, scoped to tenants of their own.
+      temporal,
+      holdSweeper: false,
       hooks: {
         async beforeStep(step, stepTenant, key) {
           if (stepTenant === tenant) await stepHooks.get(`${step}:${key}`)?.();
+        },
+        async afterCommit(step, stepTenant, key) {
+          if (stepTenant === tenant) await commitHooks.get(`${step}:${key}`)?.();
         },
       },
     });
@@ -277,6 +285,14 @@ async function recordInto(dataDir: string): Promise<number> {
         capture,
       }),
       onStep: (step: LedgerStep, key: string, hook) => void stepHooks.set(`${step}:${key}`, hook),
+      onCommit: (step: LedgerStep, key: string, hook) => void commitHooks.set(`${step}:${key}`, hook),
+      async ownTenant(label) {
+        const own = `${tenant}-${label}`.toLowerCase().replace(/[^a-z0-9_-]/g, '-').slice(0, 64);
+        await createAccount(pool, { tenant: own, id: 'payer', currency: 'USD', allowOverdraft: false });
+        await createAccount(pool, { tenant: own, id: 'payee', currency: 'USD', allowOverdraft: false });
+        await deposit(pool, own, 'payer', 10_000_000, 'opening');
+        return own;
+      },
     };
     await createAccount(pool, { tenant, id: 'payer', currency: 'USD', allowOverdraft: false });
     await createAccount(pool, { tenant, id: 'payee', currency: 'USD', allowOverdraft: false });

@@ -132,6 +132,25 @@ export function patchIdOf(event: HistoryEvent): string | null {
   return id;
 }
 
+/**
+ * The activities a history ran, in the order they were scheduled: local ones from their markers
+ * (core writes the activity type into each marker's `data`), remote ones from their scheduled
+ * events. What a path checks to know which branch the workflow took.
+ */
+export function activityTypesOf(history: History): string[] {
+  return (history.events ?? []).flatMap((event) => {
+    const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (scheduled) return [scheduled];
+    const marker = event.markerRecordedEventAttributes;
+    if (event.eventType !== EventType.EVENT_TYPE_MARKER_RECORDED || marker?.markerName !== localActivityMarkerName) return [];
+    const data = marker.details?.['data']?.payloads?.[0];
+    const decoded: unknown = data ? defaultPayloadConverter.fromPayload(data) : undefined;
+    const type: unknown = decoded && typeof decoded === 'object' && 'activity_type' in decoded ? decoded.activity_type : undefined;
+    if (typeof type !== 'string') throw new Error(`local activity marker ${String(event.eventId)} names no activity type this code can read`);
+    return [type];
+  });
+}
+
 export function patchMarkers(history: History): string[] {
   const ids = (history.events ?? []).map(patchIdOf).filter((id): id is string => id !== null);
   return [...new Set(ids)];

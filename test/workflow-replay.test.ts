@@ -22,7 +22,7 @@ import {
   type HistoryEntry,
   type HistoryEvent,
 } from '../scripts/workflow-histories.js';
-import { localLedgerStepsPatch } from '../workflows/ledger-steps.js';
+import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
 
 // Histories recorded from real runs (npm run record-histories), in generations: one per version of
 // the workflow code, oldest first. Every workflow code change must still replay all of them:
@@ -187,17 +187,20 @@ describe('recorded workflow histories replay on the current code', () => {
     expect(tampered.map((t) => t.label).filter((file) => !caught(file))).toEqual([]);
   });
 
-  it('a current-path history whose patch marker names another patch fails replay (the marker decides the branch)', async () => {
-    const patched = loaded.filter(({ entry }) => entry.patches.includes(localLedgerStepsPatch));
-    expect(patched.length).toBeGreaterThan(0);
-    const errors = await replayErrors(
-      patched.map(({ entry, history }) => ({
-        label: entry.file,
-        workflowId: `${entry.workflowId}#renamed-patch`,
-        history: withPatchRenamed(history, localLedgerStepsPatch),
+  it('a history whose patch marker names another patch fails replay, for each of its patches (the marker decides the branch)', async () => {
+    const renamed = loaded.flatMap(({ entry, history }) =>
+      entry.patches.map((patch) => ({
+        label: `${entry.file} (${patch})`,
+        workflowId: `${entry.workflowId}#renamed-${patch}`,
+        history: withPatchRenamed(history, patch),
       })),
     );
-    const caught = (file: string): boolean => errors.get(file)?.name === 'DeterminismViolationError';
-    expect(patched.map(({ entry }) => entry.file).filter((file) => !caught(file))).toEqual([]);
+    // Both patches of the current code, and the local-activity one in every generation since v2.
+    for (const patch of [localLedgerStepsPatch, stepBudgetTimerPatch]) {
+      expect(renamed.filter((r) => r.label.endsWith(`(${patch})`)).length, patch).toBeGreaterThan(0);
+    }
+    const errors = await replayErrors(renamed);
+    const caught = (label: string): boolean => errors.get(label)?.name === 'DeterminismViolationError';
+    expect(renamed.map((r) => r.label).filter((label) => !caught(label))).toEqual([]);
   });
 });
