@@ -22,18 +22,6 @@ export interface ChargePage {
   hasMore: boolean;
 }
 
-/** The status a caller filters by, as a condition on the row (statusOfHold, read backwards). */
-const statusCondition: Record<ChargeStatus, string> = {
-  // No row exists before Try: a pending charge lives only in its workflow.
-  pending: 'false',
-  reserved: "hold_state = 'TRIED'",
-  declined: "hold_state = 'DECLINED'",
-  cancelled: "hold_state = 'CANCELLED'",
-  succeeded: "hold_state = 'CONFIRMED' AND refunded_minor = 0",
-  partially_refunded: "hold_state = 'CONFIRMED' AND refunded_minor > 0 AND refunded_minor < captured_minor",
-  refunded: "hold_state = 'CONFIRMED' AND refunded_minor > 0 AND refunded_minor >= captured_minor",
-};
-
 /** Newest first, keyset-paginated on (created_at, idempotency_key) so pages stay stable under inserts. */
 export async function listCharges(pool: LedgerPool, tenant: string, filter: ChargeFilter): Promise<ChargePage> {
   const conditions = ['tenant = $1'];
@@ -44,7 +32,8 @@ export async function listCharges(pool: LedgerPool, tenant: string, filter: Char
   };
   if (filter.orderId != null) conditions.push(`order_id = ${param(filter.orderId)}`);
   if (filter.payerAccountId != null) conditions.push(`payer_account_id = ${param(filter.payerAccountId)}`);
-  if (filter.status != null) conditions.push(`(${statusCondition[filter.status]})`);
+  // The view's status, so listing and reconcile cannot disagree on what a status means.
+  if (filter.status != null) conditions.push(`status = ${param(filter.status)}`);
   if (filter.startingAfter != null) {
     // An unknown cursor yields an empty page rather than silently restarting from the top.
     conditions.push(
@@ -54,7 +43,7 @@ export async function listCharges(pool: LedgerPool, tenant: string, filter: Char
   }
   const limit = param(filter.limit + 1);
   const result = await pool.query<ChargeRow>(
-    `SELECT * FROM charges WHERE ${conditions.join(' AND ')}
+    `SELECT * FROM charge_statuses WHERE ${conditions.join(' AND ')}
       ORDER BY created_at DESC, idempotency_key DESC LIMIT ${limit}`,
     params,
   );

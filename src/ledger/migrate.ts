@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import pg from 'pg';
+import { applyLedgerFunctions } from './repeatable.js';
 
 const migrationsDir = fileURLToPath(new URL('./migrations', import.meta.url));
 
@@ -14,7 +15,8 @@ const connectTimeoutMs = 5_000;
  * Brings the schema up to date, exactly once however many processes start at the same moment
  * (workers, API replicas, test files). node-pg-migrate's own lock is a try-lock that fails with
  * "Another migration is already running"; this one waits its turn instead (pg_advisory_lock,
- * bounded by `lockWaitMs`), then finds the schema already up to date. The lock id is
+ * bounded by `lockWaitMs`), then finds the schema already up to date. The versioned migrations run
+ * first, then the ledger functions are re-created from their source files (repeatable.ts). The lock id is
  * node-pg-migrate's, so an older process that locks the library's way still excludes this one.
  */
 export async function migrateLedger(
@@ -42,6 +44,7 @@ export async function migrateLedger(
         log,
         logger: { debug: () => {}, info: log, warn: log, error: log },
       });
+      await applyLedgerFunctions(client, log);
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]).catch(() => {});
     }

@@ -1,0 +1,90 @@
+-- Try: reserve the amount on the payer, or record the decline. Like every step (Try, Confirm, Cancel,
+-- Refund) it is one function = one round trip = one transaction, follows one column of the truth
+-- table (docs/contract.md, section 5) and is safe to run any number of times, concurrently, at any
+-- moment. Lock order everywhere: the charge row first, then account rows in (tenant, id) order, so
+-- concurrent steps cannot deadlock each other. Business refusals raise SQLSTATE class CG (see
+-- src/domain/refusals.ts); everything else is a system fault and the caller retries it.
+--
+-- `ON CONFLICT DO NOTHING` has no target on purpose: Try and Cancel racing on a fresh key insert
+-- the same (tenant, key) and the same charge id (derived from them), and a conflict on either
+-- unique index means "this key exists", so the loser reads the winner's row instead of failing on
+-- charges_id_key.
+--
+-- The common path reserves in one statement (the payer's row alone covers the amount); a
+-- reservation is declined for want of funds only after the payer's pending postings are folded.
+
+CREATE OR REPLACE FUNCTION ledger_try(
+  p_tenant text, p_key text, p_charge_id text, p_fingerprint text,
+  p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint,
+  p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint
+) RETURNS charges LANGUAGE plpgsql AS $$
+DECLARE
+  r charges;
+  v_payer accounts;
+  v_payee accounts;
+  v_decline text;
+BEGIN
+  -- Claim the key. A concurrent Try of the same key waits here on the unique index and then
+  -- finds the row; it never reserves a second time.
+  INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
+                       payee_account_id, currency, amount_minor, capture_mode, description, metadata,
+                       hold_state, held_minor, hold_expires_at)
+  VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, p_payer, p_payee, p_currency,
+          p_amount_minor, p_capture_mode, p_description, p_metadata, 'TRIED', p_amount_minor,
+          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END)
+  ON CONFLICT DO NOTHING
+  RETURNING * INTO r;
+
+  IF NOT FOUND THEN
+    SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key;
+    IF r.fingerprint <> p_fingerprint THEN
+      RAISE EXCEPTION 'idempotency key % was first used for a different request', p_key
+        USING ERRCODE = 'CGI01';
+    END IF;
+    IF r.hold_state = 'CANCELLED' THEN
+      -- Anti-hanging: a Try that arrives after Cancel must never reserve.
+      RAISE EXCEPTION 'charge % was cancelled before this Try; it will not reserve', p_key
+        USING ERRCODE = 'CGH01';
+    END IF;
+    RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
+  END IF;
+
+  -- The common case in one statement: both accounts usable and the row's balance enough. Only the
+  -- payer's row is locked (UPDATE ... FROM does not lock the payee).
+  UPDATE accounts p SET pending_minor = p.pending_minor + p_amount_minor
+    FROM accounts q
+   WHERE p.tenant = p_tenant AND p.id = p_payer AND q.tenant = p_tenant AND q.id = p_payee
+     AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
+     AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
+  IF FOUND THEN
+    RETURN r;
+  END IF;
+
+  -- Otherwise find out why, as before; funds are judged only after folding the payer's postings.
+  SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
+  SELECT * INTO v_payer FROM accounts WHERE tenant = p_tenant AND id = p_payer;
+  v_decline := CASE
+    WHEN v_payer.id IS NULL OR v_payee.id IS NULL THEN 'unknown_account'
+    WHEN v_payer.currency <> p_currency OR v_payee.currency <> p_currency THEN 'currency_mismatch'
+    WHEN v_payer.frozen OR v_payee.frozen THEN 'account_frozen'
+  END;
+
+  IF v_decline IS NULL THEN
+    PERFORM ledger_fold_postings(p_tenant, p_payer);
+    UPDATE accounts SET pending_minor = pending_minor + p_amount_minor
+     WHERE tenant = p_tenant AND id = p_payer
+       AND NOT frozen
+       AND (allow_overdraft OR posted_minor - pending_minor >= p_amount_minor);
+    IF NOT FOUND THEN
+      v_decline := 'insufficient_funds';
+    END IF;
+  END IF;
+
+  IF v_decline IS NOT NULL THEN
+    UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
+                       decline_code = v_decline, updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  END IF;
+  RETURN r;
+END $$;

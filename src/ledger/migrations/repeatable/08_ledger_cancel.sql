@@ -1,0 +1,41 @@
+-- Cancel: release the hold. Cancel before any Try leaves a tombstone (null compensation), so a late
+-- Try cannot reserve (anti-hanging). `ON CONFLICT DO NOTHING` without a target for the same reason
+-- as in ledger_try. The release updates the payer's row directly: it lowers pending, never
+-- available, and a direct update and a pending posting simply add up.
+
+CREATE OR REPLACE FUNCTION ledger_cancel(
+  p_tenant text, p_key text, p_charge_id text, p_fingerprint text,
+  p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint,
+  p_capture_mode text, p_description text, p_metadata jsonb, p_reason text
+) RETURNS charges LANGUAGE plpgsql AS $$
+DECLARE
+  r charges;
+BEGIN
+  -- Null compensation: Cancel before any Try leaves a tombstone, so a late Try cannot reserve.
+  INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
+                       payee_account_id, currency, amount_minor, capture_mode, description, metadata,
+                       hold_state, failure_reason)
+  VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, p_payer, p_payee, p_currency,
+          p_amount_minor, p_capture_mode, p_description, p_metadata, 'CANCELLED', p_reason)
+  ON CONFLICT DO NOTHING
+  RETURNING * INTO r;
+  IF FOUND THEN
+    RETURN r;
+  END IF;
+
+  SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key FOR UPDATE;
+  CASE r.hold_state
+    WHEN 'DECLINED', 'CANCELLED' THEN RETURN r; -- nothing held
+    WHEN 'CONFIRMED' THEN
+      RAISE EXCEPTION 'charge % was already captured; refund it instead', p_key USING ERRCODE = 'CGH04';
+    ELSE NULL; -- TRIED: release below
+  END CASE;
+
+  UPDATE accounts SET pending_minor = pending_minor - r.held_minor
+   WHERE tenant = p_tenant AND id = r.payer_account_id;
+  UPDATE charges SET hold_state = 'CANCELLED', held_minor = 0, hold_expires_at = NULL,
+                     failure_reason = p_reason, updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key
+   RETURNING * INTO STRICT r;
+  RETURN r;
+END $$;

@@ -1,0 +1,669 @@
+-- The ledger schema after every migration, as PostgreSQL reports it. Generated: do not edit;
+-- run `npm run ledger:schema` and commit src/ledger/schema.sql.
+
+CREATE TABLE accounts (
+  tenant text NOT NULL,
+  id text NOT NULL,
+  currency character(3) NOT NULL,
+  allow_overdraft boolean NOT NULL DEFAULT false,
+  frozen boolean NOT NULL DEFAULT false,
+  is_system boolean NOT NULL DEFAULT false,
+  posted_minor bigint NOT NULL DEFAULT 0,
+  pending_minor bigint NOT NULL DEFAULT 0,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT accounts_available_non_negative CHECK (allow_overdraft OR (posted_minor - pending_minor) >= 0),
+  CONSTRAINT accounts_currency_check CHECK (currency ~ '^[A-Z]{3}$'::text),
+  CONSTRAINT accounts_pending_minor_check CHECK (pending_minor >= 0),
+  CONSTRAINT accounts_pkey PRIMARY KEY (tenant, id)
+);
+
+CREATE TABLE api_keys (
+  id text NOT NULL,
+  tenant text NOT NULL,
+  key_hash text NOT NULL,
+  key_prefix text NOT NULL,
+  label text,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  revoked_at timestamp with time zone,
+  CONSTRAINT api_keys_key_hash_check CHECK (key_hash ~ '^[0-9a-f]{64}$'::text),
+  CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash),
+  CONSTRAINT api_keys_pkey PRIMARY KEY (id),
+  CONSTRAINT api_keys_tenant_check CHECK (tenant ~ '^[a-z0-9_-]{1,64}$'::text)
+);
+
+CREATE TABLE charges (
+  tenant text NOT NULL,
+  idempotency_key text NOT NULL,
+  id text NOT NULL,
+  fingerprint text NOT NULL,
+  order_id text NOT NULL,
+  payer_account_id text NOT NULL,
+  payee_account_id text NOT NULL,
+  currency character(3) NOT NULL,
+  amount_minor bigint NOT NULL,
+  capture_mode text NOT NULL,
+  description text,
+  metadata jsonb,
+  hold_state text NOT NULL,
+  held_minor bigint NOT NULL DEFAULT 0,
+  captured_minor bigint NOT NULL DEFAULT 0,
+  refunded_minor bigint NOT NULL DEFAULT 0,
+  decline_code text,
+  failure_reason text,
+  hold_expires_at timestamp with time zone,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT charges_amount_minor_check CHECK (amount_minor > 0),
+  CONSTRAINT charges_capture_mode_check CHECK (capture_mode = ANY (ARRAY['automatic'::text, 'manual'::text])),
+  CONSTRAINT charges_captured_only_when_confirmed CHECK (hold_state = 'CONFIRMED'::text AND captured_minor >= 1 AND captured_minor <= amount_minor OR hold_state <> 'CONFIRMED'::text AND captured_minor = 0),
+  CONSTRAINT charges_declined_has_code CHECK ((hold_state = 'DECLINED'::text) = (decline_code IS NOT NULL)),
+  CONSTRAINT charges_fingerprint_check CHECK (fingerprint ~ '^(v[0-9]+:)?[0-9a-f]{64}$'::text),
+  CONSTRAINT charges_held_only_while_tried CHECK (hold_state = 'TRIED'::text AND held_minor = amount_minor OR hold_state <> 'TRIED'::text AND held_minor = 0),
+  CONSTRAINT charges_hold_state_check CHECK (hold_state = ANY (ARRAY['DECLINED'::text, 'TRIED'::text, 'CONFIRMED'::text, 'CANCELLED'::text])),
+  CONSTRAINT charges_id_key UNIQUE (id),
+  CONSTRAINT charges_idempotency_key_check CHECK (length(idempotency_key) >= 1 AND length(idempotency_key) <= 255),
+  CONSTRAINT charges_pkey PRIMARY KEY (tenant, idempotency_key),
+  CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
+);
+
+CREATE TABLE journal_entries (
+  id bigint NOT NULL DEFAULT nextval('journal_entries_id_seq'::regclass),
+  transfer_id bigint NOT NULL,
+  tenant text NOT NULL,
+  account_id text NOT NULL,
+  amount_minor bigint NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT journal_entries_amount_minor_check CHECK (amount_minor <> 0),
+  CONSTRAINT journal_entries_pkey PRIMARY KEY (id),
+  CONSTRAINT journal_entries_tenant_account_id_fkey FOREIGN KEY (tenant, account_id) REFERENCES accounts(tenant, id),
+  CONSTRAINT journal_entries_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES transfers(id)
+);
+
+CREATE TABLE pending_postings (
+  tenant text NOT NULL,
+  account_id text NOT NULL,
+  entry_id bigint NOT NULL,
+  posted_delta_minor bigint NOT NULL,
+  pending_delta_minor bigint NOT NULL,
+  CONSTRAINT pending_postings_pending_delta_minor_check CHECK (pending_delta_minor <= 0),
+  CONSTRAINT pending_postings_pkey PRIMARY KEY (tenant, account_id, entry_id),
+  CONSTRAINT pending_postings_posted_delta_minor_check CHECK (posted_delta_minor <> 0)
+);
+
+CREATE TABLE refunds (
+  tenant text NOT NULL,
+  charge_key text NOT NULL,
+  refund_key text NOT NULL,
+  id text NOT NULL,
+  charge_id text NOT NULL,
+  currency character(3) NOT NULL,
+  fingerprint text NOT NULL,
+  requested_minor bigint,
+  amount_minor bigint NOT NULL,
+  status text NOT NULL,
+  failure_code text,
+  transfer_id bigint,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT refunds_amount_minor_check CHECK (amount_minor >= 0),
+  CONSTRAINT refunds_failure_code_check CHECK (failure_code = ANY (ARRAY['exceeds_refundable'::text, 'insufficient_funds'::text])),
+  CONSTRAINT refunds_fingerprint_check CHECK (fingerprint ~ '^(v[0-9]+:)?[0-9a-f]{64}$'::text),
+  CONSTRAINT refunds_id_key UNIQUE (id),
+  CONSTRAINT refunds_outcome CHECK (status = 'succeeded'::text AND amount_minor > 0 AND transfer_id IS NOT NULL AND failure_code IS NULL OR status = 'failed'::text AND transfer_id IS NULL AND failure_code IS NOT NULL),
+  CONSTRAINT refunds_pkey PRIMARY KEY (tenant, charge_key, refund_key),
+  CONSTRAINT refunds_refund_key_check CHECK (length(refund_key) >= 1 AND length(refund_key) <= 255),
+  CONSTRAINT refunds_requested_minor_check CHECK (requested_minor IS NULL OR requested_minor > 0),
+  CONSTRAINT refunds_status_check CHECK (status = ANY (ARRAY['succeeded'::text, 'failed'::text])),
+  CONSTRAINT refunds_tenant_charge_key_fkey FOREIGN KEY (tenant, charge_key) REFERENCES charges(tenant, idempotency_key),
+  CONSTRAINT refunds_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES transfers(id),
+  CONSTRAINT refunds_transfer_id_key UNIQUE (transfer_id)
+);
+
+CREATE TABLE transfers (
+  id bigint NOT NULL DEFAULT nextval('transfers_id_seq'::regclass),
+  tenant text NOT NULL,
+  kind text NOT NULL,
+  reference text NOT NULL,
+  currency character(3) NOT NULL,
+  amount_minor bigint NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT transfers_amount_minor_check CHECK (amount_minor > 0),
+  CONSTRAINT transfers_kind_check CHECK (kind = ANY (ARRAY['capture'::text, 'refund'::text, 'deposit'::text])),
+  CONSTRAINT transfers_pkey PRIMARY KEY (id),
+  CONSTRAINT transfers_tenant_kind_reference_key UNIQUE (tenant, kind, reference)
+);
+
+CREATE INDEX api_keys_by_tenant ON public.api_keys USING btree (tenant, created_at);
+CREATE INDEX charges_by_order ON public.charges USING btree (tenant, order_id);
+CREATE INDEX charges_by_payer ON public.charges USING btree (tenant, payer_account_id, created_at);
+CREATE INDEX charges_by_state ON public.charges USING btree (tenant, hold_state, created_at);
+CREATE INDEX charges_open_holds ON public.charges USING btree (hold_expires_at) WHERE (hold_state = 'TRIED'::text);
+CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
+CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
+
+CREATE SEQUENCE journal_entries_id_seq AS bigint START 1 INCREMENT 1 OWNED BY journal_entries.id;
+CREATE SEQUENCE transfers_id_seq AS bigint START 1 INCREMENT 1 OWNED BY transfers.id;
+
+CREATE VIEW account_balances AS
+ SELECT a.tenant,
+    a.id,
+    a.currency,
+    a.allow_overdraft,
+    a.frozen,
+    a.is_system,
+    (a.posted_minor::numeric + COALESCE(p.posted_delta_minor, 0::numeric))::bigint AS posted_minor,
+    (a.pending_minor::numeric + COALESCE(p.pending_delta_minor, 0::numeric))::bigint AS pending_minor,
+    a.created_at
+   FROM accounts a
+     LEFT JOIN LATERAL ( SELECT sum(q.posted_delta_minor) AS posted_delta_minor,
+            sum(q.pending_delta_minor) AS pending_delta_minor
+           FROM pending_postings q
+          WHERE q.tenant = a.tenant AND q.account_id = a.id) p ON true;
+
+CREATE VIEW charge_statuses AS
+ SELECT 'reserved'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at
+   FROM charges c
+  WHERE c.hold_state = 'TRIED'::text
+UNION ALL
+ SELECT 'declined'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at
+   FROM charges c
+  WHERE c.hold_state = 'DECLINED'::text
+UNION ALL
+ SELECT 'cancelled'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at
+   FROM charges c
+  WHERE c.hold_state = 'CANCELLED'::text
+UNION ALL
+ SELECT 'succeeded'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at
+   FROM charges c
+  WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor = 0
+UNION ALL
+ SELECT 'partially_refunded'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at
+   FROM charges c
+  WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor < c.captured_minor
+UNION ALL
+ SELECT 'refunded'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at
+   FROM charges c
+  WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor >= c.captured_minor;
+
+CREATE OR REPLACE FUNCTION public.ledger_cancel(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_reason text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  -- Null compensation: Cancel before any Try leaves a tombstone, so a late Try cannot reserve.
+  INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
+                       payee_account_id, currency, amount_minor, capture_mode, description, metadata,
+                       hold_state, failure_reason)
+  VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, p_payer, p_payee, p_currency,
+          p_amount_minor, p_capture_mode, p_description, p_metadata, 'CANCELLED', p_reason)
+  ON CONFLICT DO NOTHING
+  RETURNING * INTO r;
+  IF FOUND THEN
+    RETURN r;
+  END IF;
+
+  SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key FOR UPDATE;
+  CASE r.hold_state
+    WHEN 'DECLINED', 'CANCELLED' THEN RETURN r; -- nothing held
+    WHEN 'CONFIRMED' THEN
+      RAISE EXCEPTION 'charge % was already captured; refund it instead', p_key USING ERRCODE = 'CGH04';
+    ELSE NULL; -- TRIED: release below
+  END CASE;
+
+  UPDATE accounts SET pending_minor = pending_minor - r.held_minor
+   WHERE tenant = p_tenant AND id = r.payer_account_id;
+  UPDATE charges SET hold_state = 'CANCELLED', held_minor = 0, hold_expires_at = NULL,
+                     failure_reason = p_reason, updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key
+   RETURNING * INTO STRICT r;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_check_transfer_balanced()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_sum bigint;
+BEGIN
+  SELECT coalesce(sum(amount_minor), 0) INTO v_sum FROM journal_entries WHERE transfer_id = NEW.transfer_id;
+  IF v_sum <> 0 THEN
+    RAISE EXCEPTION 'transfer % is unbalanced: entries sum to %', NEW.transfer_id, v_sum USING ERRCODE = 'CGJ02';
+  END IF;
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_confirm(p_tenant text, p_key text, p_capture_minor bigint)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+  v_transfer_id bigint;
+BEGIN
+  -- While TRIED, held_minor = amount_minor (CHECK charges_held_only_while_tried), so the row this
+  -- returns still says what was held: amount_minor.
+  UPDATE charges SET hold_state = 'CONFIRMED', held_minor = 0,
+                     captured_minor = coalesce(p_capture_minor, held_minor),
+                     hold_expires_at = NULL, updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key AND hold_state = 'TRIED'
+     AND coalesce(p_capture_minor, held_minor) BETWEEN 1 AND held_minor
+  RETURNING * INTO r;
+
+  IF NOT FOUND THEN
+    -- Not a capture this time: answer as the truth table says.
+    SELECT * INTO r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'charge % was never tried; nothing to confirm', p_key USING ERRCODE = 'CGH02';
+    END IF;
+    CASE r.hold_state
+      WHEN 'CONFIRMED' THEN RETURN r;
+      WHEN 'DECLINED' THEN
+        RAISE EXCEPTION 'charge % was declined (%); nothing to confirm', p_key, r.decline_code
+          USING ERRCODE = 'CGH03';
+      WHEN 'CANCELLED' THEN
+        RAISE EXCEPTION 'charge % was cancelled; it can no longer be captured', p_key
+          USING ERRCODE = 'CGH01';
+      ELSE
+        RAISE EXCEPTION 'capture of % is outside 1..% (the amount held for charge %)',
+          coalesce(p_capture_minor, r.held_minor), r.held_minor, p_key
+          USING ERRCODE = 'CGA01';
+    END CASE;
+  END IF;
+
+  INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
+  VALUES (p_tenant, 'capture', p_key, r.currency, r.captured_minor)
+  RETURNING id INTO v_transfer_id;
+  -- The whole hold is released; only the captured part leaves the payer.
+  WITH entries AS (
+    INSERT INTO journal_entries (transfer_id, tenant, account_id, amount_minor) VALUES
+      (v_transfer_id, p_tenant, r.payer_account_id, -r.captured_minor),
+      (v_transfer_id, p_tenant, r.payee_account_id, r.captured_minor)
+    RETURNING id, account_id, amount_minor
+  )
+  INSERT INTO pending_postings (tenant, account_id, entry_id, posted_delta_minor, pending_delta_minor)
+  SELECT p_tenant, account_id, id, amount_minor, CASE WHEN amount_minor < 0 THEN -r.amount_minor ELSE 0 END
+    FROM entries;
+
+  IF v_transfer_id % 16 = 0 THEN
+    PERFORM ledger_fold_postings_if_free(p_tenant, r.payer_account_id);
+    PERFORM ledger_fold_postings_if_free(p_tenant, r.payee_account_id);
+  END IF;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_deposit(p_tenant text, p_account text, p_amount_minor bigint, p_reference text)
+ RETURNS TABLE(transfer_id bigint, account_id text, amount_minor bigint, currency character, created_at timestamp with time zone, replayed boolean)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_account accounts;
+  v_external text;
+  v_transfer transfers;
+  v_existing_account text;
+BEGIN
+  SELECT * INTO v_account FROM accounts WHERE tenant = p_tenant AND id = p_account AND NOT is_system;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'account % does not exist', p_account USING ERRCODE = 'CGN01';
+  END IF;
+  v_external := '@external/' || v_account.currency;
+  INSERT INTO accounts (tenant, id, currency, allow_overdraft, is_system)
+  VALUES (p_tenant, v_external, v_account.currency, true, true)
+  ON CONFLICT DO NOTHING;
+
+  INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
+  VALUES (p_tenant, 'deposit', p_reference, v_account.currency, p_amount_minor)
+  ON CONFLICT (tenant, kind, reference) DO NOTHING
+  RETURNING * INTO v_transfer;
+  IF NOT FOUND THEN
+    SELECT t.* INTO STRICT v_transfer FROM transfers t
+     WHERE t.tenant = p_tenant AND t.kind = 'deposit' AND t.reference = p_reference;
+    SELECT e.account_id INTO v_existing_account FROM journal_entries e
+     WHERE e.transfer_id = v_transfer.id AND e.amount_minor > 0;
+    IF v_transfer.amount_minor <> p_amount_minor OR v_existing_account <> p_account THEN
+      RAISE EXCEPTION 'deposit key % was first used for a different deposit', p_reference USING ERRCODE = 'CGI01';
+    END IF;
+    RETURN QUERY SELECT v_transfer.id, p_account, v_transfer.amount_minor, v_transfer.currency, v_transfer.created_at, true;
+    RETURN;
+  END IF;
+
+  PERFORM 1 FROM accounts WHERE tenant = p_tenant AND id IN (p_account, v_external) ORDER BY id FOR UPDATE;
+  UPDATE accounts SET posted_minor = posted_minor - p_amount_minor WHERE tenant = p_tenant AND id = v_external;
+  UPDATE accounts SET posted_minor = posted_minor + p_amount_minor WHERE tenant = p_tenant AND id = p_account;
+  INSERT INTO journal_entries (transfer_id, tenant, account_id, amount_minor) VALUES
+    (v_transfer.id, p_tenant, v_external, -p_amount_minor),
+    (v_transfer.id, p_tenant, p_account, p_amount_minor);
+  RETURN QUERY SELECT v_transfer.id, p_account, v_transfer.amount_minor, v_transfer.currency, v_transfer.created_at, false;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_fold_postings(p_tenant text, p_account text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_posted bigint;
+  v_pending bigint;
+BEGIN
+  PERFORM 1 FROM accounts WHERE tenant = p_tenant AND id = p_account FOR NO KEY UPDATE;
+  WITH folded AS (
+    DELETE FROM pending_postings WHERE tenant = p_tenant AND account_id = p_account
+    RETURNING posted_delta_minor, pending_delta_minor
+  )
+  SELECT sum(posted_delta_minor), sum(pending_delta_minor) INTO v_posted, v_pending FROM folded;
+  IF v_posted IS NOT NULL THEN
+    UPDATE accounts SET posted_minor = posted_minor + v_posted, pending_minor = pending_minor + v_pending
+     WHERE tenant = p_tenant AND id = p_account;
+  END IF;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_fold_postings_if_free(p_tenant text, p_account text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  PERFORM 1 FROM accounts WHERE tenant = p_tenant AND id = p_account FOR NO KEY UPDATE SKIP LOCKED;
+  IF FOUND THEN
+    PERFORM ledger_fold_postings(p_tenant, p_account);
+  END IF;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_refund(p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text, p_amount_minor bigint)
+ RETURNS refunds
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  c charges;
+  r refunds;
+  v_amount bigint;
+  v_failure text;
+  v_transfer_id bigint;
+BEGIN
+  SELECT * INTO c FROM charges WHERE tenant = p_tenant AND idempotency_key = p_charge_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'charge % does not exist', p_charge_key USING ERRCODE = 'CGN02';
+  END IF;
+
+  SELECT * INTO r FROM refunds
+   WHERE tenant = p_tenant AND charge_key = p_charge_key AND refund_key = p_refund_key;
+  IF FOUND THEN
+    IF r.fingerprint <> p_fingerprint THEN
+      RAISE EXCEPTION 'refund key % was first used for a different refund of charge %', p_refund_key, p_charge_key
+        USING ERRCODE = 'CGI01';
+    END IF;
+    RETURN r; -- the first decision, whatever happened to the charge since
+  END IF;
+
+  IF c.hold_state <> 'CONFIRMED' THEN
+    RAISE EXCEPTION 'charge % is %, not captured; only a captured charge can be refunded', p_charge_key, c.hold_state
+      USING ERRCODE = 'CGR01';
+  END IF;
+
+  v_amount := coalesce(p_amount_minor, c.captured_minor - c.refunded_minor);
+  IF v_amount < 1 OR c.refunded_minor + v_amount > c.captured_minor THEN
+    v_failure := 'exceeds_refundable';
+  ELSE
+    PERFORM 1 FROM accounts
+     WHERE tenant = p_tenant AND id IN (c.payer_account_id, c.payee_account_id)
+     ORDER BY id FOR NO KEY UPDATE;
+    PERFORM ledger_fold_postings(p_tenant, c.payee_account_id);
+    -- The refund comes out of the payee's available money, never out of funds it holds for
+    -- others: the same rule as the accounts CHECK, asked first so it is a decision, not an error.
+    UPDATE accounts SET posted_minor = posted_minor - v_amount
+     WHERE tenant = p_tenant AND id = c.payee_account_id
+       AND (allow_overdraft OR posted_minor - pending_minor >= v_amount);
+    IF NOT FOUND THEN
+      v_failure := 'insufficient_funds';
+    END IF;
+  END IF;
+
+  IF v_failure IS NULL THEN
+    -- The conditional write is the guard the decision above rests on; with the row locked it
+    -- always matches, and if it ever did not, the whole refund rolls back as a system fault.
+    UPDATE charges SET refunded_minor = refunded_minor + v_amount, updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_charge_key
+       AND hold_state = 'CONFIRMED' AND refunded_minor + v_amount <= captured_minor;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'refund of % on charge % would exceed its capture', v_amount, p_charge_key;
+    END IF;
+    UPDATE accounts SET posted_minor = posted_minor + v_amount
+     WHERE tenant = p_tenant AND id = c.payer_account_id;
+
+    INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
+    VALUES (p_tenant, 'refund', ledger_refund_reference(p_charge_key, p_refund_key), c.currency, v_amount)
+    RETURNING id INTO v_transfer_id;
+    INSERT INTO journal_entries (transfer_id, tenant, account_id, amount_minor) VALUES
+      (v_transfer_id, p_tenant, c.payee_account_id, -v_amount),
+      (v_transfer_id, p_tenant, c.payer_account_id, v_amount);
+  END IF;
+
+  INSERT INTO refunds (tenant, charge_key, refund_key, id, charge_id, currency, fingerprint,
+                       requested_minor, amount_minor, status, failure_code, transfer_id)
+  VALUES (p_tenant, p_charge_key, p_refund_key, p_refund_id, c.id, c.currency, p_fingerprint,
+          p_amount_minor, v_amount, CASE WHEN v_failure IS NULL THEN 'succeeded' ELSE 'failed' END,
+          v_failure, v_transfer_id)
+  RETURNING * INTO r;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_refund_reference(p_charge_key text, p_refund_key text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE STRICT
+AS $function$
+  SELECT replace(replace(p_charge_key, '%', '%25'), '/', '%2F') || '/' || p_refund_key
+$function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_refuse_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'CGJ01';
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_try(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+  v_payer accounts;
+  v_payee accounts;
+  v_decline text;
+BEGIN
+  -- Claim the key. A concurrent Try of the same key waits here on the unique index and then
+  -- finds the row; it never reserves a second time.
+  INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
+                       payee_account_id, currency, amount_minor, capture_mode, description, metadata,
+                       hold_state, held_minor, hold_expires_at)
+  VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, p_payer, p_payee, p_currency,
+          p_amount_minor, p_capture_mode, p_description, p_metadata, 'TRIED', p_amount_minor,
+          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END)
+  ON CONFLICT DO NOTHING
+  RETURNING * INTO r;
+
+  IF NOT FOUND THEN
+    SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key;
+    IF r.fingerprint <> p_fingerprint THEN
+      RAISE EXCEPTION 'idempotency key % was first used for a different request', p_key
+        USING ERRCODE = 'CGI01';
+    END IF;
+    IF r.hold_state = 'CANCELLED' THEN
+      -- Anti-hanging: a Try that arrives after Cancel must never reserve.
+      RAISE EXCEPTION 'charge % was cancelled before this Try; it will not reserve', p_key
+        USING ERRCODE = 'CGH01';
+    END IF;
+    RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
+  END IF;
+
+  -- The common case in one statement: both accounts usable and the row's balance enough. Only the
+  -- payer's row is locked (UPDATE ... FROM does not lock the payee).
+  UPDATE accounts p SET pending_minor = p.pending_minor + p_amount_minor
+    FROM accounts q
+   WHERE p.tenant = p_tenant AND p.id = p_payer AND q.tenant = p_tenant AND q.id = p_payee
+     AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
+     AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
+  IF FOUND THEN
+    RETURN r;
+  END IF;
+
+  -- Otherwise find out why, as before; funds are judged only after folding the payer's postings.
+  SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
+  SELECT * INTO v_payer FROM accounts WHERE tenant = p_tenant AND id = p_payer;
+  v_decline := CASE
+    WHEN v_payer.id IS NULL OR v_payee.id IS NULL THEN 'unknown_account'
+    WHEN v_payer.currency <> p_currency OR v_payee.currency <> p_currency THEN 'currency_mismatch'
+    WHEN v_payer.frozen OR v_payee.frozen THEN 'account_frozen'
+  END;
+
+  IF v_decline IS NULL THEN
+    PERFORM ledger_fold_postings(p_tenant, p_payer);
+    UPDATE accounts SET pending_minor = pending_minor + p_amount_minor
+     WHERE tenant = p_tenant AND id = p_payer
+       AND NOT frozen
+       AND (allow_overdraft OR posted_minor - pending_minor >= p_amount_minor);
+    IF NOT FOUND THEN
+      v_decline := 'insufficient_funds';
+    END IF;
+  END IF;
+
+  IF v_decline IS NOT NULL THEN
+    UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
+                       decline_code = v_decline, updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  END IF;
+  RETURN r;
+END $function$;
+
+CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE CONSTRAINT TRIGGER journal_entries_balanced AFTER INSERT ON journal_entries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_check_transfer_balanced();
+CREATE TRIGGER refunds_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER transfers_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON transfers FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

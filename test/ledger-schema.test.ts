@@ -1,0 +1,179 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { statusOfHold, type ChargeIntent, type ChargeStatus, type HoldState } from '../src/domain/charge.js';
+import { createAccount, deposit } from '../src/ledger/accounts.js';
+import { cancelHold, confirmHold, tryHold } from '../src/ledger/charges.js';
+import { listCharges } from '../src/ledger/listing.js';
+import { migrateLedger } from '../src/ledger/migrate.js';
+import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
+import { refundCharge } from '../src/ledger/refunds.js';
+import { ledgerFunctionSources } from '../src/ledger/repeatable.js';
+import { committedSchemaPath, describeSchemaDifference, dumpLedgerSchema } from '../src/ledger/schema-dump.js';
+import { countChargesByStatus } from '../src/ledger/reports.js';
+
+// The schema a fresh database gets from the migrations and the function sources is committed as
+// src/ledger/schema.sql: a change to either shows up there, in review. The status view must say
+// what statusOfHold says, row by row, and listing by status must return exactly those rows.
+
+let admin: LedgerPool;
+let scratchName: string;
+let scratchUrl: string;
+let scratch: LedgerPool;
+
+beforeAll(async () => {
+  const databaseUrl = inject('stack').databaseUrl;
+  admin = createLedgerPool({ databaseUrl, maxConnections: 1 });
+  scratchName = `scratch_schema_${randomBytes(6).toString('hex')}`;
+  await admin.query(`CREATE DATABASE ${scratchName}`);
+  const url = new URL(databaseUrl);
+  url.pathname = `/${scratchName}`;
+  scratchUrl = url.toString();
+  await migrateLedger(scratchUrl);
+  scratch = createLedgerPool({ databaseUrl: scratchUrl, maxConnections: 4 });
+});
+
+afterAll(async () => {
+  await scratch?.end();
+  if (scratchName) await admin?.query(`DROP DATABASE ${scratchName} WITH (FORCE)`);
+  await admin?.end();
+});
+
+async function dump(): Promise<string> {
+  const client = await scratch.connect();
+  try {
+    return await dumpLedgerSchema(client);
+  } finally {
+    client.release();
+  }
+}
+
+describe('ledger schema', () => {
+  it('a fresh migrate gives exactly the committed src/ledger/schema.sql', async () => {
+    const committed = await readFile(committedSchemaPath, 'utf8');
+    const difference = describeSchemaDifference(committed, await dump());
+    if (difference !== null) expect.fail(difference);
+  });
+
+  it('migrating again (the function sources re-applied) changes nothing', async () => {
+    const before = await dump();
+    await migrateLedger(scratchUrl);
+    expect(describeSchemaDifference(before, await dump())).toBeNull();
+  });
+
+  it('every ledger function has its source file, and every source file defines its function', async () => {
+    const { rows } = await scratch.query<{ proname: string }>(
+      `SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'public' ORDER BY 1`,
+    );
+    const sources = ledgerFunctionSources();
+    expect(sources.map((source) => source.name).sort()).toEqual(rows.map((row) => row.proname));
+    for (const source of sources) {
+      expect(source.sql, source.file).toMatch(new RegExp(`^CREATE OR REPLACE FUNCTION ${source.name}\\(`, 'm'));
+      expect(source.sql.match(/CREATE (OR REPLACE )?FUNCTION/g), source.file).toHaveLength(1);
+    }
+  });
+});
+
+describe('charge_statuses', () => {
+  const tenant = `statuses_${randomBytes(4).toString('hex')}`;
+
+  function intent(key: string, amountMinor: number): ChargeIntent {
+    return {
+      tenant,
+      idempotencyKey: key,
+      chargeId: `ch_${tenant}_${key}`,
+      fingerprint: randomBytes(32).toString('hex'),
+      request: {
+        orderId: `order-${key}`,
+        payerAccountId: 'payer',
+        payeeAccountId: 'payee',
+        amountMinor,
+        currency: 'USD',
+        captureMode: 'manual',
+        description: null,
+        metadata: null,
+      },
+    };
+  }
+
+  async function refund(key: string, amountMinor: number): Promise<void> {
+    const refunded = await refundCharge(scratch, {
+      tenant,
+      chargeKey: key,
+      refundKey: `refund-${amountMinor}`,
+      refundId: `rf_${tenant}_${key}_${amountMinor}`,
+      fingerprint: randomBytes(32).toString('hex'),
+      amountMinor,
+    });
+    expect(refunded.refund.status).toBe('succeeded');
+  }
+
+  it('say for every row what statusOfHold says, and listing by status returns exactly those rows', async () => {
+    await createAccount(scratch, { tenant, id: 'payer', currency: 'USD', allowOverdraft: false });
+    await createAccount(scratch, { tenant, id: 'payee', currency: 'USD', allowOverdraft: false });
+    await deposit(scratch, tenant, 'payer', 1_000, 'opening');
+
+    const expected: Record<string, ChargeStatus> = {
+      held: 'reserved',
+      declined: 'declined',
+      cancelled: 'cancelled',
+      tombstone: 'cancelled',
+      captured: 'succeeded',
+      'captured-in-part': 'succeeded',
+      'partly-refunded': 'partially_refunded',
+      'refunded-in-two': 'refunded',
+    };
+    expect((await tryHold(scratch, intent('held', 100), 60_000)).holdState).toBe('TRIED');
+    expect((await tryHold(scratch, intent('declined', 1_000_000), 60_000)).holdState).toBe('DECLINED');
+    const cancelled = intent('cancelled', 50);
+    await tryHold(scratch, cancelled, 60_000);
+    expect((await cancelHold(scratch, cancelled, 'test')).holdState).toBe('CANCELLED');
+    expect((await cancelHold(scratch, intent('tombstone', 10), 'test')).holdState).toBe('CANCELLED');
+    for (const [key, amount, capture] of [
+      ['captured', 100, null],
+      ['captured-in-part', 100, 40],
+      ['partly-refunded', 100, null],
+      ['refunded-in-two', 100, 60],
+    ] as const) {
+      await tryHold(scratch, intent(key, amount), 60_000);
+      expect((await confirmHold(scratch, tenant, key, capture)).holdState).toBe('CONFIRMED');
+    }
+    await refund('partly-refunded', 30);
+    await refund('refunded-in-two', 20);
+    await refund('refunded-in-two', 40);
+
+    const { rows } = await scratch.query<{
+      idempotency_key: string;
+      hold_state: HoldState;
+      captured_minor: number;
+      refunded_minor: number;
+      status: ChargeStatus | null;
+      in_view: number;
+    }>(
+      `SELECT c.idempotency_key, c.hold_state, c.captured_minor, c.refunded_minor, min(s.status) AS status,
+              count(s.status)::int AS in_view
+         FROM charges c
+         LEFT JOIN charge_statuses s ON s.tenant = c.tenant AND s.idempotency_key = c.idempotency_key
+        WHERE c.tenant = $1 GROUP BY 1, 2, 3, 4 ORDER BY 1`,
+      [tenant],
+    );
+    expect(rows).toHaveLength(Object.keys(expected).length);
+    for (const row of rows) {
+      // Exactly one status per row: the view's branches neither overlap nor leave a row out.
+      expect(row.in_view, row.idempotency_key).toBe(1);
+      expect(row.status, row.idempotency_key).toBe(statusOfHold(row.hold_state, row.captured_minor, row.refunded_minor));
+      expect(row.status, row.idempotency_key).toBe(expected[row.idempotency_key]);
+    }
+
+    const statuses: ChargeStatus[] = ['pending', 'reserved', 'declined', 'cancelled', 'succeeded', 'partially_refunded', 'refunded'];
+    for (const status of statuses) {
+      const page = await listCharges(scratch, tenant, { status, limit: 100 });
+      const keys = Object.entries(expected).filter(([, s]) => s === status).map(([key]) => key);
+      expect(page.charges.map((charge) => charge.idempotencyKey).sort(), status).toEqual(keys.sort());
+      for (const charge of page.charges) expect(charge.status, charge.idempotencyKey).toBe(status);
+    }
+    const counts = await countChargesByStatus(scratch, tenant);
+    expect(counts).toEqual({ reserved: 1, declined: 1, cancelled: 2, succeeded: 2, partially_refunded: 1, refunded: 1 });
+  });
+});
