@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { AccountsClient } from '../client/accounts-client.js';
-import { IdempotencyConflictError } from '../client/errors.js';
+import { IdempotencyConflictError, ValidationError } from '../client/errors.js';
 import type { WireProblem } from '../client/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { authenticate } from './authenticate.js';
@@ -99,6 +99,15 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     // Idempotency keys are visible ASCII and may contain "/" or "%": they travel percent-encoded.
     routerOptions: { maxParamLength: 1024 },
     return503OnClosing: true,
+    // A path fastify cannot decode (broken percent-encoding) or whose segment is longer than any
+    // key could be: a problem document naming the path, like every other refusal.
+    frameworkErrors: (error, _request, reply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      const message = tooLong
+        ? 'has a segment longer than any id or key can be (at most 1024 characters)'
+        : 'is not valid percent-encoded UTF-8';
+      return sendProblem(reply, problemFor(new ValidationError([{ field: 'path', message }]), deps.retryAfterSeconds));
+    },
   });
 
   // Request bodies are validated by the client module (zod, one error per field) and responses
