@@ -187,7 +187,7 @@ describe('recorded workflow histories replay on the current code', () => {
     expect(tampered.map((t) => t.label).filter((file) => !caught(file))).toEqual([]);
   });
 
-  it('a history whose patch marker names another patch fails replay, for each of its patches (the marker decides the branch)', async () => {
+  it('a history whose patch marker names another patch fails replay, for each of its patches (replay checks every marker)', async () => {
     const renamed = loaded.flatMap(({ entry, history }) =>
       entry.patches.map((patch) => ({
         label: `${entry.file} (${patch})`,
