@@ -106,7 +106,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       const message = tooLong
         ? 'has a segment longer than any id or key can be (at most 1024 characters)'
         : 'is not valid percent-encoded UTF-8';
-      return sendProblem(reply, problemFor(new ValidationError([{ field: 'path', message }]), deps.retryAfterSeconds));
+      void sendProblem(reply, problemFor(new ValidationError([{ field: 'path', message }]), deps.retryAfterSeconds));
     },
   });
 
