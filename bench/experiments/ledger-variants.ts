@@ -1,17 +1,20 @@
 /**
- * What would lift P2? Not part of `npm run bench`: run it with `npx tsx bench/experiments/ledger-variants.ts`
- * on a quiet machine. On one fresh embedded PostgreSQL with a little history it alternates, at 8
- * and 32 callers, the ledger functions of migration 0011 (before 030), today's Try+Confirm, the same
- * with prepared statements, and a prototype of a one-step capture for automatic charges (created
- * here only, in this scratch database; its replay and decline paths are not written).
+ * What would lift P2? Not part of `npm run bench`: run it with
+ * `npx tsx bench/experiments/ledger-variants.ts [candidate-dir]` on a quiet machine. On one fresh
+ * embedded PostgreSQL with a little history it alternates, at 8 and 32 callers, a candidate Try and
+ * Confirm, today's Try+Confirm, the same with prepared statements, and a prototype of a one-step
+ * capture for automatic charges (created here only, in this scratch database; its replay and
+ * decline paths are not written). The candidate is ledger_try and ledger_confirm from
+ * `candidate-dir`, a copy of the ledger's function sources (src/ledger/migrations/repeatable) with
+ * the change to weigh; without it, today's sources, so the two rows show the run's own noise.
  */
-import { readFileSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
+import { ledgerFunctionSource } from '../../src/ledger/repeatable.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { openPopulation } from '../lib/population.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
@@ -50,15 +53,18 @@ BEGIN
   RETURN r;
 END $$;`;
 
-function functionSql(file: string, name: string, newName: string): string {
-  const text = readFileSync(new URL(`../../src/ledger/migrations/${file}`, import.meta.url), 'utf8');
-  const start = text.search(new RegExp(`CREATE (OR REPLACE )?FUNCTION ${name}\\(`));
-  const end = text.indexOf('END $$;', start) + 'END $$;'.length;
-  return text.slice(start, end).replace(/CREATE (OR REPLACE )?FUNCTION \w+\(/, `CREATE FUNCTION ${newName}(`);
+const candidateDir = process.argv[2] === undefined ? undefined : resolve(process.argv[2]);
+
+/** The function's source, installed under another name beside the real one. */
+function renamedFunctionSql(name: string, newName: string): string {
+  const { sql } = ledgerFunctionSource(name, candidateDir);
+  const renamed = sql.replace(new RegExp(`CREATE (OR REPLACE )?FUNCTION ${name}\\(`), `CREATE FUNCTION ${newName}(`);
+  if (renamed === sql) throw new Error(`the source of ${name} does not create ${name}`);
+  return renamed;
 }
-const oldFunctions = [
-  functionSql('1763800000011_try_cancel_race.sql', 'ledger_try', 'old_ledger_try'),
-  functionSql('1763800000001_tcc_functions.sql', 'ledger_confirm', 'old_ledger_confirm'),
+const candidateFunctions = [
+  renamedFunctionSql('ledger_try', 'candidate_ledger_try'),
+  renamedFunctionSql('ledger_confirm', 'candidate_ledger_confirm'),
 ].join('\n');
 
 const dir = await mkdtemp(join(tmpdir(), 'p2x-'));
@@ -69,7 +75,7 @@ try {
   const setup = new pg.Client({ connectionString: server.databaseUrl });
   await setup.connect();
   await setup.query(oneStep);
-  await setup.query(oldFunctions);
+  await setup.query(candidateFunctions);
   await setup.end();
   const pool = createLedgerPool({ databaseUrl: server.databaseUrl, maxConnections: 32, statementTimeoutMs: 600_000 });
   const hist = await openPopulation(pool, { tenant: 'hist', payers: 200, payees: 20 });
@@ -82,8 +88,8 @@ try {
     return [it.tenant, it.idempotencyKey, it.chargeId, it.fingerprint, r.orderId, r.payerAccountId, r.payeeAccountId, r.currency, r.amountMinor, r.captureMode, null, null, 1000];
   };
   const variants: Record<string, (i: number) => Promise<void>> = {
-    'two steps, functions of 0011 (before 030)': async (i) => { const k = `o-${i}`; await pool.query('SELECT * FROM old_ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', params(k, i)); await pool.query('SELECT * FROM old_ledger_confirm($1,$2,$3)', ['x', k, null]); },
-    'two steps (030)': async (i) => { const k = `a-${i}`; await pool.query('SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', params(k, i)); await pool.query('SELECT * FROM ledger_confirm($1,$2,$3)', ['x', k, null]); },
+    [`two steps, candidate (${candidateDir ?? 'today'})`]: async (i) => { const k = `o-${i}`; await pool.query('SELECT * FROM candidate_ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', params(k, i)); await pool.query('SELECT * FROM candidate_ledger_confirm($1,$2,$3)', ['x', k, null]); },
+    'two steps (today)': async (i) => { const k = `a-${i}`; await pool.query('SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', params(k, i)); await pool.query('SELECT * FROM ledger_confirm($1,$2,$3)', ['x', k, null]); },
     'two steps, prepared': async (i) => { const k = `b-${i}`; await pool.query({ name: 'try', text: 'SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', values: params(k, i) }); await pool.query({ name: 'confirm', text: 'SELECT * FROM ledger_confirm($1,$2,$3)', values: ['x', k, null] }); },
     'one step (prototype), prepared': async (i) => { const k = `c-${i}`; await pool.query({ name: 'one', text: 'SELECT * FROM scratch_try_confirm($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', values: params(k, i) }); },
   };

@@ -1,4 +1,5 @@
 import { confirmHold, tryHold } from '../../src/ledger/charges.js';
+import { analyzeLedger } from '../../src/ledger/maintenance.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
 import type { BenchContext } from './context.js';
@@ -25,5 +26,5 @@ export async function seedLedgerHistory(ctx: BenchContext, charges: number): Pro
   } finally {
     await pool.end();
   }
-  await ctx.ledger.query('ANALYZE accounts, charges, transfers, journal_entries');
+  await analyzeLedger(ctx.ledger);
 }

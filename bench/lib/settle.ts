@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { requestCheckpoint } from '../../src/ledger/maintenance.js';
 import type { BenchContext } from './context.js';
 
 const execFileAsync = promisify(execFile);
@@ -12,6 +13,6 @@ const execFileAsync = promisify(execFile);
  * (the embedded server's); against another DATABASE_URL it may be refused, which only costs noise.
  */
 export async function settleDisk(ctx: BenchContext): Promise<void> {
-  await ctx.ledger.query('CHECKPOINT').catch(() => undefined);
+  await requestCheckpoint(ctx.ledger);
   await execFileAsync('sync', [], { timeout: 120_000 }).catch(() => undefined);
 }

@@ -1,3 +1,4 @@
+import { countChargesByStatus } from '../../src/ledger/reports.js';
 import { chargeBody } from '../lib/charging.js';
 import { takeCpuSnapshot } from '../lib/cpu.js';
 import { tenantFor, type BenchContext } from '../lib/context.js';
@@ -85,13 +86,11 @@ export async function runM1(ctx: BenchContext, base: Omit<SessionOptions, 'place
       if (charge.status !== 'cancelled') throw new Error(`m1-${n} is ${charge.status} after cancel`);
     });
     const verification = await verifyScenario(ctx.ledger, population.tenant, 0);
-    const { rows } = await ctx.ledger.query<{ open: number }>(
-      "SELECT count(*)::int AS open FROM charges WHERE tenant = $1 AND hold_state <> 'CANCELLED'",
-      [population.tenant],
-    );
-    if (rows[0]!.open !== 0) {
+    const byStatus = await countChargesByStatus(ctx.ledger, population.tenant);
+    const open = Object.entries(byStatus).reduce((sum, [status, n]) => (status === 'cancelled' ? sum : sum + n), 0);
+    if (open !== 0) {
       verification.ok = false;
-      verification.problems.push(`${rows[0]!.open} charges are not cancelled after cancel`);
+      verification.problems.push(`${open} charges are not cancelled after cancel`);
     }
     return {
       inFlight,
@@ -127,12 +126,9 @@ function sampleRssPeak(pid: number, intervalMs: number): { bytes(): number; stop
 async function waitForHolds(ctx: BenchContext, tenant: string, expected: number, timeoutMs: number): Promise<void> {
   const deadlineMs = Date.now() + timeoutMs;
   for (;;) {
-    const { rows } = await ctx.ledger.query<{ held: number }>(
-      "SELECT count(*)::int AS held FROM charges WHERE tenant = $1 AND hold_state = 'TRIED'",
-      [tenant],
-    );
-    if (rows[0]!.held >= expected) return;
-    if (Date.now() > deadlineMs) throw new Error(`only ${rows[0]!.held} of ${expected} holds after ${timeoutMs} ms`);
+    const held = (await countChargesByStatus(ctx.ledger, tenant)).reserved ?? 0;
+    if (held >= expected) return;
+    if (Date.now() > deadlineMs) throw new Error(`only ${held} of ${expected} holds after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { insertApiKey, listApiKeys, revokeApiKey, tenantForKeyHash, type ApiKeyRecord } from '../ledger/api-keys.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { assertTenant } from '../client/validation.js';
 
@@ -6,35 +7,6 @@ import { assertTenant } from '../client/validation.js';
 export const apiKeyPrefix = 'cgk_';
 const secretBytes = 32;
 const shownPrefixLength = apiKeyPrefix.length + 8;
-
-export interface ApiKeyRecord {
-  id: string;
-  tenant: string;
-  keyPrefix: string;
-  label: string | null;
-  createdAt: string;
-  revokedAt: string | null;
-}
-
-interface ApiKeyRow {
-  id: string;
-  tenant: string;
-  key_prefix: string;
-  label: string | null;
-  created_at: Date;
-  revoked_at: Date | null;
-}
-
-function fromRow(row: ApiKeyRow): ApiKeyRecord {
-  return {
-    id: row.id,
-    tenant: row.tenant,
-    keyPrefix: row.key_prefix,
-    label: row.label,
-    createdAt: row.created_at.toISOString(),
-    revokedAt: row.revoked_at?.toISOString() ?? null,
-  };
-}
 
 /** SHA-256 is enough: the key carries 256 random bits, so there is nothing to brute-force. */
 export function hashApiKey(key: string): string {
@@ -50,36 +22,15 @@ export async function createApiKey(
   assertTenant(tenant);
   const key = apiKeyPrefix + randomBytes(secretBytes).toString('base64url');
   const id = `key_${randomBytes(8).toString('hex')}`;
-  const result = await pool.query<ApiKeyRow>(
-    `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5) RETURNING *`,
-    [id, tenant, hashApiKey(key), key.slice(0, shownPrefixLength), label],
-  );
-  return { key, record: fromRow(result.rows[0]!) };
+  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label });
+  return { key, record };
 }
 
 /** The tenant a presented key belongs to, or null for an unknown or revoked key. */
 export async function tenantForApiKey(pool: LedgerPool, key: string): Promise<string | null> {
   if (!key.startsWith(apiKeyPrefix)) return null;
-  const result = await pool.query<{ tenant: string }>(
-    'SELECT tenant FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
-    [hashApiKey(key)],
-  );
-  return result.rows[0]?.tenant ?? null;
+  return tenantForKeyHash(pool, hashApiKey(key));
 }
 
-export async function listApiKeys(pool: LedgerPool, tenant: string | null): Promise<ApiKeyRecord[]> {
-  const result = await pool.query<ApiKeyRow>(
-    'SELECT * FROM api_keys WHERE ($1::text IS NULL OR tenant = $1) ORDER BY tenant, created_at',
-    [tenant],
-  );
-  return result.rows.map(fromRow);
-}
-
-/** Revoking is permanent and takes effect on the next request (keys are not cached). */
-export async function revokeApiKey(pool: LedgerPool, id: string): Promise<ApiKeyRecord | null> {
-  const result = await pool.query<ApiKeyRow>(
-    'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING *',
-    [id],
-  );
-  return result.rows[0] ? fromRow(result.rows[0]) : null;
-}
+// Surfaces never import the ledger: they reach the whole key store through this module.
+export { listApiKeys, revokeApiKey, type ApiKeyRecord };

@@ -2,9 +2,10 @@ import { randomInt } from 'node:crypto';
 import { Progress } from '../cli/progress.js';
 import type { ChargeClient } from '../client/charge-client.js';
 import type { Charge } from '../domain/charge.js';
-import { createAccount, deposit } from '../ledger/accounts.js';
+import { createAccount, deposit, getAccount } from '../ledger/accounts.js';
 import { checkLedgerInvariants, type InvariantCheck } from '../ledger/invariants.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import { captureTotals } from '../ledger/reports.js';
 import { FlakyLink, ResponseDroppedError, type FlakyLinkOdds } from './flaky-link.js';
 
 export interface DemoOptions {
@@ -104,23 +105,8 @@ export async function runFlakyAgentDemo(
   await Promise.all(Array.from({ length: options.concurrentAgents }, agent));
   progress.finish(`${done} orders in ${options.concurrentAgents} concurrent agents`);
 
-  const totals = await ledger.query<{
-    charge_rows: number;
-    debits: number;
-    keys_debited_twice: number;
-    debited_minor: number;
-    merchant_minor: number;
-  }>(
-    `SELECT (SELECT count(*)::int FROM charges WHERE tenant = $1) AS charge_rows,
-            (SELECT count(*)::int FROM transfers WHERE tenant = $1 AND kind = 'capture') AS debits,
-            (SELECT count(*)::int FROM (SELECT reference FROM transfers WHERE tenant = $1 AND kind = 'capture'
-                                         GROUP BY reference HAVING count(*) > 1) twice) AS keys_debited_twice,
-            (SELECT coalesce(sum(-e.amount_minor), 0)::bigint FROM journal_entries e JOIN transfers t ON t.id = e.transfer_id
-              WHERE t.tenant = $1 AND t.kind = 'capture' AND e.amount_minor < 0) AS debited_minor,
-            (SELECT posted_minor FROM account_balances WHERE tenant = $1 AND id = 'merchant') AS merchant_minor`,
-    [tenant],
-  );
-  const row = totals.rows[0]!;
+  const totals = await captureTotals(ledger, tenant);
+  const merchant = await getAccount(ledger, tenant, 'merchant');
   const seen = [...outcomes.values()];
   return {
     tenant,
@@ -131,11 +117,11 @@ export async function runFlakyAgentDemo(
     succeeded: seen.filter((c) => c.status === 'succeeded').length,
     declined: seen.filter((c) => c.status === 'declined').length,
     otherOutcomes: seen.filter((c) => c.status !== 'succeeded' && c.status !== 'declined').length,
-    chargeRows: row.charge_rows,
-    debits: row.debits,
-    keysDebitedMoreThanOnce: row.keys_debited_twice,
-    debitedMinor: row.debited_minor,
-    creditedToMerchantMinor: row.merchant_minor,
+    chargeRows: totals.chargeRows,
+    debits: totals.captureTransfers,
+    keysDebitedMoreThanOnce: totals.keysCapturedMoreThanOnce,
+    debitedMinor: totals.debitedMinor,
+    creditedToMerchantMinor: merchant?.postedMinor ?? 0,
     agentSeenSucceededMinor: seen.filter((c) => c.status === 'succeeded').reduce((sum, c) => sum + c.amountCapturedMinor, 0),
     invariants: await checkLedgerInvariants(ledger, tenant),
   };

@@ -145,3 +145,18 @@ export async function readCharge(pool: LedgerPool, tenant: string, idempotencyKe
   const row = result.rows[0];
   return row ? fromRow(row) : null;
 }
+
+/** The rows of the given keys (those the ledger has), in one query. */
+export async function readChargesByKeys(
+  pool: LedgerPool,
+  keys: readonly { tenant: string; idempotencyKey: string }[],
+): Promise<LedgerCharge[]> {
+  if (keys.length === 0) return [];
+  const result = await pool.query<ChargeRow>(
+    `SELECT c.* FROM charges c
+       JOIN unnest($1::text[], $2::text[]) AS k (tenant, idempotency_key)
+         ON c.tenant = k.tenant AND c.idempotency_key = k.idempotency_key`,
+    [keys.map((k) => k.tenant), keys.map((k) => k.idempotencyKey)],
+  );
+  return result.rows.map(fromRow);
+}

@@ -110,3 +110,31 @@ export async function overdueHolds(pool: LedgerPool): Promise<OverdueHolds> {
   const row = result.rows[0];
   return { count: row?.n ?? 0, heldMinor: row?.held_minor ?? 0, oldestOverdueSeconds: row?.oldest_s ?? 0 };
 }
+
+/** A hold still TRIED past its expiry plus grace, as reconcile reports it. */
+export interface ExpiredHoldSample {
+  tenant: string;
+  idempotency_key: string;
+  hold_expires_at: Date;
+}
+
+/**
+ * How many TRIED holds are more than `graceMs` past their expiry, and the `sampleLimit` most
+ * overdue of them, without reading the rest. The database clock on both sides of the comparison.
+ */
+export async function countExpiredHolds(
+  pool: LedgerPool,
+  options: { tenant: string | null; graceMs: number; sampleLimit: number },
+): Promise<{ count: number; samples: ExpiredHoldSample[] }> {
+  const result = await pool.query<ExpiredHoldSample & { total: number }>(
+    `SELECT tenant, idempotency_key, hold_expires_at, count(*) OVER ()::bigint AS total FROM charges
+      WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)
+        AND hold_expires_at < now() - $2 * interval '1 millisecond'
+      ORDER BY hold_expires_at LIMIT $3`,
+    [options.tenant, options.graceMs, options.sampleLimit],
+  );
+  return {
+    count: result.rows[0]?.total ?? 0,
+    samples: result.rows.map(({ tenant, idempotency_key, hold_expires_at }) => ({ tenant, idempotency_key, hold_expires_at })),
+  };
+}

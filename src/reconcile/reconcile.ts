@@ -1,9 +1,10 @@
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
 import { chargeWorkflowId, type Charge, type ChargeStatus, type HoldState } from '../domain/charge.js';
-import { fromRow, type ChargeRow, type LedgerCharge } from '../ledger/charges.js';
-import { listHeldCharges, type HeldChargeKey } from '../ledger/holds.js';
+import { readChargesByKeys, type LedgerCharge } from '../ledger/charges.js';
+import { countExpiredHolds, listHeldCharges, type HeldChargeKey } from '../ledger/holds.js';
 import { checkLedgerInvariants } from '../ledger/invariants.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import { countLedger, type LedgerCounts } from '../ledger/reports.js';
 import { chargeWorkflowType } from '../../workflows/definitions.js';
 
 /**
@@ -45,17 +46,7 @@ export interface ReconcileCheck {
   skipped?: string;
 }
 
-export interface ReconcileCounts {
-  accounts: number;
-  charges: number;
-  chargesByStatus: Partial<Record<ChargeStatus, number>>;
-  openHolds: number;
-  heldMinor: number;
-  capturedMinor: number;
-  refunds: { succeeded: number; failed: number };
-  refundedMinor: number;
-  transfersByKind: Record<string, number>;
-  journalEntries: number;
+export interface ReconcileCounts extends LedgerCounts {
   /** Closed ChargeWorkflow executions compared with their ledger rows: every one visibility lists. */
   workflowsExamined: number;
   workflowsMatched: number;
@@ -82,7 +73,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
   const settings: ReconcileSettings = { ...reconcileDefaults, ...definedOnly(options) };
 
   const ledgerChecks: ReconcileCheck[] = await checkLedgerInvariants(options.ledger, tenant);
-  const counts = await countLedger(options.ledger, tenant);
+  const counts = await countLedgerForReport(options.ledger, tenant);
   const expiredHolds = await checkExpiredHolds(options.ledger, tenant, settings.holdGraceMs);
 
   let workflowChecks: ReconcileCheck[];
@@ -128,83 +119,17 @@ function definedOnly(options: ReconcileOptions): Partial<ReconcileSettings> {
   return picked;
 }
 
-async function countLedger(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts> {
-  const scope = [tenant];
-  const [accounts, charges, refunds, transfers, entries] = await Promise.all([
-    pool.query<{ n: number }>(
-      'SELECT count(*)::bigint AS n FROM accounts WHERE NOT is_system AND ($1::text IS NULL OR tenant = $1)',
-      scope,
-    ),
-    pool.query<{ status: ChargeStatus; n: number; held_minor: number; captured_minor: number }>(
-      `SELECT CASE hold_state
-                WHEN 'DECLINED' THEN 'declined' WHEN 'TRIED' THEN 'reserved' WHEN 'CANCELLED' THEN 'cancelled'
-                ELSE CASE WHEN refunded_minor = 0 THEN 'succeeded'
-                          WHEN refunded_minor >= captured_minor THEN 'refunded'
-                          ELSE 'partially_refunded' END
-              END AS status,
-              count(*)::bigint AS n, sum(held_minor)::bigint AS held_minor, sum(captured_minor)::bigint AS captured_minor
-         FROM charges WHERE ($1::text IS NULL OR tenant = $1) GROUP BY 1`,
-      scope,
-    ),
-    pool.query<{ status: 'succeeded' | 'failed'; n: number; amount_minor: number }>(
-      `SELECT status, count(*)::bigint AS n, sum(amount_minor)::bigint AS amount_minor FROM refunds
-        WHERE ($1::text IS NULL OR tenant = $1) GROUP BY status`,
-      scope,
-    ),
-    pool.query<{ kind: string; n: number }>(
-      'SELECT kind, count(*)::bigint AS n FROM transfers WHERE ($1::text IS NULL OR tenant = $1) GROUP BY kind',
-      scope,
-    ),
-    pool.query<{ n: number }>(
-      'SELECT count(*)::bigint AS n FROM journal_entries WHERE ($1::text IS NULL OR tenant = $1)',
-      scope,
-    ),
-  ]);
-  const chargesByStatus: Partial<Record<ChargeStatus, number>> = {};
-  let heldMinor = 0;
-  let capturedMinor = 0;
-  for (const row of charges.rows) {
-    chargesByStatus[row.status] = row.n;
-    heldMinor += row.held_minor;
-    capturedMinor += row.captured_minor;
-  }
-  const refundCounts = { succeeded: 0, failed: 0 };
-  let refundedMinor = 0;
-  for (const row of refunds.rows) {
-    refundCounts[row.status] = row.n;
-    if (row.status === 'succeeded') refundedMinor = row.amount_minor;
-  }
-  return {
-    accounts: accounts.rows[0]?.n ?? 0,
-    charges: charges.rows.reduce((sum, row) => sum + row.n, 0),
-    chargesByStatus,
-    openHolds: chargesByStatus.reserved ?? 0,
-    heldMinor,
-    capturedMinor,
-    refunds: refundCounts,
-    refundedMinor,
-    transfersByKind: Object.fromEntries(transfers.rows.map((row) => [row.kind, row.n])),
-    journalEntries: entries.rows[0]?.n ?? 0,
-    workflowsExamined: 0,
-    workflowsMatched: 0,
-    holdsExamined: 0,
-  };
+async function countLedgerForReport(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts> {
+  return { ...(await countLedger(pool, tenant)), workflowsExamined: 0, workflowsMatched: 0, holdsExamined: 0 };
 }
 
 async function checkExpiredHolds(pool: LedgerPool, tenant: string | null, graceMs: number): Promise<ReconcileCheck> {
-  // The database clock on both sides of the comparison: hold_expires_at was written with now().
-  const result = await pool.query<{ tenant: string; idempotency_key: string; hold_expires_at: Date }>(
-    `SELECT tenant, idempotency_key, hold_expires_at FROM charges
-      WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)
-        AND hold_expires_at < now() - $2 * interval '1 millisecond'
-      ORDER BY hold_expires_at`,
-    [tenant, graceMs],
-  );
+  const expired = await countExpiredHolds(pool, { tenant, graceMs, sampleLimit });
   return {
     name: 'no_expired_holds',
     description: `no hold is still TRIED more than ${graceMs} ms after its expiry`,
-    violations: result.rowCount ?? 0,
-    samples: result.rows.slice(0, sampleLimit),
+    violations: expired.count,
+    samples: expired.samples,
   };
 }
 
@@ -261,14 +186,8 @@ async function readCharges(
   pool: LedgerPool,
   keys: { tenant: string; key: string }[],
 ): Promise<Map<string, LedgerCharge>> {
-  if (keys.length === 0) return new Map();
-  const result = await pool.query<ChargeRow>(
-    `SELECT c.* FROM charges c
-       JOIN unnest($1::text[], $2::text[]) AS k (tenant, idempotency_key)
-         ON c.tenant = k.tenant AND c.idempotency_key = k.idempotency_key`,
-    [keys.map((k) => k.tenant), keys.map((k) => k.key)],
-  );
-  return new Map(result.rows.map((row) => [chargeWorkflowId(row.tenant, row.idempotency_key), fromRow(row)]));
+  const rows = await readChargesByKeys(pool, keys.map((k) => ({ tenant: k.tenant, idempotencyKey: k.key })));
+  return new Map(rows.map((row) => [chargeWorkflowId(row.charge.tenant, row.charge.idempotencyKey), row]));
 }
 
 /** Runs `work` over `items` with at most `limit` in flight. */
