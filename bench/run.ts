@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
-import { step } from '../src/cli/progress.js';
+import { step } from '../src/support/progress.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { bundleChargeWorkflows, quietBundlerLogger } from '../src/worker/charge-worker.js';
 import { startBenchStack } from './lib/bench-stack.js';

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { Progress } from '../../src/cli/progress.js';
+import { Progress } from '../../src/support/progress.js';
 import { summariseLatencies, type LatencySummaryMs } from './stats.js';
 
 /** One operation of a load phase; `sequence` is unique within the phase (keys are built from it). */

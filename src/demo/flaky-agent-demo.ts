@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { Progress } from '../cli/progress.js';
-import type { ChargeClient } from '../client/charge-client.js';
+import { Progress } from '../support/progress.js';
+import type { ChargeService } from '../service/charge-service.js';
 import type { Charge } from '../domain/charge.js';
 import { createAccount, deposit, getAccount } from '../ledger/accounts.js';
 import { checkLedgerInvariants, type InvariantCheck } from '../ledger/invariants.js';
@@ -53,7 +53,7 @@ export interface DemoTotals {
  * same key, duplicates fired at once. The ledger totals at the end show one debit per key.
  */
 export async function runFlakyAgentDemo(
-  charges: ChargeClient,
+  charges: ChargeService,
   ledger: LedgerPool,
   options: DemoOptions = defaultDemoOptions,
 ): Promise<DemoTotals> {

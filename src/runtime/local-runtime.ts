@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
-import { step } from '../cli/progress.js';
+import { step } from '../support/progress.js';
 import type { ChargeguardConfig } from '../config.js';
 import { startLocalStack, type LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
