@@ -75,7 +75,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/client/*', '**/api/*', '**/mcp/*', '**/cli/*', '**/workflows/*', '**/activities/*'],
+              group: ['**/service/*', '**/api/*', '**/mcp/*', '**/cli/*', '**/workflows/*', '**/activities/*'],
               message: 'the ledger knows nothing of its callers',
             },
           ],

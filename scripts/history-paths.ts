@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError, WorkflowUpdateStage, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { LedgerStep } from '../activities/index.js';
-import { RefundRefusedError, type ChargeClient } from '../src/client/charge-client.js';
+import { RefundRefusedError, type ChargeService } from '../src/service/charge-service.js';
 import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
 import { refundWorkflowId, type Refund } from '../src/domain/refund.js';
 import { cancelReasons } from '../src/domain/refusals.js';
@@ -49,7 +49,7 @@ export interface RecordingContext {
   ledger: LedgerPool;
   policy: ChargePolicy;
   /** A client on the recorder's task queue, with the recorder's policy overridden by `policy`. */
-  client(policy?: Partial<ChargePolicy>): ChargeClient;
+  client(policy?: Partial<ChargePolicy>): ChargeService;
   body(amountMinor: number, capture?: 'automatic' | 'manual'): Record<string, unknown>;
   /** Runs `hook` before every attempt of this step for this key (throw to make the step fail). */
   onStep(step: LedgerStep, key: string, hook: () => void | Promise<void>): void;

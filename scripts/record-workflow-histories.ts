@@ -29,7 +29,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { LedgerStep } from '../activities/index.js';
-import { ChargeClient } from '../src/client/charge-client.js';
+import { ChargeService } from '../src/service/charge-service.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
@@ -268,7 +268,7 @@ async function recordInto(dataDir: string): Promise<number> {
       ledger: pool,
       policy,
       client: (overrides = {}) =>
-        new ChargeClient({
+        new ChargeService({
           temporal,
           ledger: pool,
           policy: { ...policy, ...overrides },

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { wireChargeSchema, wireProblemSchema } from '../src/client/wire.js';
+import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
 import {
   balanceOf,
   captureCount,

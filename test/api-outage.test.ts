@@ -6,10 +6,10 @@ import { Client, Connection, ServiceError, WorkflowUpdateRPCTimeoutOrCancelledEr
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApi } from '../src/api/app.js';
-import { ChargeClient } from '../src/client/charge-client.js';
-import { UnavailableError } from '../src/client/errors.js';
-import { asUnavailable } from '../src/client/unavailable.js';
-import { wireProblemSchema } from '../src/client/wire.js';
+import { ChargeService } from '../src/service/charge-service.js';
+import { UnavailableError } from '../src/service/errors.js';
+import { asUnavailable } from '../src/service/unavailable.js';
+import { wireProblemSchema } from '../src/service/wire.js';
 import { loadConfig } from '../src/config.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
@@ -217,7 +217,7 @@ describe('503 when a dependency is unreachable, and nothing half-done', () => {
       endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
       temporal,
       ledger,
-      charges: new ChargeClient({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
+      charges: new ChargeService({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
       close: async () => {
         await connection.close();
         await ledger.end();
@@ -386,7 +386,7 @@ describe('every 5xx is logged under the request id its answer carries', () => {
       endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
       temporal,
       ledger,
-      charges: new ChargeClient({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
+      charges: new ChargeService({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
       close: async () => {
         await connection.close();
         await ledger.end();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { wireRefundSchema } from '../src/client/wire.js';
+import { wireRefundSchema } from '../src/service/wire.js';
 import {
   balanceOf,
   captureCount,

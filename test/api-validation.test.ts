@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeFingerprint, refundFingerprint } from '../src/client/fingerprint.js';
-import { wireProblemSchema } from '../src/client/wire.js';
+import { chargeFingerprint, refundFingerprint } from '../src/service/intent.js';
+import { wireProblemSchema } from '../src/service/wire.js';
 import { confirmHold, tryHold } from '../src/ledger/charges.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import {

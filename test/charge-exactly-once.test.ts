@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdempotencyConflictError, ValidationError } from '../src/client/errors.js';
+import { IdempotencyConflictError, ValidationError } from '../src/service/errors.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { deposit } from '../src/ledger/accounts.js';
 import { startTemporalDevServer } from '../src/stack/temporal-dev-server.js';

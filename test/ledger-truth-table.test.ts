@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeFingerprint, chargeIdFor } from '../src/client/fingerprint.js';
+import { chargeFingerprint, chargeIdFor } from '../src/service/intent.js';
 import type { ChargeIntent, ChargeRequest, HoldState } from '../src/domain/charge.js';
 import { deposit } from '../src/ledger/accounts.js';
 import { cancelHold, confirmHold, readCharge, tryHold, type LedgerCharge } from '../src/ledger/charges.js';

@@ -1,7 +1,7 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChargeStateConflictError } from '../src/client/errors.js';
+import { ChargeStateConflictError } from '../src/service/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
 import { captureChargeUpdate } from '../workflows/definitions.js';

@@ -6,8 +6,8 @@ import {
   IdempotencyConflictError,
   NotFoundError,
   ValidationError,
-} from '../src/client/errors.js';
-import { RefundRefusedError } from '../src/client/charge-client.js';
+} from '../src/service/errors.js';
+import { RefundRefusedError } from '../src/service/charge-service.js';
 import { refundWorkflowId } from '../src/domain/refund.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
 import { refundCharge } from '../src/ledger/refunds.js';

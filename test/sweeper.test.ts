@@ -2,7 +2,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ApiMetrics } from '../src/api/metrics.js';
 import { openTestApi } from './api-support.js';
-import { ChargeStateConflictError } from '../src/client/errors.js';
+import { ChargeStateConflictError } from '../src/service/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
 import { readCharge, tryHold } from '../src/ledger/charges.js';

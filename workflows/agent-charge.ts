@@ -32,7 +32,7 @@ const maxPollMs = 5 * 60 * 1000;
  * ABANDON, so killing the agent never kills a charge halfway). The new run then cannot receive that
  * child's result, so it reads the outcome from the ledger, which settles every charge it started.
  *
- * `intent` comes from ChargeClient.buildIntent (fingerprinting needs Node's crypto, which workflow
+ * `intent` comes from ChargeService.buildIntent (fingerprinting needs Node's crypto, which workflow
  * code has not): typically the agent is started with the intents it may charge.
  */
 export async function chargeFromWorkflow(

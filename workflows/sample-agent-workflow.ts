@@ -4,7 +4,7 @@ import { chargeFromWorkflow } from './agent-charge.js';
 import type { ChargePolicy } from './definitions.js';
 
 export interface OrderAgentInput {
-  /** The charges this agent decided on, built by ChargeClient.buildIntent when the agent was started. */
+  /** The charges this agent decided on, built by ChargeService.buildIntent when the agent was started. */
   intents: ChargeIntent[];
   policy: ChargePolicy;
   /** Where ChargeWorkflow workers listen, when not on the default queue. */

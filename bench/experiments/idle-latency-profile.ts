@@ -6,7 +6,7 @@
  * the full charge, so each step's cost is the difference between two rows:
  *   gRPC round trip (getSystemInfo) -> a start with no worker (one write) -> an empty workflow
  *   (start + one workflow task + result) -> the bare 3-local-activity workflow -> ChargeWorkflow
- *   started directly -> ChargeClient.charge (validation, account check, start, wait)
+ *   started directly -> ChargeService.charge (validation, account check, start, wait)
  * and, ledger only, Try and Confirm one after the other.
  */
 import { writeFile } from 'node:fs/promises';
@@ -89,7 +89,7 @@ try {
         taskQueue: 'profile-charges', workflowId: `charge/${population.tenant}/${key}`, args: [{ intent, policy: benchPolicy }], ...eager,
       });
     });
-    await time('ChargeClient.charge (full path), eager', (n) => {
+    await time('ChargeService.charge (full path), eager', (n) => {
       const key = `client-${n}`;
       return session.charges.charge(population.tenant, key, chargeBody(key, payer(n + 500), payee(n)));
     });

@@ -1,4 +1,4 @@
-import type { ChargeClient } from '../../src/client/charge-client.js';
+import type { ChargeService } from '../../src/service/charge-service.js';
 import type { Operation } from './load.js';
 import type { Picker } from './population.js';
 
@@ -14,11 +14,11 @@ export function chargeBody(key: string, payer: string, payee: string, capture: '
 }
 
 /**
- * One new charge per call, through ChargeClient (validation, account check, start, wait): the
+ * One new charge per call, through ChargeService (validation, account check, start, wait): the
  * path every surface takes. Only a charge its caller saw succeed counts as done.
  */
 export function chargeOperation(
-  charges: ChargeClient,
+  charges: ChargeService,
   options: { tenant: string; keyPrefix: string; payer: Picker; payee: Picker; tally: ChargeTally },
 ): Operation {
   return async (sequence) => {
@@ -45,7 +45,7 @@ export function chargeOperation(
  * Asks again for every charge whose caller got no decision (the way a real caller settles it: the
  * same key, the same body), so the tally the ledger is checked against is complete.
  */
-export async function settleUnsettled(charges: ChargeClient, tenant: string, tally: ChargeTally): Promise<void> {
+export async function settleUnsettled(charges: ChargeService, tenant: string, tally: ChargeTally): Promise<void> {
   const pending = tally.unsettled.splice(0, tally.unsettled.length);
   for (const { key, body } of pending) {
     const reply = await charges.charge(tenant, key, body);

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { ChargeClient } from '../../src/client/charge-client.js';
+import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import type { BenchStack } from './bench-stack.js';
@@ -32,7 +32,7 @@ export interface TemporalSession {
   options: SessionOptions;
   workers: BenchWorkers;
   temporal: Client;
-  charges: ChargeClient;
+  charges: ChargeService;
   /** Whether starts really go eager (asked for, and the client shares the workers' connection). */
   eagerStart: boolean;
   close(): Promise<void>;
@@ -55,7 +55,7 @@ export async function openTemporalSession(stack: BenchStack, options: SessionOpt
     const temporal = new Client({ connection: workers.nativeConnection && eagerStart ? workers.nativeConnection : grpcConnection!, namespace: 'default' });
     const { createLedgerPool } = await import('../../src/ledger/pool.js');
     const ledger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 16 });
-    const charges = new ChargeClient({
+    const charges = new ChargeService({
       temporal,
       ledger,
       policy: benchPolicy,

@@ -1,5 +1,5 @@
 import type { ChargeIntent, ChargeRequest } from '../../src/domain/charge.js';
-import { chargeFingerprint, chargeIdFor } from '../../src/client/fingerprint.js';
+import { chargeFingerprint, chargeIdFor } from '../../src/service/intent.js';
 import { confirmHold, tryHold } from '../../src/ledger/charges.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { measured, type BenchContext, type PhaseFigure } from '../lib/context.js';
@@ -12,7 +12,7 @@ export class LedgerTally {
   confirmed = 0;
 }
 
-/** A charge intent as ChargeClient.buildIntent makes it, without a Temporal client. */
+/** A charge intent as ChargeService.buildIntent makes it, without a Temporal client. */
 export function ledgerIntent(tenant: string, key: string, payer: string, payee: string): ChargeIntent {
   const request: ChargeRequest = {
     orderId: `order-${key}`,

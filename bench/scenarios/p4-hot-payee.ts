@@ -83,7 +83,7 @@ export async function runP4Ledger(ctx: BenchContext): Promise<HotPayeeLedger> {
   };
 }
 
-/** P4 end to end: the same two traffics through ChargeClient and the workflow. */
+/** P4 end to end: the same two traffics through ChargeService and the workflow. */
 export async function runP4EndToEnd(ctx: BenchContext, session: TemporalSession): Promise<HotPayeeEndToEnd> {
   const concurrency = ctx.settings.p4Concurrency;
   const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'p4-e2e'), ...spreadPopulationSize });

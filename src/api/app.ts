@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { AccountsClient } from '../client/accounts-client.js';
-import { IdempotencyConflictError, ValidationError } from '../client/errors.js';
-import type { WireProblem } from '../client/wire.js';
+import { AccountsService } from '../service/accounts-service.js';
+import { IdempotencyConflictError, ValidationError } from '../service/errors.js';
+import type { WireProblem } from '../service/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { authenticate } from './authenticate.js';
 import { ApiMetrics } from './metrics.js';
@@ -60,7 +60,7 @@ export interface ApiOptions {
 /** Everything a route needs, resolved once from the options. */
 export interface ApiDeps {
   context: AppContext;
-  accounts: AccountsClient;
+  accounts: AccountsService;
   metrics: ApiMetrics;
   waitBudgetMs: number;
   temporalCallTimeoutMs: number;
@@ -83,7 +83,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const bodyLimitBytes = options.bodyLimitBytes ?? apiDefaults.bodyLimitBytes;
   const deps: ApiDeps = {
     context,
-    accounts: new AccountsClient({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
+    accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
     metrics: new ApiMetrics({ ledger: context.ledger }),
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ChargeReply } from '../client/charge-client.js';
+import type { ChargeReply } from '../service/charge-service.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { overdueHolds } from '../reconcile/index.js';
 

@@ -2,11 +2,11 @@ import type { FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { z } from 'zod';
-import { createAccountBodySchema, depositBodySchema } from '../client/accounts-client.js';
-import { chargeRequestSchema } from '../client/validation.js';
+import { createAccountBodySchema, depositBodySchema } from '../service/accounts-service.js';
+import { chargeRequestSchema } from '../service/validation.js';
 import { limits, textPatterns } from '../domain/limits.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
-import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../client/wire.js';
+import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
 
 /**
  * The OpenAPI 3.1 document is generated from the same zod schemas that validate requests (in the

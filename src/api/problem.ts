@@ -7,10 +7,10 @@ import {
   UnavailableError,
   ValidationError,
   type FieldError,
-} from '../client/errors.js';
-import { AccountConflictError } from '../client/accounts-client.js';
-import { asUnavailable } from '../client/unavailable.js';
-import type { WireProblem } from '../client/wire.js';
+} from '../service/errors.js';
+import { AccountConflictError } from '../service/accounts-service.js';
+import { asUnavailable } from '../service/unavailable.js';
+import type { WireProblem } from '../service/wire.js';
 import { UnauthorizedError } from './authenticate.js';
 
 export const problemContentType = 'application/problem+json; charset=utf-8';

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { ValidationError } from '../client/errors.js';
-import { assertIdempotencyKey } from '../client/validation.js';
+import { ValidationError } from '../service/errors.js';
+import { assertIdempotencyKey } from '../service/validation.js';
 
 export const idempotencyKeyHeader = 'Idempotency-Key';
 

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { insertApiKey, listApiKeys, revokeApiKey, tenantForKeyHash, type ApiKeyRecord } from '../ledger/api-keys.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { assertTenant } from '../client/validation.js';
+import { assertTenant } from '../service/validation.js';
 
 /** Every key starts with this, so a leaked key is recognisable by secret scanners and people. */
 export const apiKeyPrefix = 'cgk_';

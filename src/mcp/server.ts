@@ -1,16 +1,16 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { AccountsClient } from '../client/accounts-client.js';
-import type { ChargeClient } from '../client/charge-client.js';
-import { assertIdempotencyKey, refusingPrototypeKey } from '../client/validation.js';
-import { accountToWire, chargeToWire, refundToWire } from '../client/wire.js';
+import type { AccountsService } from '../service/accounts-service.js';
+import type { ChargeService } from '../service/charge-service.js';
+import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
+import { accountToWire, chargeToWire, refundToWire } from '../service/wire.js';
 import { limits } from '../domain/limits.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
-  charges: ChargeClient;
-  accounts: AccountsClient;
+  charges: ChargeService;
+  accounts: AccountsService;
   /** Every tool acts for this tenant only: the API key's on HTTP, the command line's on stdio. */
   tenant: string;
   /** How long create_charge waits for the outcome before answering "still processing". */

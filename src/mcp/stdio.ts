@@ -1,5 +1,5 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { AccountsClient } from '../client/accounts-client.js';
+import { AccountsService } from '../service/accounts-service.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { createMcpServer } from './server.js';
 
@@ -10,7 +10,7 @@ import { createMcpServer } from './server.js';
 export async function serveMcpOverStdio(context: AppContext, tenant: string): Promise<void> {
   const server = createMcpServer({
     charges: context.charges,
-    accounts: new AccountsClient({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
+    accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
     tenant,
     waitBudgetMs: context.config.CHARGE_WAIT_BUDGET_MS,
   });

@@ -6,8 +6,8 @@ import {
   NotFoundError,
   UnavailableError,
   ValidationError,
-} from '../client/errors.js';
-import { asUnavailable } from '../client/unavailable.js';
+} from '../service/errors.js';
+import { asUnavailable } from '../service/unavailable.js';
 
 /** A successful tool call: the JSON for the model to read, and the same object as structured content. */
 export function okResult(summary: string, value: Record<string, unknown>): CallToolResult {

@@ -7,8 +7,8 @@ import {
   type ConnectionLike,
   type ConnectionOptions,
 } from '@temporalio/client';
-import { ChargeClient } from '../client/charge-client.js';
-import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttributionInterceptor } from '../client/unavailable.js';
+import { ChargeService } from '../service/charge-service.js';
+import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttributionInterceptor } from '../service/unavailable.js';
 import type { ChargeguardConfig } from '../config.js';
 import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../ledger/pool.js';
@@ -27,7 +27,7 @@ export interface AppContext {
   endpoints: Endpoints;
   temporal: Client;
   ledger: LedgerPool;
-  charges: ChargeClient;
+  charges: ChargeService;
   close(): Promise<void>;
 }
 
@@ -175,7 +175,7 @@ export async function openServiceContext(config: ChargeguardConfig, log: (line: 
 }
 
 /**
- * Connects to Temporal and PostgreSQL (migrating the ledger) and builds the one ChargeClient.
+ * Connects to Temporal and PostgreSQL (migrating the ledger) and builds the one ChargeService.
  * With `waitLimits`, either dependency being down at start is waited out with bounded backoff,
  * each wait logged through `log`; without, the first failure is thrown.
  * With `workerConnection` (a worker in this process, connected through it) the client shares that
@@ -206,7 +206,7 @@ export async function openAppContext(
     namespace: config.TEMPORAL_NAMESPACE,
     interceptors: { workflow: [workerAttributionInterceptor(connection)] },
   });
-  const charges = new ChargeClient({
+  const charges = new ChargeService({
     temporal,
     ledger,
     policy: policyFromConfig(config),

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Dependency } from '../client/errors.js';
+import type { Dependency } from '../service/errors.js';
 
 /**
  * How long a process waits for Temporal or PostgreSQL at start before it gives up. Bounded on

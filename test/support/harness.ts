@@ -3,8 +3,8 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { expect, inject } from 'vitest';
 import type { LedgerActivityHooks } from '../../activities/index.js';
-import { ChargeClient } from '../../src/client/charge-client.js';
-import { chargeFingerprint, chargeIdFor } from '../../src/client/fingerprint.js';
+import { ChargeService } from '../../src/service/charge-service.js';
+import { chargeFingerprint, chargeIdFor } from '../../src/service/intent.js';
 import type { ChargeIntent } from '../../src/domain/charge.js';
 import { createAccount, deposit, getAccount, type Account } from '../../src/ledger/accounts.js';
 import { checkLedgerInvariants } from '../../src/ledger/invariants.js';
@@ -25,8 +25,8 @@ export interface Harness {
   temporal: Client;
   connection: Connection;
   pool: LedgerPool;
-  client: ChargeClient;
-  clientFor(options: { taskQueue?: string; policy?: Partial<ChargePolicy>; temporal?: Client; eagerWorkflowStart?: boolean }): ChargeClient;
+  client: ChargeService;
+  clientFor(options: { taskQueue?: string; policy?: Partial<ChargePolicy>; temporal?: Client; eagerWorkflowStart?: boolean }): ChargeService;
   close(): Promise<void>;
 }
 
@@ -36,7 +36,7 @@ export async function openHarness(): Promise<Harness> {
   const temporal = new Client({ connection, namespace: 'default' });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 10 });
   const clientFor: Harness['clientFor'] = (options) =>
-    new ChargeClient({
+    new ChargeService({
       temporal: options.temporal ?? temporal,
       ledger: pool,
       policy: { ...testPolicy, ...options.policy },

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { depositToWire } from '../../client/accounts-client.js';
-import { accountToWire } from '../../client/wire.js';
+import { depositToWire } from '../../service/accounts-service.js';
+import { accountToWire } from '../../service/wire.js';
 import type { ApiDeps } from '../app.js';
-import { assertAccountId } from '../../client/validation.js';
+import { assertAccountId } from '../../service/validation.js';
 import {
   bodyProblems,
   commonProblems,

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { chargeToWire, chargeStatusSchema, listToWire } from '../../client/wire.js';
-import { assertEmptyBody, assertIdempotencyKey, parseAmountBody, parseChargeListQuery } from '../../client/validation.js';
+import { chargeToWire, chargeStatusSchema, listToWire } from '../../service/wire.js';
+import { assertEmptyBody, assertIdempotencyKey, parseAmountBody, parseChargeListQuery } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
 import type { ApiDeps } from '../app.js';
 import { withTemporalDeadline } from '../deadline.js';

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { listToWire, refundToWire } from '../../client/wire.js';
+import { listToWire, refundToWire } from '../../service/wire.js';
 import type { ApiDeps } from '../app.js';
 import { withTemporalDeadline } from '../deadline.js';
-import { assertIdempotencyKey } from '../../client/validation.js';
+import { assertIdempotencyKey } from '../../service/validation.js';
 import {
   bodyProblems,
   commonProblems,

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { createAccountBodySchema, depositToWire } from '../../client/accounts-client.js';
-import { assertAccountId, assertIdempotencyKey, parseOptionalAmount, parseWith } from '../../client/validation.js';
+import { createAccountBodySchema, depositToWire } from '../../service/accounts-service.js';
+import { assertAccountId, assertIdempotencyKey, parseOptionalAmount, parseWith } from '../../service/validation.js';
 import { loadConfig } from '../../config.js';
-import { accountToWire, type WireAccount } from '../../client/wire.js';
+import { accountToWire, type WireAccount } from '../../service/wire.js';
 import { addOutputOption, addTenantOption, minorUnitsOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 
 function describeAccount(account: WireAccount): string {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../../auth/api-keys.js';
-import { NotFoundError } from '../../client/errors.js';
-import { assertTenant, assertText } from '../../client/validation.js';
+import { NotFoundError } from '../../service/errors.js';
+import { assertTenant, assertText } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 

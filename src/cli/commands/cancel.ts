@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { assertIdempotencyKey } from '../../client/validation.js';
-import { chargeToWire } from '../../client/wire.js';
+import { assertIdempotencyKey } from '../../service/validation.js';
+import { chargeToWire } from '../../service/wire.js';
 import { addOutputOption, addTenantOption, describeCharge, openCliContext, print, runCommand, tenantFrom } from './surface.js';
 
 export function registerCancelCommand(program: Command): void {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { assertIdempotencyKey, parseOptionalAmount } from '../../client/validation.js';
-import { chargeToWire } from '../../client/wire.js';
+import { assertIdempotencyKey, parseOptionalAmount } from '../../service/validation.js';
+import { chargeToWire } from '../../service/wire.js';
 import { loadConfig } from '../../config.js';
 import { addOutputOption, addTenantOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { assertTenant } from '../../client/validation.js';
+import { assertTenant } from '../../service/validation.js';
 import { formatReconcileReport, reconcile, reconcileExitCode } from '../../reconcile/index.js';
 import { addOutputOption, openCliContext, print, runCommand } from './surface.js';
 

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { assertIdempotencyKey, parseOptionalAmount } from '../../client/validation.js';
-import { refundToWire } from '../../client/wire.js';
+import { assertIdempotencyKey, parseOptionalAmount } from '../../service/validation.js';
+import { refundToWire } from '../../service/wire.js';
 import { loadConfig } from '../../config.js';
 import { addOutputOption, addTenantOption, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { AccountsClient } from '../../client/accounts-client.js';
+import { AccountsService } from '../../service/accounts-service.js';
 import {
   ChargeguardError,
   ChargeStateConflictError,
@@ -7,9 +7,9 @@ import {
   NotFoundError,
   UnavailableError,
   ValidationError,
-} from '../../client/errors.js';
-import { asUnavailable } from '../../client/unavailable.js';
-import { assertTenant } from '../../client/validation.js';
+} from '../../service/errors.js';
+import { asUnavailable } from '../../service/unavailable.js';
+import { assertTenant } from '../../service/validation.js';
 import { loadConfig } from '../../config.js';
 import { migrateLedger } from '../../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../ledger/pool.js';
@@ -69,14 +69,14 @@ export async function openCliContext(): Promise<AppContext> {
 }
 
 /** The ledger alone, for commands that only touch accounts and keys. */
-export async function openCliLedger(): Promise<{ ledger: LedgerPool; accounts: AccountsClient; close(): Promise<void> }> {
+export async function openCliLedger(): Promise<{ ledger: LedgerPool; accounts: AccountsService; close(): Promise<void> }> {
   const config = loadConfig();
   const databaseUrl = requireEndpoint('DATABASE_URL', config.DATABASE_URL);
   await migrateLedger(databaseUrl);
   const ledger = createLedgerPool({ databaseUrl, maxConnections: 2 });
   return {
     ledger,
-    accounts: new AccountsClient({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
+    accounts: new AccountsService({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
     close: () => ledger.end(),
   };
 }

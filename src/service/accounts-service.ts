@@ -90,7 +90,7 @@ export function depositToWire(deposit: Deposit): WireDeposit {
  * Accounts and deposits for the surfaces, so none of them runs SQL itself. The ledger functions
  * already make each operation exactly-once; this module validates and names the errors.
  */
-export class AccountsClient {
+export class AccountsService {
   constructor(private readonly options: { ledger: LedgerPool; amountMinorMax: number }) {}
 
   /** Creates the account, or returns it unchanged when the same create is repeated. */

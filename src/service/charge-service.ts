@@ -45,7 +45,7 @@ import {
   ValidationError,
   type FieldError,
 } from './errors.js';
-import { chargeFingerprint, chargeIdFor, fingerprintLike, refundFingerprint } from './fingerprint.js';
+import { chargeFingerprint, chargeIdFor, fingerprintLike, refundFingerprint } from './intent.js';
 import { asUnavailable, grpcCodeOf, grpcStatus } from './unavailable.js';
 import {
   assertIdempotencyKey,
@@ -56,7 +56,7 @@ import {
   validateChargeListQuery,
 } from './validation.js';
 
-export interface ChargeClientOptions {
+export interface ChargeServiceOptions {
   temporal: Client;
   ledger: LedgerPool;
   policy: ChargePolicy;
@@ -133,10 +133,10 @@ export class RefundRefusedError extends ChargeStateConflictError {
  * TypeScript API) calls it, and none decides on its own whether a request is new, a replay or a
  * conflict.
  */
-export class ChargeClient {
+export class ChargeService {
   private readonly taskQueue: string;
 
-  constructor(private readonly options: ChargeClientOptions) {
+  constructor(private readonly options: ChargeServiceOptions) {
     this.taskQueue = options.taskQueue ?? chargeTaskQueue;
   }
 
