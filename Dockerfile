@@ -11,8 +11,6 @@ COPY build ./build
 COPY src ./src
 COPY workflows ./workflows
 COPY activities ./activities
-# The CLI's bench command is part of the program (src/cli/commands/bench.ts imports it).
-COPY bench ./bench
 RUN npm run build
 
 FROM node:20-bookworm-slim

@@ -1,7 +1,8 @@
 /**
- * Compiles the service to JavaScript: what the Docker image runs and what the bench's worker child
- * runs (M1). A worker started from compiled code does without tsx's loader thread and its transform
- * caches (~40 MB of RSS), and one given a prebuilt workflow bundle never loads webpack (~60 MB more).
+ * Compiles the service to JavaScript: what the Docker image runs and, with the bench's tsconfig,
+ * what the bench's worker child runs (M1). A worker started from compiled code does without tsx's
+ * loader thread and its transform caches (~40 MB of RSS), and one given a prebuilt workflow bundle
+ * never loads webpack (~60 MB more).
  *
  *   npm run build            -> dist/
  *   npm run build -- <dir>   -> <dir>/
@@ -22,13 +23,18 @@ export interface BuildOptions {
    * webpack at start). Off for callers that pass the worker a bundle of their own.
    */
   workflowBundle: boolean;
+  /**
+   * The tsconfig to compile with (default tsconfig.build.json, the product alone). The bench passes
+   * one that adds its worker child, so that child never ships in dist/.
+   */
+  tsconfig?: string;
 }
 
 /** A clean build: nothing of an earlier build survives to be run by mistake. */
 export async function buildDist(options: BuildOptions): Promise<void> {
   const outDir = resolve(options.outDir);
   await rm(outDir, { recursive: true, force: true });
-  await runTsc(['-p', join(repoRoot, 'tsconfig.build.json'), '--outDir', outDir]);
+  await runTsc(['-p', options.tsconfig ?? join(repoRoot, 'tsconfig.build.json'), '--outDir', outDir]);
   // tsc emits only code; the ledger's migrations are read at run time from beside migrate.js.
   await cp(join(repoRoot, 'src', 'ledger', 'migrations'), join(outDir, 'src', 'ledger', 'migrations'), { recursive: true });
   if (options.workflowBundle) {

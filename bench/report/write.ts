@@ -10,10 +10,17 @@ export interface WrittenReport {
   svgPath: string;
 }
 
-/** bench/results/<date>.json (+ .md and .svg); a second run on the same day replaces the first. */
+/**
+ * bench/results/<date>-<run id>.json (+ .md and .svg): the run id (its start to the minute) keeps a
+ * second run on the same day from replacing the first. Results of earlier runs keep their names.
+ */
+export function reportBaseName(result: BenchResult): string {
+  return `${result.startedAt.slice(0, 10)}-${result.runId}${result.quick ? '-quick' : ''}`;
+}
+
 export async function writeReport(result: BenchResult, outDir: string): Promise<WrittenReport> {
   await mkdir(outDir, { recursive: true });
-  const base = `${result.startedAt.slice(0, 10)}${result.quick ? '-quick' : ''}`;
+  const base = reportBaseName(result);
   const jsonPath = join(outDir, `${base}.json`);
   const markdownPath = join(outDir, `${base}.md`);
   const svgPath = join(outDir, `${base}.svg`);
@@ -27,16 +34,34 @@ const startMarker = '<!-- bench:latest:start -->';
 const endMarker = '<!-- bench:latest:end -->';
 
 /**
+ * Why this run's figures may not stand in the docs, or null if they may: figures published beside
+ * the code must be reproducible from a commit, and a dirty tree (or an unknown one) is not one.
+ * The results files still record such a run, commit marked as `git describe --dirty` gave it.
+ */
+export function docsRefusal(result: BenchResult): string | null {
+  const commit = result.versions.gitCommit;
+  if (commit === null) return 'the commit of the measured code is unknown';
+  if (commit.endsWith('-dirty')) return `the working tree was dirty (${commit})`;
+  return null;
+}
+
+/**
  * Replaces the marked "latest results" block of a Markdown page (docs/bench.md, README.md) with this
  * run's setup and table, so both always show the last full run. Nothing happens without the markers.
  */
 export async function updateDocs(result: BenchResult, docsPath: string, resultsLinkDir: string): Promise<boolean> {
-  const text = await readFile(docsPath, 'utf8').catch(() => null);
+  const refusal = docsRefusal(result);
+  if (refusal !== null) throw new Error(`not publishing bench figures in ${docsPath}: ${refusal}`);
+  const text = await readFile(docsPath, 'utf8').catch((error: unknown) => {
+    // A page without the block is skipped; one that cannot be read is an error worth seeing.
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  });
   if (text === null) return false;
   const start = text.indexOf(startMarker);
   const end = text.indexOf(endMarker);
   if (start < 0 || end < start) return false;
-  const base = result.startedAt.slice(0, 10);
+  const base = reportBaseName(result);
   const block = [
     startMarker,
     '',

@@ -7,7 +7,6 @@ import { registerApiCommand } from './commands/api.js';
 import { registerCancelCommand } from './commands/cancel.js';
 import { registerCaptureCommand } from './commands/capture.js';
 import { registerChargeCommand } from './commands/charge.js';
-import { registerBenchCommand } from './commands/bench.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerMcpCommand } from './commands/mcp.js';
 import { registerReconcileCommand } from './commands/reconcile.js';
@@ -27,7 +26,6 @@ const program = new Command()
 registerStartCommand(program);
 registerWorkerCommand(program);
 registerDemoCommand(program);
-registerBenchCommand(program);
 registerApiCommand(program);
 registerMcpCommand(program);
 registerChargeCommand(program);

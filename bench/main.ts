@@ -1,9 +1,15 @@
+/**
+ * The bench's own entry (`npm run bench`): not a command of the product CLI, so nothing of the bench
+ * is compiled into dist/ or shipped in the image (the M1 worker child is compiled on its own, see
+ * bench/tsconfig.worker.json).
+ */
 import { resolve } from 'node:path';
-import type { Command } from 'commander';
-import { defaultTuning, extraSelectors, runBench, scenarioIds, type BenchOptions, type ScenarioId } from '../../../bench/run.js';
-import { renderMarkdown } from '../../../bench/report/markdown.js';
-import { updateDocs, writeReport } from '../../../bench/report/write.js';
-import { defaultSqlitePragmas } from '../../stack/temporal-dev-server.js';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Command } from 'commander';
+import { defaultSqlitePragmas } from '../src/stack/temporal-dev-server.js';
+import { renderMarkdown } from './report/markdown.js';
+import { docsRefusal, updateDocs, writeReport } from './report/write.js';
+import { defaultTuning, extraSelectors, runBench, scenarioIds, type BenchOptions, type ScenarioId } from './run.js';
 
 interface BenchFlags {
   quick?: boolean;
@@ -26,10 +32,13 @@ interface BenchFlags {
   docs: boolean;
 }
 
-export function registerBenchCommand(program: Command): void {
-  program
-    .command('bench')
-    .description('benchmarks P1–P5 and M1 against baselines measured in the same run; writes bench/results/<date>.{json,md,svg}')
+// Workers log at WARN, as under the product CLI: the bench's progress lines should not drown in polling chatter.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const program = new Command()
+  .name('npm run bench --')
+  .showHelpAfterError()
+  .description('benchmarks P1–P5 and M1 against baselines measured in the same run; writes bench/results/<date>-<run id>.{json,md,svg}')
     .option('--quick', 'short phases and small counts: a smoke run of the harness, not a measurement')
     .option('--only <ids>', `comma-separated scenarios (${[...scenarioIds, ...extraSelectors].join(', ')}); P3 runs with P5`)
     .option('--worker <placement>', 'in-process | process', 'in-process')
@@ -47,19 +56,24 @@ export function registerBenchCommand(program: Command): void {
     .option('--keep-data', 'keep the servers\' data after the run')
     .option('--phase-s <n>', 'measured seconds of each load phase (default 10, --quick 2.5): longer phases give tighter ratios')
     .option('--label <text>', 'a note stored with the results (what this run is comparing)')
-    .option('--no-docs', 'do not update the latest-results block of docs/bench.md')
+    .option('--no-docs', 'do not update the latest-results block of docs/bench.md and README.md (never updated from a dirty tree)')
     .action(async (flags: BenchFlags) => {
       const options = toOptions(flags);
       const result = await runBench(options).catch((error: unknown) => {
-        // The stack says which phase failed; main.ts prints only the message.
+        // The stack says which phase failed; the handler at the bottom prints only the message.
         process.stderr.write(`${(error as Error)?.stack ?? String(error)}\n`);
         throw error;
       });
       const outDir = resolve(flags.out ?? (options.quick ? '.data/bench-results' : 'bench/results'));
       const written = await writeReport(result, outDir);
       if (!options.quick && flags.docs && options.scenarios.size === scenarioIds.length) {
-        await updateDocs(result, resolve('docs/bench.md'), '../bench/results');
-        await updateDocs(result, resolve('README.md'), 'bench/results');
+        const refusal = docsRefusal(result);
+        if (refusal === null) {
+          await updateDocs(result, resolve('docs/bench.md'), '../bench/results');
+          await updateDocs(result, resolve('README.md'), 'bench/results');
+        } else {
+          process.stderr.write(`README.md and docs/bench.md left as they were: ${refusal}\n`);
+        }
       }
       process.stdout.write(renderMarkdown(result, written.svgPath));
       process.stderr.write(`results: ${written.jsonPath}\n`);
@@ -68,7 +82,11 @@ export function registerBenchCommand(program: Command): void {
         process.exitCode = 1;
       }
     });
-}
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  process.stderr.write(`error: ${(error as Error).message}\n`);
+  process.exitCode = 1;
+});
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
