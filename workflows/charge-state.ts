@@ -1,5 +1,6 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
+import { cancelRefusal, captureRefusal, type ChargeStateRefusal } from '../src/domain/charge-rules.js';
 import { chargeStateRefusals, type ChargeStateRefusalName } from '../src/domain/refusals.js';
 
 /** The charge before the ledger has seen it. */
@@ -30,42 +31,21 @@ export function pendingCharge(intent: ChargeIntent, startedAt: Date): Charge {
   };
 }
 
-export function isOpen(charge: Charge): boolean {
-  return charge.status === 'pending' || charge.status === 'reserved';
-}
-
-export function hasSucceeded(charge: Charge): boolean {
-  return charge.status === 'succeeded' || charge.status === 'partially_refunded' || charge.status === 'refunded';
-}
-
 export function stateRefusal(name: ChargeStateRefusalName, detail: string): ApplicationFailure {
   const refusal = chargeStateRefusals[name];
   return ApplicationFailure.create({ type: refusal.type, message: `${detail}: ${refusal.hint}`, nonRetryable: true });
 }
 
-/** Cancel is allowed while the charge is open; a second cancel of a cancelled charge returns it. */
-export function assertCancellable(charge: Charge): void {
-  if (hasSucceeded(charge)) throw stateRefusal('alreadySucceeded', `charge ${charge.idempotencyKey} already succeeded`);
-  if (charge.status === 'declined') throw stateRefusal('declined', `charge ${charge.idempotencyKey} was declined`);
+function throwIfRefused(refusal: ChargeStateRefusal | null): void {
+  if (refusal) throw stateRefusal(refusal.name, refusal.detail);
 }
 
-/** Capture is allowed for manual-capture charges that are open; a repeated capture returns the charge. */
+/** The domain's cancel rule, as the workflow answers it: a non-retryable failure. */
+export function assertCancellable(charge: Charge): void {
+  throwIfRefused(cancelRefusal(charge));
+}
+
+/** The domain's capture rule, as the workflow answers it: a non-retryable failure. */
 export function assertCapturable(charge: Charge, amountMinor: number | null): void {
-  if (charge.captureMode !== 'manual') {
-    throw stateRefusal('notManualCapture', `charge ${charge.idempotencyKey} is captured automatically`);
-  }
-  if (amountMinor !== null && (!Number.isSafeInteger(amountMinor) || amountMinor < 1 || amountMinor > charge.amountMinor)) {
-    throw stateRefusal('captureAmountInvalid', `capture amount ${amountMinor} is outside 1..${charge.amountMinor}`);
-  }
-  if (charge.status === 'cancelled') {
-    const why = charge.failureReason === 'hold_expired' ? 'its hold expired' : 'it was cancelled';
-    throw stateRefusal('alreadyCancelled', `charge ${charge.idempotencyKey} cannot be captured: ${why}`);
-  }
-  if (charge.status === 'declined') throw stateRefusal('declined', `charge ${charge.idempotencyKey} was declined`);
-  if (hasSucceeded(charge) && amountMinor !== null && amountMinor !== charge.amountCapturedMinor) {
-    throw stateRefusal(
-      'captureAmountConflict',
-      `charge ${charge.idempotencyKey} was captured for ${charge.amountCapturedMinor}, not ${amountMinor}`,
-    );
-  }
+  throwIfRefused(captureRefusal(charge, amountMinor));
 }

@@ -14,7 +14,8 @@ import {
   chargeStatusQuery,
   type ChargeWorkflowInput,
 } from './definitions.js';
-import { assertCancellable, assertCapturable, isOpen, pendingCharge } from './charge-state.js';
+import { isOpen } from '../src/domain/charge-rules.js';
+import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { exhaustedBudget, ledgerSteps } from './ledger-steps.js';
 
 /**

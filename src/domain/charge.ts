@@ -7,15 +7,21 @@ export type CaptureMode = 'automatic' | 'manual';
 /** Where the hold stands in the ledger (contract section 5). */
 export type HoldState = 'DECLINED' | 'TRIED' | 'CONFIRMED' | 'CANCELLED';
 
-/** The charge lifecycle the callers see (contract sections 3 and 6). */
-export type ChargeStatus =
-  | 'pending'
-  | 'reserved'
-  | 'succeeded'
-  | 'declined'
-  | 'cancelled'
-  | 'partially_refunded'
-  | 'refunded';
+/**
+ * The charge lifecycle the callers see (contract sections 3 and 6), in lifecycle order. The one
+ * list: the type, the wire schema and the OpenAPI query enum derive from it.
+ */
+export const chargeStatuses = [
+  'pending',
+  'reserved',
+  'succeeded',
+  'declined',
+  'cancelled',
+  'partially_refunded',
+  'refunded',
+] as const;
+
+export type ChargeStatus = (typeof chargeStatuses)[number];
 
 export type DeclineCode =
   | 'insufficient_funds'

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ChargeRequest, ChargeStatus } from '../domain/charge.js';
+import { chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
 import { currencyPattern, limits, textPatterns } from '../domain/limits.js';
 import { ValidationError, type FieldError } from './errors.js';
 
@@ -286,6 +286,16 @@ export function parseAmountBody(body: unknown, amountMinorMax: number, allOf: st
   return parseOptionalAmount(object.amount, 'amount', amountMinorMax);
 }
 
+/** The capture body on the wire: none or `{}` (capture all that is reserved) or `{amount}`. */
+export function parseCaptureBody(body: unknown, amountMinorMax: number): number | null {
+  return parseAmountBody(body, amountMinorMax, 'all that is reserved');
+}
+
+/** The refund body on the wire: `{}` (refund all that is left) or `{amount}`. */
+export function parseRefundBody(body: unknown, amountMinorMax: number): number | null {
+  return parseAmountBody(body, amountMinorMax, 'all that is left to refund');
+}
+
 /** A body for an operation that takes no parameters (cancel): nothing, or `{}`. */
 export function assertEmptyBody(body: unknown): void {
   if (body === undefined) return;
@@ -295,16 +305,6 @@ export function assertEmptyBody(body: unknown): void {
     throw new ValidationError(fields.map((field) => ({ field, message: 'is not a known field: this operation takes no parameters' })));
   }
 }
-
-export const chargeStatuses: readonly ChargeStatus[] = [
-  'pending',
-  'reserved',
-  'succeeded',
-  'declined',
-  'cancelled',
-  'partially_refunded',
-  'refunded',
-];
 
 /** Filters for finding charges, validated. */
 export interface ValidChargeListQuery {
@@ -328,7 +328,7 @@ export function validateChargeListQuery(query: {
   if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < limits.listLimitMin || limit > limits.listLimitMax) {
     errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
   }
-  if (query.status !== undefined && !chargeStatuses.includes(query.status as ChargeStatus)) {
+  if (query.status !== undefined && !(chargeStatuses as readonly unknown[]).includes(query.status)) {
     errors.push({ field: 'status', message: `must be one of ${chargeStatuses.join(', ')}` });
   }
   const check = (field: string, value: unknown, problemOf: (text: string) => string | null): void => {

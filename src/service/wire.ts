@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Charge } from '../domain/charge.js';
+import { chargeStatuses, type Charge } from '../domain/charge.js';
 import type { Refund } from '../domain/refund.js';
 import type { Account } from '../ledger/accounts.js';
 
@@ -12,15 +12,7 @@ import type { Account } from '../ledger/accounts.js';
 const timestamp = z.string().describe('RFC 3339 timestamp (UTC)');
 const minorUnits = z.number().int().describe("integer amount in the currency's minor unit (cents)");
 
-export const chargeStatusSchema = z.enum([
-  'pending',
-  'reserved',
-  'succeeded',
-  'declined',
-  'cancelled',
-  'partially_refunded',
-  'refunded',
-]);
+export const chargeStatusSchema = z.enum(chargeStatuses);
 
 export const wireChargeSchema = z
   .object({

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { chargeToWire, chargeStatusSchema, listToWire } from '../../service/wire.js';
+import { chargeToWire, listToWire } from '../../service/wire.js';
+import { chargeStatuses } from '../../domain/charge.js';
 import { assertEmptyBody, assertIdempotencyKey, parseAmountBody, parseChargeListQuery } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
 import type { ApiDeps } from '../app.js';
@@ -102,7 +103,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
           properties: {
             order_id: singleLineText(limits.orderIdMaxLength),
             payer_account_id: pathParameterSchemas.accountId,
-            status: { type: 'string', enum: chargeStatusSchema.options },
+            status: { type: 'string', enum: [...chargeStatuses] },
             limit: { type: 'integer', minimum: limits.listLimitMin, maximum: limits.listLimitMax, default: limits.listLimitDefault },
             starting_after: { ...pathParameterSchemas.idempotencyKey, description: 'idempotency key of the last charge of the previous page' },
           },
