@@ -21,7 +21,7 @@ export interface Endpoints {
   databaseUrl: string;
 }
 
-/** What a surface needs to serve callers: the client module and the ledger pool behind it. */
+/** What a surface needs to serve callers: the charge service and the ledger pool behind it. */
 export interface AppContext {
   config: ChargeguardConfig;
   endpoints: Endpoints;
@@ -93,9 +93,18 @@ export function isTemporalStartFailureTransient(error: unknown): boolean {
   return isTemporalUnavailable(error);
 }
 
-/** A failure to reach the database at start that waiting may cure: down, starting up, or another migration running. */
+/**
+ * A failure to reach the database at start that waiting may cure: down, starting up, another
+ * migration running, or the database not created yet (a server whose provisioning creates it just
+ * after it starts listening, as a compose init script or the embedded stack does).
+ */
 export function isDatabaseStartFailureTransient(error: unknown): boolean {
-  return isDatabaseUnavailable(error) || isMigrationLockBusy(error);
+  return isDatabaseUnavailable(error) || isMigrationLockBusy(error) || isDatabaseNotCreatedYet(error);
+}
+
+/** SQLSTATE 3D000 invalid_catalog_name: only at start is it worth waiting for. */
+function isDatabaseNotCreatedYet(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '3D000';
 }
 
 interface WaitOptions {
@@ -130,7 +139,7 @@ export async function openLedgerPoolWhenReachable(
     );
     return ledger;
   } catch (error) {
-    await ledger.end().catch(() => {});
+    await ledger.end().catch((endError: unknown) => options.log(`closing the ledger pool failed: ${(endError as Error).message}`));
     throw error;
   }
 }
@@ -147,7 +156,7 @@ export async function connectTemporalWhenReachable(address: string, namespace: s
         await connection.withDeadline(Date.now() + temporalConnectAttemptMs, () => connection.workflowService.describeNamespace({ namespace }));
         return connection;
       } catch (error) {
-        await connection.close().catch(() => {});
+        await connection.close().catch((closeError: unknown) => options.log(`closing the failed Temporal connection failed: ${(closeError as Error).message}`));
         throw error;
       }
     },
@@ -197,7 +206,7 @@ export async function openAppContext(
       ? null
       : await connectTemporalWhenReachable(endpoints.temporalAddress, config.TEMPORAL_NAMESPACE, wait);
   } catch (error) {
-    await ledger.end().catch(() => {});
+    await ledger.end().catch((endError: unknown) => wait.log(`closing the ledger pool failed: ${(endError as Error).message}`));
     throw error;
   }
   const connection = options.workerConnection ?? ownConnection!;
