@@ -5,6 +5,7 @@ import { AccountsService } from '../service/accounts-service.js';
 import { IdempotencyConflictError, ValidationError } from '../service/errors.js';
 import type { WireProblem } from '../service/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
+import type { ApiDeps } from './deps.js';
 import { authenticate } from './authenticate.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
@@ -57,16 +58,6 @@ export interface ApiOptions {
   version?: string;
 }
 
-/** Everything a route needs, resolved once from the options. */
-export interface ApiDeps {
-  context: AppContext;
-  accounts: AccountsService;
-  metrics: ApiMetrics;
-  waitBudgetMs: number;
-  temporalCallTimeoutMs: number;
-  retryAfterSeconds: number;
-}
-
 export const apiDefaults = {
   bodyLimitBytes: 64 * 1024,
   requestTimeoutMs: 30_000,
@@ -110,7 +101,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     },
   });
 
-  // Request bodies are validated by the client module (zod, one error per field) and responses
+  // Request bodies are validated by the service (zod, one error per field) and responses
   // are built by wire.ts: the route schemas exist for the OpenAPI document only.
   app.setValidatorCompiler(() => (data) => ({ value: data }));
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));

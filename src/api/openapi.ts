@@ -10,7 +10,7 @@ import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSche
 
 /**
  * The OpenAPI 3.1 document is generated from the same zod schemas that validate requests (in the
- * client module) and describe responses (in wire.ts), so the document cannot drift from the code.
+ * service) and describe responses (in wire.ts), so the document cannot drift from the code.
  */
 
 type JsonSchema = Record<string, unknown>;

@@ -99,7 +99,7 @@ export function statusOfHold(
 
 /**
  * Everything the workflow and the ledger need to act on one charge: who asks, under which key,
- * and the validated request with its fingerprint. Built once, by the client.
+ * and the validated request with its fingerprint. Built once, by the service.
  */
 export interface ChargeIntent {
   tenant: string;

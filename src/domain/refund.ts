@@ -24,7 +24,7 @@ export interface Refund {
   createdAt: string;
 }
 
-/** One refund request, validated, with its fingerprint. Built once, by the client. */
+/** One refund request, validated, with its fingerprint. Built once, by the service. */
 export interface RefundIntent {
   tenant: string;
   chargeKey: string;

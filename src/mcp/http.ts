@@ -1,6 +1,6 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance } from 'fastify';
-import type { ApiDeps } from '../api/app.js';
+import type { ApiDeps } from '../api/deps.js';
 import { createMcpServer } from './server.js';
 
 /**

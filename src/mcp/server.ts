@@ -40,7 +40,7 @@ async function run(operation: () => Promise<CallToolResult>): Promise<CallToolRe
 }
 
 /**
- * The chargeguard tools for one tenant. Argument checks are the client module's (one message per
+ * The chargeguard tools for one tenant. Argument checks are the service's (one message per
  * field, the same rules as the HTTP API's), so the schemas here state types and meaning for the
  * model; they are strict, so an argument the tool does not take is refused rather than ignored.
  */

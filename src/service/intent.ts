@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
-import type { ChargeRequest } from '../domain/charge.js';
+import type { ChargeIntent, ChargeRequest } from '../domain/charge.js';
+import type { RefundIntent } from '../domain/refund.js';
+import { assertIdempotencyKey, assertTenant, parseChargeRequest, parseRefundBody } from './validation.js';
 
 // The package is CommonJS whose typings claim an ES default export; require() sees the real shape.
 const canonicalize = createRequire(import.meta.url)('canonicalize') as (input: unknown) => string | undefined;
@@ -16,6 +18,9 @@ function canonicalJson(value: unknown): string {
 }
 
 /**
+ * What a charge or refund request becomes before anything starts: validated, fingerprinted and
+ * named. Everything here is a pure function of (tenant, keys, body): a retry builds the same intent.
+ *
  * Request fingerprints carry their definition's version, because keys are remembered forever: a
  * key recorded under an earlier definition must still compare equal to an identical retry.
  *
@@ -90,4 +95,45 @@ export function fingerprintLike(recorded: string | undefined, fingerprintUnder: 
 /** A stable public id: the same (tenant, key) always names the same charge. */
 export function chargeIdFor(tenant: string, idempotencyKey: string): string {
   return `ch_${sha256Hex(`${tenant}\n${idempotencyKey}`).slice(0, 24)}`;
+}
+
+/** A stable public id for a refund, as chargeIdFor is for a charge. */
+export function refundIdFor(tenant: string, chargeKey: string, refundKey: string): string {
+  return `re_${sha256Hex(`${tenant}\n${chargeKey}\n${refundKey}`).slice(0, 24)}`;
+}
+
+/** Validates a charge request and builds its intent. */
+export function buildChargeIntent(tenant: string, idempotencyKey: string, body: unknown, amountMinorMax: number): ChargeIntent {
+  assertTenant(tenant);
+  assertIdempotencyKey(idempotencyKey);
+  const request = parseChargeRequest(body, amountMinorMax);
+  return {
+    tenant,
+    idempotencyKey,
+    chargeId: chargeIdFor(tenant, idempotencyKey),
+    fingerprint: chargeFingerprint(request),
+    request,
+  };
+}
+
+/** Validates a refund request (`{}` or `{amount}`) and builds its intent. */
+export function buildRefundIntent(
+  tenant: string,
+  chargeKey: string,
+  refundKey: string,
+  body: unknown,
+  amountMinorMax: number,
+): RefundIntent {
+  assertTenant(tenant);
+  assertIdempotencyKey(chargeKey, 'charge_key');
+  assertIdempotencyKey(refundKey, 'idempotency_key');
+  const amountMinor = parseRefundBody(body, amountMinorMax);
+  return {
+    tenant,
+    chargeKey,
+    refundKey,
+    refundId: refundIdFor(tenant, chargeKey, refundKey),
+    fingerprint: refundFingerprint(amountMinor),
+    amountMinor,
+  };
 }

@@ -25,7 +25,7 @@ export const grpcStatus = {
 /**
  * Codes that mean "Temporal could not answer now", not "Temporal said no". CANCELLED and
  * DEADLINE_EXCEEDED come from a server restarting (its in-flight calls are cancelled: "context
- * canceled") or from our own deadline running out while the client reconnects; the client module
+ * canceled") or from our own deadline running out while the gRPC client reconnects; the service
  * handles its own deliberate aborts before anything reaches here.
  */
 const temporalNotAnsweringCodes: ReadonlySet<number> = new Set([

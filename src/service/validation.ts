@@ -272,7 +272,7 @@ export function parseOptionalAmount(value: unknown, field: string, amountMinorMa
  * A body of `{}` or `{amount}` (capture, refund). Absent means "all of it"; `"amount": null`
  * is an error, not a synonym, so a caller's bug (an unset variable) never moves everything.
  */
-export function parseAmountBody(body: unknown, amountMinorMax: number, allOf: string): number | null {
+function parseAmountBody(body: unknown, amountMinorMax: number, allOf: string): number | null {
   if (body === undefined) return null;
   const object = assertObjectBody(body);
   const unknown = Object.keys(object).filter((field) => field !== 'amount');

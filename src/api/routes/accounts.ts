@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { depositToWire } from '../../service/accounts-service.js';
 import { accountToWire } from '../../service/wire.js';
-import type { ApiDeps } from '../app.js';
+import type { ApiDeps } from '../deps.js';
 import { assertAccountId } from '../../service/validation.js';
 import {
   bodyProblems,

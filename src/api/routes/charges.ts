@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { chargeToWire, listToWire } from '../../service/wire.js';
 import { chargeStatuses } from '../../domain/charge.js';
-import { assertEmptyBody, assertIdempotencyKey, parseAmountBody, parseChargeListQuery } from '../../service/validation.js';
+import { assertIdempotencyKey } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
-import type { ApiDeps } from '../app.js';
-import { withTemporalDeadline } from '../deadline.js';
+import { serviceDeadlineEpochMs, type ApiDeps } from '../deps.js';
 import {
   bodyProblems,
   commonProblems,
@@ -34,7 +33,7 @@ export function chargeLocation(key: string): string {
   return `/v1/charges/${encodeURIComponent(key)}`;
 }
 
-/** The charge key of the path, judged by the client module's rules and named as the path names it. */
+/** The charge key of the path, judged by the service's rules and named as the path names it. */
 export function chargeKeyOf(params: { key: string }): string {
   return assertIdempotencyKey(params.key, 'key');
 }
@@ -76,9 +75,10 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request, reply) => {
       const key = requireIdempotencyKey(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
-      const answer = await withTemporalDeadline(context.temporal, waitMs + deps.temporalCallTimeoutMs, () =>
-        context.charges.charge(request.tenant, key, request.body, { waitMs }),
-      );
+      const answer = await context.charges.charge(request.tenant, key, request.body, {
+        waitMs,
+        deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
+      });
       metrics.chargeAnswered(answer);
       if (applied) reply.header('preference-applied', applied);
       if (answer.replayed) reply.header('idempotent-replayed', 'true');
@@ -127,7 +127,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) => {
       assertWellFormedQuery(request);
-      const page = await context.charges.listCharges(request.tenant, parseChargeListQuery(request.query));
+      const page = await context.charges.listChargesFromQuery(request.tenant, request.query);
       return listToWire(page.charges.map(chargeToWire), page.hasMore);
     },
   );
@@ -148,9 +148,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) =>
       chargeToWire(
-        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.getCharge(request.tenant, chargeKeyOf(request.params)),
-        ),
+        await context.charges.getCharge(request.tenant, chargeKeyOf(request.params), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
       ),
   );
 
@@ -175,9 +173,8 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) => {
       const key = chargeKeyOf(request.params);
-      assertEmptyBody(bodyOf(request));
       return chargeToWire(
-        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () => context.charges.cancelCharge(request.tenant, key)),
+        await context.charges.cancelChargeFromBody(request.tenant, key, bodyOf(request), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
       );
     },
   );
@@ -204,11 +201,8 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) => {
       const key = chargeKeyOf(request.params);
-      const amount = parseAmountBody(bodyOf(request), context.config.CHARGE_AMOUNT_MINOR_MAX, 'all that is reserved');
       return chargeToWire(
-        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.captureCharge(request.tenant, key, amount),
-        ),
+        await context.charges.captureChargeFromBody(request.tenant, key, bodyOf(request), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
       );
     },
   );

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { ApiDeps } from '../app.js';
+import type { ApiDeps } from '../deps.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 /** Short: a readiness probe that hangs is worse than one that says "not ready". */

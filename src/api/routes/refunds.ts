@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { listToWire, refundToWire } from '../../service/wire.js';
-import type { ApiDeps } from '../app.js';
-import { withTemporalDeadline } from '../deadline.js';
+import { serviceDeadlineEpochMs, type ApiDeps } from '../deps.js';
 import { assertIdempotencyKey } from '../../service/validation.js';
 import {
   bodyProblems,
@@ -68,9 +67,10 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       const chargeKey = chargeKeyOf(request.params);
       const refundKey = requireIdempotencyKey(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
-      const answer = await withTemporalDeadline(context.temporal, waitMs + deps.temporalCallTimeoutMs, () =>
-        context.charges.refund(request.tenant, chargeKey, refundKey, bodyOf(request), { waitMs }),
-      );
+      const answer = await context.charges.refund(request.tenant, chargeKey, refundKey, bodyOf(request), {
+        waitMs,
+        deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
+      });
       if (applied) reply.header('preference-applied', applied);
       if (answer.replayed) reply.header('idempotent-replayed', 'true');
       reply.header('location', refundLocation(chargeKey, refundKey));
@@ -128,8 +128,11 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) =>
       refundToWire(
-        await withTemporalDeadline(context.temporal, deps.temporalCallTimeoutMs, () =>
-          context.charges.getRefund(request.tenant, chargeKeyOf(request.params), assertIdempotencyKey(request.params.refundKey, 'refundKey')),
+        await context.charges.getRefund(
+          request.tenant,
+          chargeKeyOf(request.params),
+          assertIdempotencyKey(request.params.refundKey, 'refundKey'),
+          { deadlineEpochMs: serviceDeadlineEpochMs(deps) },
         ),
       ),
   );

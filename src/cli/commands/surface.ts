@@ -95,7 +95,7 @@ export function millisecondsOption(text: string | undefined, flag: string): numb
   return value;
 }
 
-/** Parses an integer option in minor units; the client module judges the range. */
+/** Parses an integer option in minor units; the service judges the range. */
 export function minorUnitsOption(text: string | undefined, flag: string): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);

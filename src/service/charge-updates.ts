@@ -1,0 +1,133 @@
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { Charge } from '../domain/charge.js';
+import { cancelRefusal, captureRefusal } from '../domain/charge-rules.js';
+import { cancelReasons } from '../domain/refusals.js';
+import { readCharge } from '../ledger/charges.js';
+import {
+  cancelChargeUpdate,
+  captureChargeUpdate,
+  releaseHoldWorkflowId,
+  releaseHoldWorkflowType,
+  type ReleaseHoldInput,
+} from '../../workflows/definitions.js';
+import type { ReleaseHoldWorkflow } from '../../workflows/hold-sweeper.js';
+import { orphanedOrAsIs } from './charges.js';
+import type { ServiceContext } from './context.js';
+import { NotFoundError, UnavailableError } from './errors.js';
+import { chargeHandle, type ChargeHandle } from './start-or-attach.js';
+import { isCompletedDuringUpdate, stateConflict, stateConflictFrom } from './temporal-failures.js';
+import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { waitForOutcome } from './waiting.js';
+
+/**
+ * Cancel and capture: an Update while the charge's workflow runs (the workflow judges, by the
+ * domain's rules); once it has closed, the ledger row judged here by the same rules.
+ */
+
+/** A repeated cancel returns the cancelled charge; a cancel after success is refused. */
+export async function cancelCharge(ctx: ServiceContext, tenant: string, idempotencyKey: string): Promise<Charge> {
+  const judge = (charge: Charge): Charge => {
+    const refusal = cancelRefusal(charge);
+    if (refusal) throw stateConflict(refusal);
+    return charge;
+  };
+  return updateOrJudge(ctx, tenant, idempotencyKey, (handle) => handle.executeUpdate(cancelChargeUpdate), judge, async () =>
+    judge(await releaseOrphanedHold(ctx, tenant, idempotencyKey)),
+  );
+}
+
+/** Captures all that is reserved (`amountMinor` null) or `amountMinor` of it; the rest is released. */
+export async function captureCharge(
+  ctx: ServiceContext,
+  tenant: string,
+  idempotencyKey: string,
+  amountMinor: number | null,
+): Promise<Charge> {
+  return updateOrJudge(
+    ctx,
+    tenant,
+    idempotencyKey,
+    (handle) => handle.executeUpdate(captureChargeUpdate, { args: [{ amountMinor }] }),
+    (charge) => {
+      const refusal = captureRefusal(charge, amountMinor);
+      if (refusal) throw stateConflict(refusal);
+      return charge;
+    },
+    // Nothing may capture a hold whose workflow is gone: that workflow was the one place that
+    // decides between capture and void, and it may have been stopped on purpose.
+    (held) => {
+      if (held.captureMode !== 'manual') {
+        throw stateConflict({ name: 'notManualCapture', detail: `charge ${idempotencyKey} is captured automatically` });
+      }
+      throw stateConflict({
+        name: 'holdOrphaned',
+        detail: `charge ${idempotencyKey} cannot be captured: its workflow ended without settling the hold`,
+      });
+    },
+  );
+}
+
+/**
+ * The hold's workflow closed without settling it. The caller asks for exactly what must happen
+ * anyway, so it is done now, as a void of a card authorisation is, rather than refused while the
+ * sweeper gets round to it: a release workflow runs the ledger's idempotent Cancel (racing the
+ * sweeper is harmless: the first Cancel wins, both answer it).
+ */
+async function releaseOrphanedHold(ctx: ServiceContext, tenant: string, idempotencyKey: string): Promise<Charge> {
+  const input: ReleaseHoldInput = {
+    tenant,
+    idempotencyKey,
+    reason: cancelReasons.requestedByCaller,
+    activityStartToCloseMs: ctx.policy.activityStartToCloseMs,
+  };
+  const release = await ctx.temporal.workflow.start<typeof ReleaseHoldWorkflow>(releaseHoldWorkflowType, {
+    taskQueue: ctx.taskQueue,
+    workflowId: releaseHoldWorkflowId(tenant, idempotencyKey),
+    args: [input],
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+  const released = await waitForOutcome(ctx, release, ctx.waitBudgetMs);
+  if (!released) {
+    // The release goes on; the same cancel later answers the cancelled charge.
+    throw new UnavailableError('database', `the hold of charge ${idempotencyKey} is still being released; retry the cancel`);
+  }
+  return released;
+}
+
+/**
+ * Sends an update to a running charge; once the workflow is closed (or forgotten), the ledger row
+ * is the answer and `judge` decides whether it satisfies the request. Unknown keys start nothing.
+ */
+async function updateOrJudge(
+  ctx: ServiceContext,
+  tenant: string,
+  idempotencyKey: string,
+  update: (handle: ChargeHandle) => Promise<Charge>,
+  judge: (charge: Charge) => Charge,
+  orphaned: (held: Charge) => Promise<Charge> | Charge,
+): Promise<Charge> {
+  assertTenant(tenant);
+  assertIdempotencyKey(idempotencyKey);
+  const handle = chargeHandle(ctx, tenant, idempotencyKey);
+  let closed = false;
+  try {
+    const description = await handle.describe();
+    if (description.status.name === 'RUNNING') return await update(handle);
+    closed = true;
+  } catch (error) {
+    // An update accepted just as the workflow closed is answered by the ledger, not refused.
+    const completedMeanwhile = error instanceof WorkflowNotFoundError || isCompletedDuringUpdate(error);
+    if (!completedMeanwhile && error instanceof WorkflowUpdateFailedError) throw stateConflictFrom(error.cause) ?? error;
+    if (!completedMeanwhile) throw error;
+    closed = !(error instanceof WorkflowNotFoundError);
+  }
+  const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
+  // Still held after its workflow closed (terminated, reset) or was forgotten: no workflow will
+  // settle it, so neither "already succeeded" nor "reserved" would be true.
+  if (row?.holdState === 'TRIED') return orphaned(orphanedOrAsIs(row));
+  if (row) return judge(row.charge);
+  // Decided without a ledger row (values the ledger rejects): the workflow's result is the record.
+  if (closed) return judge(await handle.result());
+  throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}`);
+}

@@ -1,0 +1,72 @@
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Charge, ChargeIntent } from '../domain/charge.js';
+import { decidedStatuses } from '../domain/charge.js';
+import { cancelReasons } from '../domain/refusals.js';
+import { readCharge, type LedgerCharge } from '../ledger/charges.js';
+import { chargeStatusQuery } from '../../workflows/definitions.js';
+import type { ServiceContext } from './context.js';
+import { NotFoundError } from './errors.js';
+import { chargeHandle, startOrAttachCharge, type ChargeHandle } from './start-or-attach.js';
+import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { waitForOutcome, waitForReservation } from './waiting.js';
+
+/** What a charge call answers: the charge, whether this call replayed an earlier one, and whether it is decided. */
+export interface ChargeReply {
+  charge: Charge;
+  /** True when the key was already known: this call started nothing. */
+  replayed: boolean;
+  /** False when the wait budget ran out first; the charge goes on and the same call later returns it. */
+  completed: boolean;
+}
+
+/** Starts the charge or attaches to it, and waits at most `waitMs` for its outcome. */
+export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: number): Promise<ChargeReply> {
+  const attached = await startOrAttachCharge(ctx, intent);
+  if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
+  const { handle, started } = attached;
+  const outcome =
+    intent.request.captureMode === 'manual'
+      ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs)
+      : await waitForOutcome(ctx, handle, waitMs);
+  if (outcome) return { charge: outcome, replayed: !started, completed: true };
+  return { charge: await handle.query(chargeStatusQuery), replayed: !started, completed: false };
+}
+
+/** Starts the charge (or attaches) without waiting. */
+export async function startCharge(ctx: ServiceContext, intent: ChargeIntent): Promise<{ handle: ChargeHandle; replayed: boolean }> {
+  const attached = await startOrAttachCharge(ctx, intent);
+  if ('settled' in attached) return { handle: chargeHandle(ctx, intent.tenant, intent.idempotencyKey), replayed: true };
+  return { handle: attached.handle, replayed: !attached.started };
+}
+
+/** The charge as it stands now: the ledger once decided (refunds included), the workflow while open. */
+export async function getCharge(ctx: ServiceContext, tenant: string, idempotencyKey: string): Promise<Charge> {
+  assertTenant(tenant);
+  assertIdempotencyKey(idempotencyKey);
+  const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
+  if (row && decidedStatuses.has(row.charge.status)) return row.charge;
+  try {
+    const handle = chargeHandle(ctx, tenant, idempotencyKey);
+    const description = await handle.describe();
+    if (description.status.name === 'RUNNING') return await handle.query(chargeStatusQuery);
+    // Read again: the workflow closed after the first read, so the row may have been decided since.
+    const settled = await readCharge(ctx.ledger, tenant, idempotencyKey);
+    if (settled) return orphanedOrAsIs(settled);
+    return await handle.result(); // closed without a ledger row: its result is all there is
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) {
+      if (row) return orphanedOrAsIs(row);
+      throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}`);
+    }
+    throw error;
+  }
+}
+
+/**
+ * A row read after its ChargeWorkflow was found closed or forgotten. Still TRIED means nothing will
+ * capture it: the money is still held (so the status stays reserved, as the balances say), and
+ * failure_reason says it is being released (by the sweeper, or at once by a cancel).
+ */
+export function orphanedOrAsIs(row: LedgerCharge): Charge {
+  return row.holdState === 'TRIED' ? { ...row.charge, failureReason: cancelReasons.holdOrphaned } : row.charge;
+}

@@ -1,0 +1,17 @@
+import type { Client } from '@temporalio/client';
+import type { LedgerPool } from '../ledger/pool.js';
+import type { ChargePolicy } from '../../workflows/definitions.js';
+
+/** What every part of the service works with: ChargeService's options, defaults applied once. */
+export interface ServiceContext {
+  temporal: Client;
+  ledger: LedgerPool;
+  policy: ChargePolicy;
+  amountMinorMax: number;
+  /** The longest any call waits for an outcome; a caller's own wait can only be shorter. */
+  waitBudgetMs: number;
+  /** Bound on starting (or attaching to) a charge; see ChargeServiceOptions.startTimeoutMs. */
+  startTimeoutMs: number;
+  taskQueue: string;
+  eagerWorkflowStart: boolean;
+}

@@ -1,0 +1,94 @@
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Refund, RefundIntent } from '../domain/refund.js';
+import { refundRefusals } from '../domain/refusals.js';
+import { readCharge } from '../ledger/charges.js';
+import { listRefunds as listLedgerRefunds, readRefund } from '../ledger/refunds.js';
+import { refundStatusQuery } from '../../workflows/definitions.js';
+import type { ServiceContext } from './context.js';
+import { ChargeStateConflictError, NotFoundError } from './errors.js';
+import { refundHandle, startOrAttachRefund } from './start-or-attach.js';
+import { stateConflict } from './temporal-failures.js';
+import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { waitForOutcome } from './waiting.js';
+
+/** What a refund call answers, as ChargeReply does for a charge. */
+export interface RefundReply {
+  refund: Refund;
+  /** True when the refund key was already known: this call started nothing. */
+  replayed: boolean;
+  /** False when the wait budget ran out first; the refund goes on and the same call later returns it. */
+  completed: boolean;
+}
+
+/**
+ * The ledger refused the refund (more than is left to refund, or a payee that cannot pay it back).
+ * A decision, recorded: the same refund key gets this answer forever. Surfaces map it as the 409
+ * it extends; `refund` is the failed refund as the ledger recorded it.
+ */
+export class RefundRefusedError extends ChargeStateConflictError {
+  constructor(readonly refund: Refund) {
+    const failure = refundRefusals[refund.failureCode ?? 'exceeds_refundable'];
+    super(
+      failure.type,
+      `refund ${refund.refundKey} of ${refund.amountMinor} on charge ${refund.chargeKey} was refused: ${failure.hint}`,
+    );
+  }
+}
+
+/**
+ * Refunds a captured charge exactly once per refund key, waiting at most `waitMs` for the outcome.
+ * A refused refund is a RefundRefusedError, every time.
+ */
+export async function refund(ctx: ServiceContext, intent: RefundIntent, waitMs: number): Promise<RefundReply> {
+  const { tenant, chargeKey } = intent;
+  const charge = await readCharge(ctx.ledger, tenant, chargeKey);
+  // Refused before anything starts: a captured charge stays captured, so a replay of an
+  // accepted refund key always passes these checks again.
+  if (!charge) throw new NotFoundError(`no charge with idempotency key ${chargeKey}`);
+  if (charge.holdState !== 'CONFIRMED') {
+    throw stateConflict({ name: 'notCaptured', detail: `charge ${chargeKey} is ${charge.charge.status}` });
+  }
+  const attached = await startOrAttachRefund(ctx, intent, charge);
+  if ('settled' in attached) return { refund: refusedOrSucceeded(attached.settled), replayed: true, completed: true };
+  const { handle, started } = attached;
+  const outcome = await waitForOutcome(ctx, handle, waitMs);
+  if (outcome) return { refund: refusedOrSucceeded(outcome), replayed: !started, completed: true };
+  return { refund: await handle.query(refundStatusQuery), replayed: !started, completed: false };
+}
+
+/** One refund as it stands: the ledger's decision, or pending while its workflow runs. */
+export async function getRefund(ctx: ServiceContext, tenant: string, chargeKey: string, refundKey: string): Promise<Refund> {
+  assertTenant(tenant);
+  assertIdempotencyKey(chargeKey, 'charge_key');
+  assertIdempotencyKey(refundKey, 'refund_key');
+  const row = await readRefund(ctx.ledger, tenant, chargeKey, refundKey);
+  if (row) return row.refund;
+  const handle = refundHandle(ctx, tenant, chargeKey, refundKey);
+  try {
+    const description = await handle.describe();
+    if (description.status.name === 'RUNNING') return await handle.query(refundStatusQuery);
+    // Read again: the workflow closed after the first read, so the ledger may have decided since.
+    const settled = await readRefund(ctx.ledger, tenant, chargeKey, refundKey);
+    if (settled) return settled.refund;
+    return await handle.result(); // closed without a ledger row: its failure is all there is
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) throw new NotFoundError(`no refund ${refundKey} of charge ${chargeKey}`);
+    throw error;
+  }
+}
+
+/** Every refund of one charge, refused ones included, oldest first. */
+export async function listRefunds(ctx: ServiceContext, tenant: string, chargeKey: string): Promise<Refund[]> {
+  assertTenant(tenant);
+  assertIdempotencyKey(chargeKey, 'charge_key');
+  if (!(await readCharge(ctx.ledger, tenant, chargeKey))) {
+    throw new NotFoundError(`no charge with idempotency key ${chargeKey}`);
+  }
+  return listLedgerRefunds(ctx.ledger, tenant, chargeKey);
+}
+
+/** A refused refund is an error for the caller, the same one on every replay. */
+function refusedOrSucceeded(refund: Refund): Refund {
+  if (refund.status === 'failed') throw new RefundRefusedError(refund);
+  return refund;
+}

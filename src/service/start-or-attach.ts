@@ -1,0 +1,193 @@
+import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
+import type { Charge, ChargeIntent, ChargeRequest } from '../domain/charge.js';
+import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
+import { refundWorkflowId, type Refund, type RefundIntent } from '../domain/refund.js';
+import { getAccounts } from '../ledger/accounts.js';
+import { readCharge, type LedgerCharge } from '../ledger/charges.js';
+import { readRefund } from '../ledger/refunds.js';
+import {
+  refundWorkflowType,
+  type ChargeMemo,
+  type ChargeWorkflowInput,
+  type RefundMemo,
+  type RefundWorkflowInput,
+} from '../../workflows/definitions.js';
+import type { ChargeWorkflow } from '../../workflows/charge-workflow.js';
+import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
+import type { ServiceContext } from './context.js';
+import { IdempotencyConflictError, ValidationError, type FieldError } from './errors.js';
+import { chargeFingerprint, fingerprintLike, refundFingerprint } from './intent.js';
+
+/**
+ * Starting a charge or a refund exactly once per key, or attaching to the one already started.
+ *
+ * Order of reads, for both: first the ledger (the key's row, which is the first request's forever;
+ * for a new charge, its accounts at the same time), then Temporal (start; when Temporal refuses a
+ * second start, describe the execution that holds the id and compare its memo). The ledger is not
+ * read again after Temporal: a row's fingerprint never changes and a decided row stays decided, so
+ * the row read first answers whatever a second read could. A row written in between would be the
+ * execution's that holds the id, whose memo carries the same fingerprint.
+ */
+
+export type ChargeHandle = WorkflowHandle<typeof ChargeWorkflow>;
+export type RefundHandle = WorkflowHandle<typeof RefundWorkflow>;
+
+export type Attached<Handle, Settled> = { handle: Handle; started: boolean } | { settled: Settled };
+
+export function chargeHandle(ctx: ServiceContext, tenant: string, idempotencyKey: string): ChargeHandle {
+  return ctx.temporal.workflow.getHandle<typeof ChargeWorkflow>(chargeWorkflowId(tenant, idempotencyKey));
+}
+
+export function refundHandle(ctx: ServiceContext, tenant: string, chargeKey: string, refundKey: string): RefundHandle {
+  return ctx.temporal.workflow.getHandle<typeof RefundWorkflow>(refundWorkflowId(tenant, chargeKey, refundKey));
+}
+
+/**
+ * Starts the charge, or attaches to the execution already started for this key when it is the same
+ * request; a decided charge whose row is the original answer is answered from the ledger alone.
+ * Bounded by the start timeout: cutting it short is safe, as a retry with the same key attaches to
+ * whatever the cut call started.
+ */
+export async function startOrAttachCharge(ctx: ServiceContext, built: ChargeIntent): Promise<Attached<ChargeHandle, Charge>> {
+  return ctx.temporal.withDeadline(Date.now() + ctx.startTimeoutMs, () => startOrAttachChargeUnbounded(ctx, built));
+}
+
+async function startOrAttachChargeUnbounded(ctx: ServiceContext, built: ChargeIntent): Promise<Attached<ChargeHandle, Charge>> {
+  const { tenant, idempotencyKey } = built;
+  // Both at once: a new charge needs the accounts checked, a replay needs only the row.
+  const [recorded] = await Promise.all([readCharge(ctx.ledger, tenant, idempotencyKey), assertAccountsUsable(ctx, tenant, built.request)]);
+  // A key recorded under an earlier fingerprint definition is compared under that definition,
+  // and the intent carries that fingerprint so the ledger's own comparison in Try agrees.
+  const like = (first: string | undefined): string => fingerprintLike(first, (version) => chargeFingerprint(built.request, version));
+  const intent: ChargeIntent = recorded === null ? built : { ...built, fingerprint: like(recorded.fingerprint) };
+  if (recorded !== null) {
+    // A different request is a conflict, and a decided charge is answered from the row without a
+    // Temporal call (a few ms instead of the round trips of start, describe and result). Once
+    // refunds touched the row it no longer is the original answer, so those replays still ask the
+    // workflow for its result.
+    if (recorded.fingerprint !== intent.fingerprint) throw chargeKeyConflict(idempotencyKey);
+    if (decidedStatuses.has(recorded.charge.status) && recorded.charge.amountRefundedMinor === 0) {
+      return { settled: recorded.charge };
+    }
+  }
+  const memo: ChargeMemo = { fingerprint: intent.fingerprint };
+  const input: ChargeWorkflowInput = { intent, policy: ctx.policy };
+  try {
+    const handle = await ctx.temporal.workflow.start<typeof ChargeWorkflow>('ChargeWorkflow', {
+      taskQueue: ctx.taskQueue,
+      workflowId: chargeWorkflowId(tenant, idempotencyKey),
+      args: [input],
+      memo: { ...memo },
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      workflowIdConflictPolicy: 'FAIL',
+      ...(ctx.eagerWorkflowStart ? { requestEagerStart: true } : {}),
+    });
+    return { handle, started: true };
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+  // Temporal refused a second start: attach to the first one, if it is the same request.
+  const handle = chargeHandle(ctx, tenant, idempotencyKey);
+  const description = await handle.describe();
+  const firstFingerprint = (description.memo as Partial<ChargeMemo> | undefined)?.fingerprint;
+  if (firstFingerprint !== undefined && firstFingerprint === like(firstFingerprint)) return { handle, started: false };
+  // The ledger outranks the memo: after Temporal forgot a key, a mismatched request may have
+  // started (and failed) an execution whose memo is wrong, while the ledger keeps the original.
+  if (recorded && decidedStatuses.has(recorded.charge.status)) return { settled: recorded.charge };
+  throw chargeKeyConflict(idempotencyKey);
+}
+
+/** As startOrAttachCharge, for refunds: Temporal rejects the second start, the memo or the ledger judges the request. */
+export async function startOrAttachRefund(
+  ctx: ServiceContext,
+  built: RefundIntent,
+  charge: LedgerCharge,
+): Promise<Attached<RefundHandle, Refund>> {
+  const { tenant, chargeKey, refundKey } = built;
+  // The ledger's row is the first request's, forever, and may carry a fingerprint of an earlier
+  // definition: the request is compared under that one, and the intent carries it, so that the
+  // ledger's own comparison agrees should Temporal have forgotten the refund's workflow.
+  const recorded = await readRefund(ctx.ledger, tenant, chargeKey, refundKey);
+  const like = (first: string | undefined): string => fingerprintLike(first, (version) => refundFingerprint(built.amountMinor, version));
+  const intent: RefundIntent = recorded === null ? built : { ...built, fingerprint: like(recorded.fingerprint) };
+  if (recorded !== null) {
+    if (recorded.fingerprint !== intent.fingerprint) throw refundKeyConflict(chargeKey, refundKey);
+    return { settled: recorded.refund };
+  }
+  const memo: RefundMemo = { fingerprint: intent.fingerprint };
+  const input: RefundWorkflowInput = {
+    intent,
+    pending: pendingRefund(intent, charge, new Date()),
+    policy: { activityStartToCloseMs: ctx.policy.activityStartToCloseMs },
+  };
+  try {
+    const handle = await ctx.temporal.workflow.start<typeof RefundWorkflow>(refundWorkflowType, {
+      taskQueue: ctx.taskQueue,
+      workflowId: refundWorkflowId(tenant, chargeKey, refundKey),
+      args: [input],
+      memo: { ...memo },
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      workflowIdConflictPolicy: 'FAIL',
+    });
+    return { handle, started: true };
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+  }
+  const handle = refundHandle(ctx, tenant, chargeKey, refundKey);
+  const description = await handle.describe();
+  const firstFingerprint = (description.memo as Partial<RefundMemo> | undefined)?.fingerprint;
+  if (firstFingerprint !== undefined && firstFingerprint === like(firstFingerprint)) return { handle, started: false };
+  // No row was read (a row would have answered above), so nothing outranks the memo here.
+  throw refundKeyConflict(chargeKey, refundKey);
+}
+
+/**
+ * Unknown accounts and currency mismatches are refused before anything is recorded. The ledger's
+ * Try checks again (and declines), should an account change in between.
+ */
+async function assertAccountsUsable(ctx: ServiceContext, tenant: string, request: ChargeRequest): Promise<void> {
+  const accounts = await getAccounts(ctx.ledger, tenant, [request.payerAccountId, request.payeeAccountId]);
+  const errors: FieldError[] = [];
+  for (const [field, id] of [
+    ['payer_account_id', request.payerAccountId],
+    ['payee_account_id', request.payeeAccountId],
+  ] as const) {
+    const account = accounts.get(id);
+    if (!account) errors.push({ field, message: `no account ${id} for this tenant` });
+    else if (account.currency !== request.currency) {
+      errors.push({ field: 'currency', message: `account ${id} holds ${account.currency}, not ${request.currency}` });
+    }
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+}
+
+/** The refund before the ledger has answered: what was asked, on which charge. */
+function pendingRefund(intent: RefundIntent, charge: LedgerCharge, at: Date): Refund {
+  return {
+    id: intent.refundId,
+    tenant: intent.tenant,
+    chargeKey: intent.chargeKey,
+    chargeId: charge.charge.id,
+    refundKey: intent.refundKey,
+    amountMinor: intent.amountMinor,
+    requestedAmountMinor: intent.amountMinor,
+    currency: charge.charge.currency,
+    status: 'pending',
+    failureCode: null,
+    createdAt: at.toISOString(),
+  };
+}
+
+function chargeKeyConflict(idempotencyKey: string): IdempotencyConflictError {
+  return new IdempotencyConflictError(
+    `idempotency key ${idempotencyKey} was already used for a different charge request; ` +
+      'use a new key for a new charge, or resend the original request unchanged',
+  );
+}
+
+function refundKeyConflict(chargeKey: string, refundKey: string): IdempotencyConflictError {
+  return new IdempotencyConflictError(
+    `refund key ${refundKey} was already used for a different refund of charge ${chargeKey}; ` +
+      'use a new refund key for a new refund, or resend the original request unchanged',
+  );
+}

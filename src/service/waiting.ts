@@ -1,0 +1,75 @@
+import { isGrpcDeadlineError } from '@temporalio/client';
+import type { Charge } from '../domain/charge.js';
+import { readCharge } from '../ledger/charges.js';
+import type { ServiceContext } from './context.js';
+
+/**
+ * How often a manual-capture create reads the ledger row while waiting for its reservation: soon
+ * at first (a Try takes a few milliseconds), then backing off, so that a slow Try costs the ledger
+ * at most one read per interval per waiting caller.
+ */
+export const reservationPollFirstIntervalMs = 20;
+export const reservationPollMaxIntervalMs = 200;
+
+/** A caller's wait, which can shorten the service's wait budget but never lengthen it. */
+export function boundedWaitMs(requestedWaitMs: number | undefined, waitBudgetMs: number): number {
+  return Math.min(requestedWaitMs ?? waitBudgetMs, waitBudgetMs);
+}
+
+/**
+ * Waits at most `waitMs` for the workflow's result; null when the wait ran out. The wait is a gRPC
+ * deadline on the long poll, so nothing keeps polling after the caller has been answered.
+ */
+export async function waitForOutcome<T>(ctx: ServiceContext, handle: { result(): Promise<T> }, waitMs: number): Promise<T | null> {
+  if (waitMs <= 0) return null;
+  try {
+    return await ctx.temporal.withDeadline(Date.now() + waitMs, () => handle.result());
+  } catch (error) {
+    if (isGrpcDeadlineError(error) || isGrpcDeadlineError((error as Error).cause)) return null;
+    throw error;
+  }
+}
+
+/**
+ * A manual-capture charge stays open until it is captured, so its create is answered by the
+ * reservation (or the decline), as a card authorisation is. The ledger row is polled rather than
+ * the workflow queried, so callers waiting here cost the worker nothing; once the workflow has
+ * closed, its result is the answer, as for automatic capture.
+ */
+export async function waitForReservation(
+  ctx: ServiceContext,
+  tenant: string,
+  idempotencyKey: string,
+  handle: { result(): Promise<Charge> },
+  waitMs: number,
+): Promise<Charge | null> {
+  if (waitMs <= 0) return null;
+  const abort = new AbortController();
+  // Settles, never rejects: the workflow can fail (terminated, say) while this loop is busy reading
+  // the ledger, and a rejection nobody is awaiting at that moment would take the process down.
+  const closed: Promise<{ charge: Charge | null } | { error: unknown }> = ctx.temporal
+    .withAbortSignal(abort.signal, () => waitForOutcome(ctx, handle, waitMs))
+    .then(
+      (charge) => ({ charge }),
+      (error: unknown) => (abort.signal.aborted ? { charge: null } : { error }),
+    );
+  try {
+    for (
+      let pollIntervalMs = reservationPollFirstIntervalMs;
+      ;
+      pollIntervalMs = Math.min(pollIntervalMs * 2, reservationPollMaxIntervalMs)
+    ) {
+      const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
+      if (row?.charge.status === 'reserved') return row.charge;
+      const first = await Promise.race([
+        closed,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), pollIntervalMs)),
+      ]);
+      if (first === undefined) continue;
+      if ('error' in first) throw first.error;
+      return first.charge; // the workflow closed, or the wait budget ran out (null)
+    }
+  } finally {
+    abort.abort();
+  }
+}
