@@ -4,13 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findFreePort } from '../src/stack/free-port.js';
+import { isMissingFile } from '../src/support/files.js';
 import { isPortAccepting } from '../src/stack/wait.js';
 import { waitFor } from './support/harness.js';
 
 async function exists(path: string): Promise<boolean> {
   return access(path).then(
     () => true,
-    () => false,
+    (error: unknown) => {
+      if (isMissingFile(error)) return false;
+      throw error;
+    },
   );
 }
 

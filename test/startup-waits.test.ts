@@ -77,13 +77,14 @@ describe('a process started while a dependency is down waits for it', () => {
         limits: { initialDelayMs: 50, maxDelayMs: 300, budgetMs: 60_000 },
         log: (line) => lines.push(line),
       });
-      migrated.catch(() => {}); // awaited below; observed now so a failure while we wait is not unhandled
+      // Observed now so a failure while we wait is not unhandled; asserted below once the lock is free.
+      const migratedOutcome = migrated.then(() => 'migrated', (error: unknown) => error);
       await waitFor(async () => lines.length >= 2, { what: 'two logged waits for the migration lock' });
       expect(lines[0]).toMatch(/^waiting for database at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/waits_\S+ to migrate the ledger: attempt 1 failed/);
       expect(lines[0]).toMatch(/next retry in \d+ ms \(waited \d+ of 60000 ms\)/);
       expect(lines.join('\n')).not.toContain(':postgres@');
       await holder.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]);
-      await migrated;
+      expect(await migratedOutcome).toBe('migrated');
       const check = new pg.Client({ connectionString: url.toString() });
       await check.connect();
       try {

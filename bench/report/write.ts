@@ -1,5 +1,6 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readFileIfPresent } from '../../src/support/files.js';
 import { figuresTable, renderMarkdown, setupLines } from './markdown.js';
 import type { BenchResult } from './result.js';
 import { renderSvg } from './svg.js';
@@ -52,11 +53,7 @@ export function docsRefusal(result: BenchResult): string | null {
 export async function updateDocs(result: BenchResult, docsPath: string, resultsLinkDir: string): Promise<boolean> {
   const refusal = docsRefusal(result);
   if (refusal !== null) throw new Error(`not publishing bench figures in ${docsPath}: ${refusal}`);
-  const text = await readFile(docsPath, 'utf8').catch((error: unknown) => {
-    // A page without the block is skipped; one that cannot be read is an error worth seeing.
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw error;
-  });
+  const text = await readFileIfPresent(docsPath);
   if (text === null) return false;
   const start = text.indexOf(startMarker);
   const end = text.indexOf(endMarker);

@@ -136,6 +136,8 @@ const invariantQueries: InvariantQuery[] = [
 /** Runs every ledger invariant in one repeatable-read snapshot, so concurrent writes cannot fake a violation. */
 export async function checkLedgerInvariants(pool: LedgerPool, tenant: string | null = null): Promise<InvariantCheck[]> {
   const client = await pool.connect();
+  // A connection whose ROLLBACK failed is in an unknown state: destroyed, never returned to the pool.
+  let broken: Error | undefined;
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const checks: InvariantCheck[] = [];
@@ -151,9 +153,11 @@ export async function checkLedgerInvariants(pool: LedgerPool, tenant: string | n
     await client.query('COMMIT');
     return checks;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+      broken = rollbackError as Error;
+    });
     throw error;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }

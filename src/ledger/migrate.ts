@@ -26,7 +26,7 @@ export async function migrateLedger(
 ): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: connectTimeoutMs, application_name: 'chargeguard-migrate' });
   // A connection that dies mid-migration reports through the awaited query; the event must not crash the process.
-  client.on('error', () => {});
+  client.on('error', (error) => log(`migration connection failed: ${error.message}`));
   await client.connect();
   try {
     await client.query(`SET lock_timeout = ${Math.max(1, Math.round(options.lockWaitMs ?? defaultMigrationLockWaitMs))}`);
@@ -46,10 +46,12 @@ export async function migrateLedger(
       });
       await applyLedgerFunctions(client, log);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID]).catch(() => {});
+      await client
+        .query('SELECT pg_advisory_unlock($1)', [PG_MIGRATE_LOCK_ID])
+        .catch((error: unknown) => log(`releasing the migration lock failed (${(error as Error).message}); it ends with the session`));
     }
   } finally {
-    await client.end().catch(() => {});
+    await client.end().catch((error: unknown) => log(`closing the migration connection failed: ${(error as Error).message}`));
   }
 }
 

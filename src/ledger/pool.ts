@@ -7,6 +7,8 @@ export interface LedgerPoolOptions {
   connectTimeoutMs?: number;
   statementTimeoutMs?: number;
   idleTimeoutMs?: number;
+  /** Where an idle connection's failure is reported (default: a line on stderr). */
+  onIdleClientError?: (error: Error) => void;
 }
 
 const INT8_OID = 20;
@@ -38,7 +40,12 @@ export function createLedgerPool(options: LedgerPoolOptions): pg.Pool {
     types: ledgerTypes,
   });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
-  pool.on('error', () => {});
+  // It is still reported: a database restarting under a running service should be visible.
+  pool.on(
+    'error',
+    options.onIdleClientError ??
+      ((error) => process.stderr.write(`ledger pool: an idle connection failed (${error.message}); the next query reconnects\n`)),
+  );
   return pool;
 }
 

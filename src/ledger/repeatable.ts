@@ -64,7 +64,7 @@ export async function applyLedgerFunctions(client: pg.ClientBase, log: (line: st
     }
     await client.query('COMMIT');
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => log(`rolling back the ledger functions failed: ${(rollbackError as Error).message}`));
     throw error;
   }
   log(`ledger functions applied: ${sources.map((source) => source.name).join(', ')}`);

@@ -37,7 +37,7 @@ export async function connectWorkerWhenReachable(
         await connection.withDeadline(Date.now() + workerConnectAttemptMs, () => connection.workflowService.describeNamespace({ namespace }));
         return connection;
       } catch (error) {
-        await connection.close().catch(() => {});
+        await connection.close().catch((closeError: unknown) => options.log(`closing the failed worker connection failed: ${(closeError as Error).message}`));
         throw error;
       }
     },
@@ -80,7 +80,8 @@ export async function startLocalRuntime(
   );
   // Whatever was opened so far, closed in reverse if a later step fails.
   const undo: Array<readonly [string, () => Promise<unknown>]> = [['stop Temporal and PostgreSQL', () => stack.stop()]];
-  const rollback = () => runAll([...undo].reverse(), log).catch(() => {});
+  // runAll has logged each failed step; the start's own error is the one thrown.
+  const rollback = () => runAll([...undo].reverse(), log).catch((error: unknown) => log(`rollback after a failed start: ${(error as Error).message}`));
   try {
     const wait = { limits: dependencyWaitLimitsFromConfig(config), log };
     const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl };
@@ -94,8 +95,9 @@ export async function startLocalRuntime(
       createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger }),
     );
     const workerRun = worker.run();
-    // Observed here so a crash is never an unhandled rejection; callers still see it through workerRun.
-    workerRun.catch(() => {});
+    // Observed here so a crash is never an unhandled rejection and is logged when it happens;
+    // callers still see it through workerRun, and stop() waits on this without reporting it twice.
+    const workerEnded = workerRun.catch((error: unknown) => log(`the worker stopped with an error: ${(error as Error).message}`));
     return {
       stack,
       context,
@@ -109,7 +111,7 @@ export async function startLocalRuntime(
               async () => {
                 // The SDK's own signal handling may already be draining the worker on Ctrl-C.
                 if (worker.getState() === 'RUNNING') worker.shutdown();
-                await workerRun.catch(() => {});
+                await workerEnded;
               },
             ],
             ['close the ledger pool', () => context.close()],

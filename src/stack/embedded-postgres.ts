@@ -1,7 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
-import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { isMissingFile, readFileIfPresent } from '../support/files.js';
 import { hasExited, terminate } from './child-process.js';
 import { findFreePort } from './free-port.js';
 import { LogSink } from './log-sink.js';
@@ -113,7 +114,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
       });
       if (attempt === 1) await initialiseIfNeeded(server, dataDir, runAs, sink);
       try {
-        await startServer(server, opts.startTimeoutMs ?? defaultStartTimeoutMs, stopTimeoutMs);
+        await startServer(server, opts.startTimeoutMs ?? defaultStartTimeoutMs, stopTimeoutMs, sink);
       } catch (err) {
         const portTaken = /address already in use/i.test(sink.tail());
         if (portTaken && portIsPicked && attempt < maxPortRaceAttempts) {
@@ -162,7 +163,7 @@ async function initialiseIfNeeded(
 }
 
 /** Starts postgres, enforcing a deadline the package itself does not have. */
-async function startServer(server: EmbeddedPostgresInstance, startTimeoutMs: number, stopTimeoutMs: number): Promise<void> {
+async function startServer(server: EmbeddedPostgresInstance, startTimeoutMs: number, stopTimeoutMs: number, sink: LogSink): Promise<void> {
   try {
     await withTimeout(
       // The package rejects with `undefined` when postgres exits before it is ready.
@@ -173,7 +174,7 @@ async function startServer(server: EmbeddedPostgresInstance, startTimeoutMs: num
       () => new Error(`postgres did not accept connections within ${startTimeoutMs} ms`),
     );
   } catch (err) {
-    await stopServer(server, stopTimeoutMs).catch(() => undefined);
+    await stopServer(server, stopTimeoutMs).catch((stopErr: unknown) => sink.note(`stopping the server that failed to start failed: ${(stopErr as Error).message}`));
     throw err;
   }
 }
@@ -198,7 +199,7 @@ async function finishStart(p: {
     if (pid !== undefined) await writeServerLock(p.lockPath, pid);
     await createDatabaseIfMissing(p.port, p.databaseName);
   } catch (err) {
-    await stopAndUnlock().catch(() => undefined);
+    await stopAndUnlock().catch((stopErr: unknown) => p.sink.note(`stopping the server after a failed start failed: ${(stopErr as Error).message}`));
     throw err;
   }
   let stopping: Promise<void> | null = null;
@@ -258,11 +259,11 @@ function internalChild(server: EmbeddedPostgresInstance): ChildProcess | undefin
  */
 async function refuseIfAnotherPostmasterRuns(dataDir: string): Promise<void> {
   const pidFile = join(dataDir, 'postmaster.pid');
-  const content = await readFile(pidFile, 'utf8').catch(() => null);
+  const content = await readFileIfPresent(pidFile);
   if (content === null) return;
   const pid = Number.parseInt(content.split('\n')[0] ?? '', 10);
   if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return; // stale: postgres removes it
-  const command = await readFile(`/proc/${pid}/comm`, 'utf8').then((c) => c.trim(), () => null);
+  const command = (await readFileIfPresent(`/proc/${pid}/comm`))?.trim() ?? null;
   if (command !== null && !command.startsWith('postgres')) {
     // The pid was reused by an unrelated process (typical after a container restart); postgres
     // would still refuse to start because that pid is alive.
@@ -287,6 +288,9 @@ function isAlive(pid: number): boolean {
 async function exists(path: string): Promise<boolean> {
   return stat(path).then(
     () => true,
-    () => false,
+    (error: unknown) => {
+      if (isMissingFile(error)) return false;
+      throw error;
+    },
   );
 }

@@ -19,8 +19,8 @@ export class LogSink {
     } else {
       mkdirSync(dirname(filePath), { recursive: true });
       this.file = createWriteStream(filePath, { flags: 'a' });
-      // A failing log file must not take the server down with it.
-      this.file.on('error', () => undefined);
+      // A failing log file must not take the server down with it; the recent lines still tell why it stopped.
+      this.file.on('error', (error) => process.stderr.write(`server log ${filePath} failed: ${error.message}\n`));
     }
   }
 

@@ -45,7 +45,11 @@ export async function ensurePostgresOsUser(log: (line: string) => void): Promise
   try {
     const groupExists = await execFileAsync('getent', ['group', postgresOsUser]).then(
       () => true,
-      () => false,
+      (error: unknown) => {
+        // getent exits 2 for "no such key"; anything else (getent missing, a broken NSS) is not an answer.
+        if ((error as { code?: unknown }).code === 2) return false;
+        throw error;
+      },
     );
     if (!groupExists) await execFileAsync('groupadd', ['--system', postgresOsUser]);
     await execFileAsync('useradd', [

@@ -1,4 +1,5 @@
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
+import { readFileIfPresent } from '../support/files.js';
 import { pollUntil } from './wait.js';
 
 /**
@@ -19,7 +20,7 @@ interface LockContent {
 
 /** Kernel start time of a process (clock ticks since boot): tells a pid apart from its reuse. */
 async function processStartTicks(pid: number): Promise<string | null> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  const stat = await readFileIfPresent(`/proc/${pid}/stat`);
   if (stat === null) return null;
   // Fields after the parenthesised command name, which itself may contain spaces.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -32,7 +33,7 @@ async function isRunning(pid: number, startTicks: string | null): Promise<boolea
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  const stat = await readFileIfPresent(`/proc/${pid}/stat`);
   if (stat === null) return true; // no /proc: trust kill(0)
   if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return false; // exited, not yet reaped
   return startTicks === null || (await processStartTicks(pid)) === startTicks;
@@ -46,7 +47,7 @@ export async function reclaimServerLock(
   lockPath: string,
   opts: { what: string; stopSignal: NodeJS.Signals; graceMs: number; log: (line: string) => void },
 ): Promise<void> {
-  const raw = await readFile(lockPath, 'utf8').catch(() => null);
+  const raw = await readFileIfPresent(lockPath);
   if (raw === null) return;
   let lock: LockContent;
   try {

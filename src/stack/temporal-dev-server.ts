@@ -163,7 +163,7 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
     await waitUntilReady({ child, address, port, uiPort, namespace, deadlineMs, serverGone: serverGone.signal, spawnError: () => spawnError });
     await ensureSearchAttributes(address, namespace, searchAttributes, deadlineMs);
   } catch (err) {
-    await terminate(child, { signal: 'SIGTERM', graceMs: stopTimeoutMs }).catch(() => undefined);
+    await terminate(child, { signal: 'SIGTERM', graceMs: stopTimeoutMs }).catch((stopErr: unknown) => sink.note(`stopping the server that failed to start failed: ${(stopErr as Error).message}`));
     removeExitHook();
     await removeServerLock(lockPath);
     await sink.close();

@@ -33,7 +33,10 @@ export async function pollUntil(
     }
     const remainingMs = opts.deadlineMs - Date.now();
     if (remainingMs <= 0) return { ok: false, lastError };
-    await delay(Math.min(intervalMs, remainingMs), undefined, signal === undefined ? {} : { signal }).catch(() => undefined);
+    await delay(Math.min(intervalMs, remainingMs), undefined, signal === undefined ? {} : { signal }).catch((error: unknown) => {
+      // An abort ends the wait (checked at the top of the loop); nothing else should end a timer.
+      if ((error as Error).name !== 'AbortError') throw error;
+    });
   }
 }
 

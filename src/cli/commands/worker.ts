@@ -32,7 +32,10 @@ export function registerWorkerCommand(program: Command): void {
           // Temporal's Runtime stops its workers on SIGINT/SIGTERM by itself; shutting down a worker
           // that is already draining throws.
           if (worker.getState() === 'RUNNING') worker.shutdown();
-          await running.catch(() => {});
+          // A failure that stopped the command is reported by the throw below; one while draining is logged here.
+          await running.catch((error: unknown) => {
+            if (error !== failure) process.stderr.write(`the worker stopped with an error: ${(error as Error).message}\n`);
+          });
         } finally {
           await connection.close();
         }
