@@ -15,6 +15,10 @@ export async function analyzeLedger(pool: LedgerPool): Promise<void> {
 export async function requestCheckpoint(pool: LedgerPool): Promise<boolean> {
   return pool.query('CHECKPOINT').then(
     () => true,
-    () => false,
+    (error: unknown) => {
+      // 42501 insufficient_privilege: the refusal the caller expects; anything else is a real failure.
+      if ((error as { code?: unknown }).code === '42501') return false;
+      throw error;
+    },
   );
 }
