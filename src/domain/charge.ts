@@ -4,11 +4,11 @@
 
 export type CaptureMode = 'automatic' | 'manual';
 
-/** Where the hold stands in the ledger (contract section 5). */
+/** Where the hold stands in the ledger (the truth table of docs/contract.md, Ledger). */
 export type HoldState = 'DECLINED' | 'TRIED' | 'CONFIRMED' | 'CANCELLED';
 
 /**
- * The charge lifecycle the callers see (contract sections 3 and 6), in lifecycle order. The one
+ * The charge lifecycle the callers see (docs/contract.md, Charge lifecycle), in lifecycle order. The one
  * list: the type, the wire schema and the OpenAPI query enum derive from it.
  */
 export const chargeStatuses = [

@@ -45,7 +45,7 @@ export function encodeKeySegment(key: string): string {
   return key.replaceAll('%', '%25').replaceAll('/', '%2F');
 }
 
-/** `refund/<tenant>/<charge key>/<refund key>` (contract section 4), with the charge key encoded. */
+/** `refund/<tenant>/<charge key>/<refund key>` (docs/contract.md, Temporal), with the charge key encoded. */
 export function refundWorkflowId(tenant: string, chargeKey: string, refundKey: string): string {
   return `refund/${tenant}/${encodeKeySegment(chargeKey)}/${refundKey}`;
 }

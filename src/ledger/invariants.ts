@@ -1,6 +1,6 @@
 import type { LedgerPool } from './pool.js';
 
-/** One invariant of contract section 5 and how many rows break it (0 when it holds). */
+/** One ledger invariant (docs/contract.md, Ledger) and how many rows break it (0 when it holds). */
 export interface InvariantCheck {
   name: string;
   description: string;

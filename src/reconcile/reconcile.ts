@@ -8,7 +8,7 @@ import { countLedger, type LedgerCounts } from '../ledger/reports.js';
 import { chargeWorkflowType } from '../../workflows/definitions.js';
 
 /**
- * Reconciliation: the invariants of contract section 5, checked across the ledger and Temporal.
+ * Reconciliation: the ledger invariants of docs/contract.md, checked across the ledger and Temporal.
  * Read-only, safe to run against a live system at any time. Every closed ChargeWorkflow that
  * Temporal's visibility still lists and every open hold is checked, not a recent window: both are
  * read page by page, so memory stays bounded by the page size however large the history is.

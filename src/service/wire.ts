@@ -4,7 +4,7 @@ import type { Refund } from '../domain/refund.js';
 import type { Account } from '../ledger/accounts.js';
 
 /**
- * The wire format of contract section 6 (JSON, snake_case), in one place so the HTTP API, the MCP
+ * The wire format of docs/contract.md, Surfaces (JSON, snake_case), in one place so the HTTP API, the MCP
  * server and the CLI print the same objects. The zod schemas describe what the mappers produce:
  * the OpenAPI document is generated from them and the tests check responses against them.
  */

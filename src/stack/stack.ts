@@ -6,7 +6,7 @@ export interface LocalStackOptions {
   /** Root for everything the stack persists: temporal.sqlite, postgres/, logs/. */
   dataDir: string;
   log?: (line: string) => void;
-  /** Temporal Web UI port; DESIGN.md §7 puts it on 8233 by default. null runs without UI. */
+  /** Temporal Web UI port; 8233 by default (docs/contract.md, Running). null runs without UI. */
   temporalUiPort?: number | null;
 }
 

@@ -11,7 +11,10 @@ import { isPortAccepting, pollUntil } from './wait.js';
 
 export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';
 
-/** Custom search attributes the charge workflows are indexed by (DESIGN.md). */
+/**
+ * Custom search attributes for charges, registered on the dev server; the workflows do not set them
+ * yet (docs/lifecycle.md says why listing reads the ledger instead).
+ */
 export const chargeSearchAttributes: Readonly<Record<string, SearchAttributeKind>> = {
   ChargeTenant: 'Keyword',
   ChargeOrderId: 'Keyword',
