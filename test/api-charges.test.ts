@@ -1,35 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { countLedger } from '../src/ledger/reports.js';
 import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
-import {
-  balanceOf,
-  captureCount,
-  chargeBody,
-  expectLedgerInvariants,
-  newKey,
-  newTenant,
-  openAccount,
-  openHarness,
-  type Harness,
-} from './support/harness.js';
-import { openTestApi, type TestApi } from './api-support.js';
+import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, newKey, useHarness } from './support/harness.js';
+import { fundedApiTenant, useApi } from './support/api.js';
 
-let h: Harness;
-let api: TestApi;
-beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi();
-});
-afterAll(async () => {
-  await api?.close();
-  await h?.close();
-});
+const h = useHarness();
+const api = useApi();
 
-async function fundedTenant(label: string, depositMinor = 100_000): Promise<{ tenant: string; apiKey: string }> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor });
-  await openAccount(h.pool, tenant, 'payee');
-  return { tenant, apiKey: await api.keyFor(tenant) };
-}
+const fundedTenant = (label: string, payerMinor = 100_000) => fundedApiTenant(api, { label, payerMinor });
 
 function postCharge(apiKey: string, key: string | null, body: unknown, headers: Record<string, string> = {}) {
   return api.request('/v1/charges', {
@@ -162,8 +140,7 @@ describe('POST /v1/charges', () => {
       expect(response.body.type).toBe('validation_error');
       expect(response.body.errors[0].field).toMatch(/idempotency/i);
     }
-    const rows = await h.pool.query('SELECT 1 FROM charges WHERE tenant = $1', [tenant]);
-    expect(rows.rowCount).toBe(0);
+    expect((await countLedger(h.pool, tenant)).charges).toBe(0);
     await expectLedgerInvariants(h.pool, tenant);
   });
 });

@@ -1,17 +1,13 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openTestApi, type TestApi } from './api-support.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useApi } from './support/api.js';
 
-let api: TestApi;
+const api = useApi();
 let document: any;
 beforeAll(async () => {
-  api = await openTestApi();
   const response = await api.request('/openapi.json');
   expect(response.status).toBe(200);
   document = response.body;
-});
-afterAll(async () => {
-  await api?.close();
 });
 
 /** The routes of contract section 6 (and the listing routes beside them), as OpenAPI paths. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Client, Connection, ServiceError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { buildApi } from '../src/api/app.js';
 import { ChargeService } from '../src/service/charge-service.js';
 import { UnavailableError } from '../src/service/errors.js';
@@ -22,24 +22,36 @@ import {
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
   startTestWorker,
   testPolicy,
+  useHarness,
   waitFor,
-  type Harness,
 } from './support/harness.js';
-import { openTestApi, send } from './api-support.js';
+import { apiKeyFor, listenOnLoopback, openTestApi, send } from './support/api.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
+
+/** What the API runs on, with the shared Temporal and a database address where nothing listens. */
+async function deadDatabaseContext(password: string): Promise<AppContext> {
+  const config = loadConfig({});
+  const deadDatabaseUrl = `postgres://postgres:${password}@127.0.0.1:${await findFreePort()}/chargeguard`;
+  const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
+  const connection = await Connection.connect({ address: h.connection.options.address });
+  const temporal = new Client({ connection, namespace: 'default' });
+  return {
+    config,
+    endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
+    temporal,
+    ledger,
+    charges: new ChargeService({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
+    close: async () => {
+      await connection.close();
+      await ledger.end();
+    },
+  };
+}
 
 /** Sends a request until it answers 2xx; how long that took from `sinceMs`, and how many 5xx came first. */
 async function firstSuccess(
@@ -111,9 +123,7 @@ describe('outage answers are classified by gRPC status code', () => {
 
 describe('503 when a dependency is unreachable, and nothing half-done', () => {
   it('Temporal stopped mid-test: 503 + Retry-After; restarted: the same key completes exactly once', async () => {
-    const tenant = newTenant('outage');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'outage' });
 
     // A Temporal server of this test's own, so stopping it disturbs no other test.
     const dir = await mkdtemp(join(tmpdir(), 'chargeguard-outage-'));
@@ -199,35 +209,14 @@ describe('503 when a dependency is unreachable, and nothing half-done', () => {
   });
 
   it('PostgreSQL unreachable: 503 naming the database, not a 401 or a 500', async () => {
-    const tenant = newTenant('nodb');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const goodApi = await openTestApi();
-    const apiKey = await goodApi.keyFor(tenant);
-    await goodApi.close();
+    const tenant = await fundedTenant(h, { label: 'nodb', payerMinor: 1_000 });
+    const apiKey = await apiKeyFor(h.pool, tenant);
 
     // The same API in front of a database address where nothing listens.
-    const config = loadConfig({});
-    const deadDatabaseUrl = `postgres://postgres:postgres@127.0.0.1:${await findFreePort()}/chargeguard`;
-    const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
-    const connection = await Connection.connect({ address: h.connection.options.address });
-    const temporal = new Client({ connection, namespace: 'default' });
-    const context: AppContext = {
-      config,
-      endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
-      temporal,
-      ledger,
-      charges: new ChargeService({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
-      close: async () => {
-        await connection.close();
-        await ledger.end();
-      },
-    };
+    const context = await deadDatabaseContext('postgres');
     const app = await buildApi({ context });
-    await app.listen({ host: '127.0.0.1', port: 0 });
     try {
-      const address = app.server.address() as { port: number };
-      const baseUrl = `http://127.0.0.1:${address.port}`;
+      const baseUrl = await listenOnLoopback(app);
       const key = newKey();
       const charge = await send(baseUrl, '/v1/charges', { apiKey, body: chargeBody(), headers: { 'idempotency-key': key } });
       expect(charge.status).toBe(503);
@@ -250,9 +239,7 @@ describe('503 when a dependency is unreachable, and nothing half-done', () => {
 
 describe('503 names the dependency that is missing', () => {
   it('no worker polling: a charge that cannot be queried answers 503 naming the worker, not Temporal', async () => {
-    const tenant = newTenant('noworker');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'noworker', payerMinor: 1_000 });
     // A Temporal server of this test's own with no worker at all on its task queue.
     const dir = await mkdtemp(join(tmpdir(), 'chargeguard-noworker-'));
     const server = await startTemporalDevServer({ dbFilePath: join(dir, 'temporal.sqlite'), uiPort: null });
@@ -297,14 +284,11 @@ describe('recovery after Temporal restarts, as `chargeguard start` runs (worker 
     const worker = await createChargeWorker({ connection, namespace: 'default', ledger: context.ledger, workflowBundle: { codePath: stack.workflowBundlePath } });
     const running = worker.run();
     const app = await buildApi({ context, temporalCallTimeoutMs: 2_000 });
-    await app.listen({ host: '127.0.0.1', port: 0 });
+    let workerFailure: unknown = null;
     try {
-      const baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      const tenant = newTenant('eager-outage');
-      await openAccount(context.ledger, tenant, 'payer', { depositMinor: 10_000 });
-      await openAccount(context.ledger, tenant, 'payee');
-      const { createApiKey } = await import('../src/auth/api-keys.js');
-      const apiKey = (await createApiKey(context.ledger, tenant, 'test')).key;
+      const baseUrl = await listenOnLoopback(app);
+      const tenant = await fundedTenant(context.ledger, { label: 'eager-outage' });
+      const apiKey = await apiKeyFor(context.ledger, tenant);
       const charge = () =>
         send(baseUrl, '/v1/charges', { apiKey, body: chargeBody({ amount: 10 }), headers: { 'idempotency-key': newKey('eager'), prefer: 'wait=5' } });
       expect((await charge()).status).toBe(201);
@@ -324,12 +308,17 @@ describe('recovery after Temporal restarts, as `chargeguard start` runs (worker 
     } finally {
       await app.close();
       if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running.catch(() => {});
+      // Kept for the assertion below (not thrown here, where it would hide the test's own failure).
+      workerFailure = await running.then(
+        () => null,
+        (error: unknown) => error,
+      );
       await context.close();
       await connection.close();
       await server?.stop();
       await rm(dir, { recursive: true, force: true });
     }
+    expect(workerFailure, 'the worker rode out the outage and shut down cleanly').toBeNull();
   });
 });
 
@@ -343,13 +332,10 @@ describe('recovery after PostgreSQL restarts', () => {
     let postgres: EmbeddedPostgres | null = await startEmbeddedPostgres(postgresOptions);
     const context = await openAppContext(loadConfig({}), { temporalAddress: inject('stack').temporalAddress, databaseUrl: postgres.databaseUrl });
     const app = await buildApi({ context });
-    await app.listen({ host: '127.0.0.1', port: 0 });
     try {
-      const baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      const tenant = newTenant('pgrestart');
-      await openAccount(context.ledger, tenant, 'payer', { depositMinor: 500 });
-      const { createApiKey } = await import('../src/auth/api-keys.js');
-      const apiKey = (await createApiKey(context.ledger, tenant, 'test')).key;
+      const baseUrl = await listenOnLoopback(app);
+      const tenant = await fundedTenant(context.ledger, { label: 'pgrestart', payerMinor: 500 });
+      const apiKey = await apiKeyFor(context.ledger, tenant);
       expect((await send(baseUrl, '/v1/accounts/payer', { apiKey })).status).toBe(200);
 
       await postgres.stop();
@@ -376,22 +362,7 @@ describe('recovery after PostgreSQL restarts', () => {
 describe('every 5xx is logged under the request id its answer carries', () => {
   it('a 500 and a 503 each produce a log line with the X-Request-Id and problem request_id of the response', async () => {
     const { stream, lines } = logCollector();
-    const config = loadConfig({});
-    const deadDatabaseUrl = `postgres://postgres:secret@127.0.0.1:${await findFreePort()}/chargeguard`;
-    const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
-    const connection = await Connection.connect({ address: h.connection.options.address });
-    const temporal = new Client({ connection, namespace: 'default' });
-    const context: AppContext = {
-      config,
-      endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
-      temporal,
-      ledger,
-      charges: new ChargeService({ temporal, ledger, policy: testPolicy, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX, waitBudgetMs: 5_000 }),
-      close: async () => {
-        await connection.close();
-        await ledger.end();
-      },
-    };
+    const context = await deadDatabaseContext('secret');
     const app = await buildApi({ context, logger: { level: 'info', stream }, logRequests: false });
     // A route that fails as a bug would: the one way to force a 500 without breaking anything real.
     app.get('/test-only/boom', async () => {

@@ -1,37 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { wireRefundSchema } from '../src/service/wire.js';
-import {
-  balanceOf,
-  captureCount,
-  chargeBody,
-  expectLedgerInvariants,
-  newKey,
-  newTenant,
-  openAccount,
-  openHarness,
-  type Harness,
-} from './support/harness.js';
-import { openTestApi, type TestApi } from './api-support.js';
+import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, newKey, newTenant, useHarness } from './support/harness.js';
+import { fundedApiTenant, useApi } from './support/api.js';
 
-let h: Harness;
-let api: TestApi;
-beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi();
-});
-afterAll(async () => {
-  await api?.close();
-  await h?.close();
-});
+const h = useHarness();
+const api = useApi();
 
 describe('POST /v1/charges/{key}/refunds', () => {
   it('partial refunds with their own keys: 201, replay 200 identical, 422 on reuse, 409 past the capture, 404 for another tenant', async () => {
-    const tenant = newTenant('refund');
-    const other = newTenant('refund-other');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
-    const otherKey = await api.keyFor(other);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'refund' });
+    const otherKey = await api.keyFor(newTenant('refund-other'));
     const chargeKey = newKey('charge');
     const body = chargeBody({ amount: 3_000 });
     const created = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': chargeKey } });
@@ -80,10 +58,7 @@ describe('POST /v1/charges/{key}/refunds', () => {
   });
 
   it('refund of a charge that was never captured: 409, nothing moves', async () => {
-    const tenant = newTenant('refund-held');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'refund-held' });
     const chargeKey = newKey('charge');
     const created = await api.request('/v1/charges', { apiKey, body: chargeBody({ amount: 500, capture: 'manual' }), headers: { 'idempotency-key': chargeKey } });
     expect(created.body.status).toBe('reserved');

@@ -1,35 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { revokeApiKey, listApiKeys } from '../src/auth/api-keys.js';
-import {
-  balanceOf,
-  captureCount,
-  chargeBody,
-  expectLedgerInvariants,
-  newKey,
-  newTenant,
-  openAccount,
-  openHarness,
-  type Harness,
-} from './support/harness.js';
-import { openTestApi, type TestApi } from './api-support.js';
+import { countLedger } from '../src/ledger/reports.js';
+import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, fundedTenant, newKey, useHarness } from './support/harness.js';
+import { fundedApiTenant, useApi } from './support/api.js';
 
-let h: Harness;
-let api: TestApi;
-beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi();
-});
-afterAll(async () => {
-  await api?.close();
-  await h?.close();
-});
+const h = useHarness();
+const api = useApi();
 
 describe('authentication and tenant scoping', () => {
   it('missing, malformed, wrong or revoked API keys are 401 and move nothing', async () => {
-    const tenant = newTenant('auth');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const goodKey = await api.keyFor(tenant);
+    const { tenant, apiKey: goodKey } = await fundedApiTenant(api, { label: 'auth' });
     const [record] = await listApiKeys(h.pool, tenant);
     const revokedKey = await api.keyFor(tenant);
     const revokedId = (await listApiKeys(h.pool, tenant)).find((k) => k.id !== record!.id)!.id;
@@ -54,8 +34,7 @@ describe('authentication and tenant scoping', () => {
     }
     expect(await captureCount(h.pool, tenant, key)).toBe(0);
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000);
-    const rows = await h.pool.query('SELECT 1 FROM charges WHERE tenant = $1', [tenant]);
-    expect(rows.rowCount).toBe(0);
+    expect((await countLedger(h.pool, tenant)).charges).toBe(0);
 
     // The good key still works: the 401s were about the keys, not the route.
     const ok = await api.request('/v1/charges', { apiKey: goodKey, body: chargeBody({ amount: 100 }), headers: { 'idempotency-key': key } });
@@ -64,12 +43,8 @@ describe('authentication and tenant scoping', () => {
   });
 
   it("a tenant cannot read, cancel, capture or charge another tenant's charges and accounts: 404", async () => {
-    const owner = newTenant('owner');
-    const intruder = newTenant('intruder');
-    for (const tenant of [owner, intruder]) {
-      await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-      await openAccount(h.pool, tenant, 'payee');
-    }
+    const owner = await fundedTenant(h, { label: 'owner' });
+    const intruder = await fundedTenant(h, { label: 'intruder' });
     const ownerKey = await api.keyFor(owner);
     const intruderKey = await api.keyFor(intruder);
     const chargeKey = newKey();

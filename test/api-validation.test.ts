@@ -1,47 +1,38 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { chargeFingerprint, refundFingerprint } from '../src/service/intent.js';
 import { wireProblemSchema } from '../src/service/wire.js';
-import { confirmHold, tryHold } from '../src/ledger/charges.js';
-import { refundCharge } from '../src/ledger/refunds.js';
+import { confirmHold, readCharge, tryHold } from '../src/ledger/charges.js';
+import { listCharges } from '../src/ledger/listing.js';
+import { listRefunds, readRefund, refundCharge } from '../src/ledger/refunds.js';
+import { countLedger } from '../src/ledger/reports.js';
 import {
+  balanceOf,
   captureCount,
   chargeBody,
   expectLedgerInvariants,
   newKey,
   newTenant,
   openAccount,
-  openHarness,
-  type Harness,
+  useHarness,
+  workflowExists,
 } from './support/harness.js';
-import { openTestApi, type TestApi } from './api-support.js';
+import { fundedApiTenant, useApi } from './support/api.js';
 
-let h: Harness;
-let api: TestApi;
 const bodyLimitBytes = 4 * 1024;
-beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi({ bodyLimitBytes });
-});
-afterAll(async () => {
-  await api?.close();
-  await h?.close();
-});
+const h = useHarness();
+const api = useApi({ bodyLimitBytes });
 
 async function nothingWritten(tenant: string): Promise<void> {
-  const charges = await h.pool.query('SELECT 1 FROM charges WHERE tenant = $1', [tenant]);
-  expect(charges.rowCount).toBe(0);
-  const transfers = await h.pool.query("SELECT 1 FROM transfers WHERE tenant = $1 AND kind <> 'deposit'", [tenant]);
-  expect(transfers.rowCount).toBe(0);
+  const counts = await countLedger(h.pool, tenant);
+  expect(counts.charges).toBe(0);
+  expect(Object.keys(counts.transfersByKind).filter((kind) => kind !== 'deposit')).toEqual([]);
   await expectLedgerInvariants(h.pool, tenant);
 }
 
 describe('malformed requests get a clear 4xx and write nothing', () => {
   it('bad bodies: each offending field is named', async () => {
-    const tenant = newTenant('badbody');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'badbody' });
     await openAccount(h.pool, tenant, 'payee-eur', { currency: 'EUR' });
-    const apiKey = await api.keyFor(tenant);
 
     const cases: Array<[string, unknown, string, RegExp]> = [
       ['negative amount', chargeBody({ amount: -5 }), 'amount', /at least 1/],
@@ -72,10 +63,7 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
   });
 
   it('malformed JSON, wrong content type, oversized body: 400, 415, 413', async () => {
-    const tenant = newTenant('badjson');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'badjson' });
     const headers = { 'idempotency-key': newKey() };
 
     const malformed = await api.request('/v1/charges', { apiKey, rawBody: '{"amount": 10,', headers });
@@ -104,8 +92,7 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
     expect(unknownRoute.status).toBe(404);
     expect(unknownRoute.headers.get('content-type')).toMatch(/problem\+json/);
 
-    const payer = await h.pool.query('SELECT posted_minor FROM accounts WHERE tenant = $1 AND id = $2', [tenant, 'payer']);
-    expect(payer.rows[0].posted_minor).toBe(10_000);
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000);
     await nothingWritten(tenant);
   });
 
@@ -159,22 +146,9 @@ function expectRefused(response: { status: number; headers: Headers; body: any }
   if (message) expect(named!.message).toMatch(message);
 }
 
-async function workflowExists(workflowId: string): Promise<boolean> {
-  try {
-    await h.temporal.workflow.getHandle(workflowId).describe();
-    return true;
-  } catch (error) {
-    if ((error as Error).name === 'WorkflowNotFoundError') return false;
-    throw error;
-  }
-}
-
 describe('poison input: each reported case is a fast 400 naming the field, nothing recorded or started', () => {
   it('NUL in order_id, description or a metadata value; a lone surrogate in order_id; BEL in a metadata value', async () => {
-    const tenant = newTenant('poison');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'poison' });
     const cases: Array<[string, Record<string, unknown>, string, RegExp]> = [
       ['NUL in order_id', { order_id: 'order\u0000x' }, 'order_id', /control characters: U\+0000 at position 5/],
       ['NUL in description', { description: 'nul \u0000' }, 'description', /U\+0000/],
@@ -204,21 +178,21 @@ describe('poison input: each reported case is a fast 400 naming the field, nothi
       expectRefused(response, field, message);
       // Decided before any Temporal or ledger step: milliseconds, not the ~10 s of a retried Try.
       expect(elapsedMs, label).toBeLessThan(1_000);
-      expect(await workflowExists(`charge/${tenant}/${key}`), label).toBe(false);
+      expect(await workflowExists(h, `charge/${tenant}/${key}`), label).toBe(false);
     }
     // Text that is valid is stored exactly as sent, tab and line breaks in the description included.
     const exact = chargeBody({ order_id: 'ord-é-日本-😀', description: 'line 1\r\n\tline 2', metadata: { 'clé 😀': 'välue ✓' } });
     const created = await api.request('/v1/charges', { apiKey, body: exact, headers: { 'idempotency-key': newKey() } });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ order_id: exact.order_id, description: exact.description, metadata: exact.metadata });
-    const stored = await h.pool.query('SELECT order_id, description, metadata FROM charges WHERE tenant = $1', [tenant]);
-    expect(stored.rows).toEqual([{ order_id: exact.order_id, description: exact.description, metadata: exact.metadata }]);
+    const stored = (await listCharges(h.pool, tenant, { limit: 100 })).charges;
+    expect(stored.map(({ orderId, description, metadata }) => ({ orderId, description, metadata }))).toEqual([
+      { orderId: exact.order_id, description: exact.description, metadata: exact.metadata },
+    ]);
   });
 
   it('%00 and other malformed ids in paths and queries are 400s naming the parameter, not 500s', async () => {
-    const tenant = newTenant('poison-path');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'poison-path' });
     const idempotencyKey = { 'idempotency-key': newKey() };
     expectRefused(await api.request('/v1/accounts/%00', { apiKey }), 'id', /U\+0000/);
     expectRefused(await api.request('/v1/accounts/%00/deposits', { apiKey, body: { amount: 1 }, headers: idempotencyKey }), 'id');
@@ -247,10 +221,7 @@ describe('poison input: each reported case is a fast 400 naming the field, nothi
   });
 
   it('null amount on capture and refund is a 400; cancel with any field is a 400; unknown fields on accounts and deposits too', async () => {
-    const tenant = newTenant('poison-null');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'poison-null' });
     const manualKey = newKey('manual');
     const manual = await api.request('/v1/charges', { apiKey, body: chargeBody({ capture: 'manual' }), headers: { 'idempotency-key': manualKey } });
     expect(manual.body.status).toBe('reserved');
@@ -272,8 +243,7 @@ describe('poison input: each reported case is a fast 400 naming the field, nothi
     expectRefused(await refund({ amount: null }), 'amount', /null is not a value/);
     expectRefused(await refund({ amount: 1e300 }), 'amount');
     expectRefused(await refund({ amount: 100, reason: 'x' }), 'reason');
-    const refunds = await h.pool.query('SELECT 1 FROM refunds WHERE tenant = $1', [tenant]);
-    expect(refunds.rowCount).toBe(0);
+    expect((await countLedger(h.pool, tenant)).refunds).toEqual({ succeeded: 0, failed: 0 });
     expect((await api.request(`/v1/charges/${autoKey}`, { apiKey })).body).toMatchObject({ status: 'succeeded', amount_refunded: 0 });
 
     // The cancel that takes no parameters still works without a body and with {}.
@@ -299,16 +269,12 @@ describe('poison input: each reported case is a fast 400 naming the field, nothi
 
 describe('the request fingerprint covers the whole body and carries a version', () => {
   it('a retry that changes description or metadata is a 422 idempotency_conflict', async () => {
-    const tenant = newTenant('fp-v2');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'fp-v2' });
     const key = newKey('fp');
     const body = chargeBody({ description: 'first', metadata: { cart: '1' } });
     const first = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': key } });
     expect(first.status).toBe(201);
-    const recorded = await h.pool.query('SELECT fingerprint FROM charges WHERE tenant = $1 AND idempotency_key = $2', [tenant, key]);
-    expect(recorded.rows[0].fingerprint).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect((await readCharge(h.pool, tenant, key))?.fingerprint).toMatch(/^v2:[0-9a-f]{64}$/);
     // Key order and an explicit default do not make another request: canonical JSON of the validated body.
     const reordered = Object.fromEntries(Object.entries({ ...body, capture: 'automatic' }).reverse());
     const replay = await api.request('/v1/charges', { apiKey, body: reordered, headers: { 'idempotency-key': key } });
@@ -323,10 +289,7 @@ describe('the request fingerprint covers the whole body and carries a version', 
   });
 
   it('keys recorded under the v1 fingerprint (business fields only) still replay and still conflict', async () => {
-    const tenant = newTenant('fp-v1');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const apiKey = await api.keyFor(tenant);
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'fp-v1' });
     const client = h.client;
 
     // A decided charge recorded by an older version: Try and Confirm with a bare 64-hex fingerprint.
@@ -368,10 +331,15 @@ describe('the request fingerprint covers the whole body and carries a version', 
     expect(refundReplay.body).toMatchObject({ status: 'succeeded', amount: 200 });
     const refundConflict = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: { amount: 201 }, headers: { 'idempotency-key': refundKey } });
     expect(refundConflict.status).toBe(422);
-    const newRefund = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: {}, headers: { 'idempotency-key': newKey('v2-refund') } });
+    const newRefundKey = newKey('v2-refund');
+    const newRefund = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: {}, headers: { 'idempotency-key': newRefundKey } });
     expect(newRefund.status).toBe(201);
-    const fingerprints = await h.pool.query('SELECT refund_key, fingerprint FROM refunds WHERE tenant = $1 ORDER BY created_at', [tenant]);
-    expect(fingerprints.rows.map((r) => r.fingerprint)).toEqual([refundFingerprint(200, 1), expect.stringMatching(/^v2:[0-9a-f]{64}$/)]);
+    const { succeeded, failed } = (await countLedger(h.pool, tenant)).refunds;
+    expect(succeeded + failed).toBe(2);
+    const refunds = await listRefunds(h.pool, tenant, decidedKey);
+    expect(refunds.map((r) => r.refundKey)).toEqual([refundKey, newRefundKey]);
+    const fingerprints = await Promise.all(refunds.map(async (r) => (await readRefund(h.pool, tenant, decidedKey, r.refundKey))?.fingerprint));
+    expect(fingerprints).toEqual([refundFingerprint(200, 1), expect.stringMatching(/^v2:[0-9a-f]{64}$/)]);
     expect(await captureCount(h.pool, tenant, decidedKey)).toBe(1);
     await expectLedgerInvariants(h.pool, tenant);
   });

@@ -1,47 +1,10 @@
-import { execFile } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { balanceOf, captureCount, expectLedgerInvariants, newKey, newTenant, openHarness, type Harness } from './support/harness.js';
-import { openTestApi, type TestApi } from './api-support.js';
+import { describe, expect, it } from 'vitest';
+import { balanceOf, captureCount, expectLedgerInvariants, newKey, newTenant, useHarness } from './support/harness.js';
+import { useApi } from './support/api.js';
+import { runCli as cli } from './support/cli.js';
 
-let h: Harness;
-let api: TestApi;
-beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi();
-});
-afterAll(async () => {
-  await api?.close();
-  await h?.close();
-});
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-  json: any;
-}
-
-/** Runs the real CLI in a child process, as a user or a script would. */
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
-  const stack = inject('stack');
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', ...args],
-      { env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        let json: unknown;
-        try {
-          json = JSON.parse(stdout);
-        } catch {
-          json = undefined;
-        }
-        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-        resolve({ code, stdout, stderr, json });
-      },
-    );
-  });
-}
+const h = useHarness();
+const api = useApi();
 
 describe('the CLI', () => {
   // Each command is a real process start (a few seconds on a busy two-core machine).

@@ -1,11 +1,13 @@
-import { execFile } from 'node:child_process';
-import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { balanceOf, chargeBody, expectLedgerInvariants, newKey, newTenant, openAccount, openHarness, type Harness } from './support/harness.js';
-import { openTestApi, type TestApi, type TestResponse } from './api-support.js';
-import { callTool } from './mcp-support.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listApiKeys } from '../src/ledger/api-keys.js';
+import { readCharge } from '../src/ledger/charges.js';
+import { countLedger, type LedgerCounts } from '../src/ledger/reports.js';
+import { balanceOf, chargeBody, expectLedgerInvariants, newKey, useHarness, workflowExists } from './support/harness.js';
+import { fundedApiTenant, useApi, type TestResponse } from './support/api.js';
+import { runCli } from './support/cli.js';
+import { callTool, mcpOverHttp } from './support/mcp.js';
 
 /**
  * Generated hostile input against every route and MCP tool of the real stack (API, Temporal dev
@@ -15,10 +17,10 @@ import { callTool } from './mcp-support.js';
  */
 
 const numRuns = 60;
-let h: Harness;
-let api: TestApi;
+const h = useHarness();
+const api = useApi();
 let mcp: McpClient;
-const tenant = newTenant('hostile');
+let tenant: string;
 let apiKey: string;
 /** A succeeded automatic charge and a reserved manual one, for the routes that need a real charge. */
 const succeededKey = newKey('hostile-auto');
@@ -26,11 +28,7 @@ const reservedKey = newKey('hostile-manual');
 const refusalTimesMs: number[] = [];
 
 beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi();
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000_000 });
-  await openAccount(h.pool, tenant, 'payee');
-  apiKey = await api.keyFor(tenant);
+  ({ tenant, apiKey } = await fundedApiTenant(api, { label: 'hostile', payerMinor: 1_000_000 }));
   const auto = await api.request('/v1/charges', { apiKey, body: chargeBody({ amount: 5_000 }), headers: { 'idempotency-key': succeededKey } });
   expect(auto.body.status).toBe('succeeded');
   const manual = await api.request('/v1/charges', {
@@ -39,16 +37,13 @@ beforeAll(async () => {
     headers: { 'idempotency-key': reservedKey },
   });
   expect(manual.body.status).toBe('reserved');
-  mcp = new McpClient({ name: 'hostile-input-test', version: '1.0.0' });
-  await mcp.connect(
-    new StreamableHTTPClientTransport(new URL(`${api.baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${apiKey}` } } }),
-  );
+  const { client, transport } = mcpOverHttp(api.baseUrl, apiKey);
+  await client.connect(transport);
+  mcp = client;
 });
 
 afterAll(async () => {
   await mcp?.close();
-  await api?.close();
-  await h?.close();
   if (refusalTimesMs.length > 0) {
     const sorted = [...refusalTimesMs].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!.toFixed(1);
@@ -194,14 +189,11 @@ function expectRefusal(response: TestResponse, fields: string[], label: string, 
 
 interface LedgerSnapshot {
   balances: Array<[number, number]>;
-  charges: number;
-  refunds: number;
-  transfers: number;
+  counts: LedgerCounts;
   workflows: string[];
 }
 
 async function snapshot(): Promise<LedgerSnapshot> {
-  const count = async (sql: string) => (await h.pool.query<{ n: number }>(sql, [tenant])).rows[0]!.n;
   const workflows: string[] = [];
   for (const prefix of [`charge/${tenant}/`, `refund/${tenant}/`]) {
     for await (const execution of h.temporal.workflow.list({ query: `WorkflowId STARTS_WITH '${prefix}'` })) workflows.push(execution.workflowId);
@@ -213,21 +205,10 @@ async function snapshot(): Promise<LedgerSnapshot> {
   }
   return {
     balances,
-    charges: await count('SELECT count(*)::int AS n FROM charges WHERE tenant = $1'),
-    refunds: await count('SELECT count(*)::int AS n FROM refunds WHERE tenant = $1'),
-    transfers: await count('SELECT count(*)::int AS n FROM transfers WHERE tenant = $1'),
+    // Charges, refunds, transfers and journal entries, each by kind or status.
+    counts: await countLedger(h.pool, tenant),
     workflows: workflows.sort(),
   };
-}
-
-async function workflowExists(workflowId: string): Promise<boolean> {
-  try {
-    await h.temporal.workflow.getHandle(workflowId).describe();
-    return true;
-  } catch (error) {
-    if ((error as Error).name === 'WorkflowNotFoundError') return false;
-    throw error;
-  }
 }
 
 /** Runs a property, then checks that it left the ledger and Temporal as it found them. */
@@ -246,7 +227,7 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
         const key = newKey('hostile-body');
         const response = await timed(() => api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': key } }));
         expectRefusal(response, [field], `${field}=${JSON.stringify(body[field])?.slice(0, 80)}`);
-        expect(await workflowExists(`charge/${tenant}/${key}`)).toBe(false);
+        expect(await workflowExists(h, `charge/${tenant}/${key}`)).toBe(false);
       }),
     );
   });
@@ -394,8 +375,8 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
           expect(created.status, created.text).toBe(201);
           const read = await api.request(`/v1/charges/${key}`, { apiKey });
           expect(read.body).toMatchObject({ order_id: orderId, description, metadata });
-          const stored = await h.pool.query('SELECT order_id, description, metadata FROM charges WHERE tenant = $1 AND idempotency_key = $2', [tenant, key]);
-          expect(stored.rows[0]).toEqual({ order_id: orderId, description, metadata });
+          const stored = (await readCharge(h.pool, tenant, key))?.charge;
+          expect({ order_id: stored?.orderId, description: stored?.description, metadata: stored?.metadata }).toEqual({ order_id: orderId, description, metadata });
           const replay = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': key } });
           expect(replay.status).toBe(200);
         },
@@ -451,7 +432,7 @@ describe('hostile input on the MCP tools: a tool error naming the argument, noth
           refusalTimesMs.push(performance.now() - startedAtMs);
           expectToolRefusal(result, fields, `${tool} ${JSON.stringify(args).slice(0, 200)}`);
           if (tool === 'create_charge' && typeof args.idempotency_key === 'string' && /^[!-~]{1,255}$/.test(args.idempotency_key)) {
-            expect(await workflowExists(`charge/${tenant}/${args.idempotency_key}`)).toBe(false);
+            expect(await workflowExists(h, `charge/${tenant}/${args.idempotency_key}`)).toBe(false);
           }
         },
       ),
@@ -462,26 +443,7 @@ describe('hostile input on the MCP tools: a tool error naming the argument, noth
 });
 
 describe('hostile command-line flags: exit 2 naming the flag, before anything connects', () => {
-  /** Runs the real CLI in a child process, as a user or a script would. */
-  function cli(args: string[]): Promise<{ code: number; json: any; stderr: string }> {
-    const stack = inject('stack');
-    return new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        ['--import', 'tsx', 'src/cli/main.ts', ...args, '--json'],
-        { env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl }, timeout: 60_000 },
-        (error, stdout, stderr) => {
-          let json: unknown;
-          try {
-            json = JSON.parse(stdout);
-          } catch {
-            json = undefined;
-          }
-          resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, json, stderr });
-        },
-      );
-    });
-  }
+  const cli = (args: string[]) => runCli([...args, '--json']);
 
   it('charge, accounts, refund and api-keys with control characters, bad ids and bad numbers', { timeout: 180_000 }, async () => {
     const key = newKey('cli-hostile');
@@ -503,9 +465,9 @@ describe('hostile command-line flags: exit 2 naming the flag, before anything co
       expect(result.json?.error?.type, context).toBe('validation_error');
       expect((result.json.error.errors as Array<{ field: string }>).map((e) => e.field), context).toContain(field);
     });
-    expect(await workflowExists(`charge/${tenant}/${key}`)).toBe(false);
+    expect(await workflowExists(h, `charge/${tenant}/${key}`)).toBe(false);
     expect(await snapshot()).toEqual(before);
-    const keys = await h.pool.query('SELECT label FROM api_keys WHERE tenant = $1', [tenant]);
-    expect(keys.rows.map((r) => r.label)).not.toContain('label\u0007');
+    const keys = await listApiKeys(h.pool, tenant);
+    expect(keys.map((k) => k.label)).not.toContain('label\u0007');
   });
 });

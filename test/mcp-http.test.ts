@@ -1,34 +1,16 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newTenant, openAccount, openHarness, type Harness } from './support/harness.js';
-import { openTestApi, type TestApi } from './api-support.js';
-import { callTool, exerciseChargeTools } from './mcp-support.js';
+import { describe, expect, it } from 'vitest';
+import { newTenant, useHarness } from './support/harness.js';
+import { fundedApiTenant, useApi } from './support/api.js';
+import { callTool, exerciseChargeTools, mcpOverHttp } from './support/mcp.js';
 
-let h: Harness;
-let api: TestApi;
-beforeAll(async () => {
-  h = await openHarness();
-  api = await openTestApi();
-});
-afterAll(async () => {
-  await api?.close();
-  await h?.close();
-});
-
-function connect(apiKey: string | null): { client: Client; transport: StreamableHTTPClientTransport } {
-  const transport = new StreamableHTTPClientTransport(new URL(`${api.baseUrl}/mcp`), {
-    requestInit: { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} },
-  });
-  return { client: new Client({ name: 'chargeguard-test', version: '1.0.0' }), transport };
-}
+const h = useHarness();
+const api = useApi();
+const connect = (apiKey: string | null) => mcpOverHttp(api.baseUrl, apiKey);
 
 describe('MCP over streamable HTTP', () => {
   it('authenticated per tenant: create, retry (same charge), read, refund, balance', async () => {
-    const tenant = newTenant('mcp-http');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
-    const { client, transport } = connect(await api.keyFor(tenant));
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'mcp-http' });
+    const { client, transport } = connect(apiKey);
     await client.connect(transport);
     try {
       await exerciseChargeTools(client, h, tenant);
@@ -41,10 +23,8 @@ describe('MCP over streamable HTTP', () => {
     const anonymous = connect(null);
     await expect(anonymous.client.connect(anonymous.transport)).rejects.toThrow(/401|unauthor/i);
 
-    const owner = newTenant('mcp-owner');
-    await openAccount(h.pool, owner, 'payer', { depositMinor: 1_000 });
-    await openAccount(h.pool, owner, 'payee');
-    const ownerSide = connect(await api.keyFor(owner));
+    const owner = await fundedApiTenant(api, { label: 'mcp-owner', payerMinor: 1_000 });
+    const ownerSide = connect(owner.apiKey);
     const intruderSide = connect(await api.keyFor(newTenant('mcp-intruder')));
     await ownerSide.client.connect(ownerSide.transport);
     await intruderSide.client.connect(intruderSide.transport);

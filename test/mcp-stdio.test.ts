@@ -1,23 +1,15 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { newTenant, openAccount, openHarness, type Harness } from './support/harness.js';
-import { exerciseChargeTools } from './mcp-support.js';
+import { describe, expect, inject, it } from 'vitest';
+import { fundedTenant, useHarness } from './support/harness.js';
+import { exerciseChargeTools } from './support/mcp.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 describe('MCP over stdio', () => {
   it('a child process serves the tools: create, retry (same charge), read, refund, balance', async () => {
     const stack = inject('stack');
-    const tenant = newTenant('mcp-stdio');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'mcp-stdio' });
     const stderr: string[] = [];
     const transport = new StdioClientTransport({
       command: process.execPath,

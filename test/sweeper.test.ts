@@ -1,12 +1,10 @@
-import { NativeConnection, type Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiMetrics } from '../src/api/metrics.js';
-import { openTestApi } from './api-support.js';
+import { fundedApiTenant, openTestApi } from './support/api.js';
 import { ChargeStateConflictError } from '../src/service/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
 import { readCharge, tryHold } from '../src/ledger/charges.js';
-import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { ensureHoldSweeperSchedule } from '../src/worker/hold-sweeper-schedule.js';
 import {
   holdSweeperWorkflowType,
@@ -18,40 +16,24 @@ import {
   balanceOf,
   chargeBody,
   expectLedgerInvariants,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
+  startTestWorker,
+  useHarness,
   waitFor,
-  type Harness,
 } from './support/harness.js';
 
-let h: Harness;
-let connection: NativeConnection;
-let worker: Worker;
-let running: Promise<void>;
+const h = useHarness();
+let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
 const taskQueue = `sweeper-${newKey('q')}`;
 
 beforeAll(async () => {
-  h = await openHarness();
-  connection = await NativeConnection.connect({ address: inject('stack').temporalAddress });
   // A worker of this file's own, with the sweeper's activities and their Temporal client (built
   // on the worker's connection), and no schedule of its own: the tests create theirs.
-  worker = await createChargeWorker({
-    connection,
-    namespace: 'default',
-    ledger: h.pool,
-    taskQueue,
-    workflowBundle: { codePath: inject('stack').workflowBundlePath },
-    holdSweeper: false,
-  });
-  running = worker.run();
+  worker = await startTestWorker({ taskQueue, pool: h.pool, holdSweeper: false });
 });
 afterAll(async () => {
-  worker?.shutdown();
-  await running;
-  await connection?.close();
-  await h?.close();
+  await worker?.stop();
 });
 
 /** Sweeps with no waiting: every stranded hold of these tests is judged at once. */
@@ -72,13 +54,6 @@ async function sweepOnce(tenant: string, input: Partial<HoldSweepInput> = {}): P
     args: [{ ...eagerSweep, tenant, ...input }],
   });
   return { result, ms: Date.now() - started };
-}
-
-async function fundedTenant(label: string): Promise<string> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-  await openAccount(h.pool, tenant, 'payee');
-  return tenant;
 }
 
 /** A manual-capture hold whose workflow an operator terminated: nothing will settle it. */
@@ -102,7 +77,7 @@ async function refusalOf(promise: Promise<unknown>): Promise<ChargeStateConflict
 
 describe('a hold whose workflow was terminated', () => {
   it('get, capture and cancel tell the truth; the cancel releases it at once', async () => {
-    const tenant = await fundedTenant('orphan-cancel');
+    const tenant = await fundedTenant(h, { label: 'orphan-cancel' });
     const key = await orphanedHold(tenant, 3_000);
     const client = h.clientFor({ taskQueue });
     expect((await balanceOf(h.pool, tenant, 'payer')).pendingMinor).toBe(3_000);
@@ -131,7 +106,7 @@ describe('a hold whose workflow was terminated', () => {
   });
 
   it('the sweeper voids it (hold_orphaned) and leaves holds whose workflow still waits alone', async () => {
-    const tenant = await fundedTenant('orphan-sweep');
+    const tenant = await fundedTenant(h, { label: 'orphan-sweep' });
     const orphan = await orphanedHold(tenant, 2_500);
     const waiting = newKey('waiting');
     await h.clientFor({ taskQueue }).charge(tenant, waiting, chargeBody({ amount: 1_000, capture: 'manual' }));
@@ -158,7 +133,7 @@ describe('a hold whose workflow was terminated', () => {
   });
 
   it('one sweep releases at most its batch size; the next sweep releases the rest', async () => {
-    const tenant = await fundedTenant('orphan-batch');
+    const tenant = await fundedTenant(h, { label: 'orphan-batch' });
     const keys = [await orphanedHold(tenant, 100), await orphanedHold(tenant, 200), await orphanedHold(tenant, 300)];
     const first = await sweepOnce(tenant, { releaseBatchSize: 1 });
     expect(first.result.orphanedReleased + first.result.expiredReleased).toBe(1);
@@ -180,8 +155,7 @@ describe('the HTTP API on an orphaned hold', () => {
   it('GET says reserved and why, capture is a 409 ChargeHoldOrphaned, cancel a 200 cancelled', async () => {
     const api = await openTestApi();
     try {
-      const tenant = await fundedTenant('orphan-http');
-      const apiKey = await api.keyFor(tenant);
+      const { tenant, apiKey } = await fundedApiTenant(api, { label: 'orphan-http' });
       const key = newKey('http');
       const created = await api.request('/v1/charges', {
         body: chargeBody({ amount: 1_500, capture: 'manual' }),
@@ -214,7 +188,7 @@ describe('the HTTP API on an orphaned hold', () => {
 
 describe('an expired hold nothing settled, and the schedule that sweeps it', () => {
   it('is counted by the overdue-holds metric, voided (hold_expired) by the scheduled sweep, and the metric drops', async () => {
-    const tenant = await fundedTenant('expired');
+    const tenant = await fundedTenant(h, { label: 'expired' });
     const key = newKey('expired');
     // A hold already past its expiry with no workflow at all: as left by a lost worker fleet.
     const intent = h.client.buildIntent(tenant, key, chargeBody({ amount: 4_000, capture: 'manual' }));
@@ -261,7 +235,7 @@ describe('an expired hold nothing settled, and the schedule that sweeps it', () 
   });
 
   it('a charge with no row is never given a tombstone by a release', async () => {
-    const tenant = await fundedTenant('no-row');
+    const tenant = await fundedTenant(h, { label: 'no-row' });
     const key = newKey('never-seen');
     const charge = await h.temporal.workflow.execute<(input: unknown) => Promise<Charge | null>>('ReleaseHoldWorkflow', {
       taskQueue,

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { expect, inject } from 'vitest';
-import type { LedgerActivityHooks } from '../../activities/index.js';
+import { afterAll, beforeAll, expect, inject } from 'vitest';
+import type { LedgerActivityHooks, RefundActivityHooks } from '../../activities/index.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { chargeFingerprint, chargeIdFor } from '../../src/service/intent.js';
 import type { ChargeIntent } from '../../src/domain/charge.js';
@@ -10,7 +10,8 @@ import { createAccount, deposit, getAccount, type Account } from '../../src/ledg
 import { checkLedgerInvariants } from '../../src/ledger/invariants.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
-import { createChargeWorker } from '../../src/worker/charge-worker.js';
+import { formatReconcileReport, reconcile } from '../../src/reconcile/index.js';
+import { createChargeWorker, type ChargeWorkerOptions } from '../../src/worker/charge-worker.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 
 /** Short budgets so fault tests finish quickly; still real timeouts on the real server. */
@@ -58,6 +59,38 @@ export async function openHarness(): Promise<Harness> {
   };
 }
 
+/**
+ * Stands for an object a beforeAll hook opens: usable in tests and later hooks, an error when used
+ * before the hook ran (at the top level of a test file, for instance).
+ */
+export function lateBound<T extends object>(what: string, current: () => T | undefined): T {
+  const opened = (): T => {
+    const value = current();
+    if (value === undefined) throw new Error(`${what} is used before beforeAll opened it`);
+    return value;
+  };
+  return new Proxy({} as T, {
+    get: (_unopened, property) => {
+      const value = opened();
+      const member: unknown = Reflect.get(value, property, value);
+      return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(value) : member;
+    },
+    has: (_unopened, property) => Reflect.has(opened(), property),
+  });
+}
+
+/** The harness of one test file: opened before its tests, closed after them. */
+export function useHarness(): Harness {
+  let harness: Harness | undefined;
+  beforeAll(async () => {
+    harness = await openHarness();
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+  return lateBound('the harness', () => harness);
+}
+
 /** A tenant of its own per test, so tests never see each other's accounts or keys. */
 export function newTenant(label: string): string {
   return `t-${label}-${randomBytes(5).toString('hex')}`.slice(0, 64);
@@ -82,6 +115,26 @@ export async function openAccount(
   if ('conflict' in result) throw new Error(`account ${id} exists with other settings`);
   if (options.depositMinor) await deposit(pool, tenant, id, options.depositMinor, `open-${id}`);
   return (await getAccount(pool, tenant, id))!;
+}
+
+export interface FundedTenantOptions {
+  /** Part of the tenant's id, so a test's rows are recognisable. */
+  label: string;
+  /** What the account `payer` starts with: 10,000 unless given. */
+  payerMinor?: number;
+  /** What the account `payee` starts with: nothing unless given. */
+  payeeMinor?: number;
+  /** Of both accounts: USD unless given. */
+  currency?: string;
+}
+
+/** A new tenant with the accounts most tests charge between: a funded `payer` and a `payee`. */
+export async function fundedTenant(ledger: LedgerPool | { pool: LedgerPool }, options: FundedTenantOptions): Promise<string> {
+  const pool = 'query' in ledger ? ledger : ledger.pool;
+  const tenant = newTenant(options.label);
+  await openAccount(pool, tenant, 'payer', { depositMinor: options.payerMinor ?? 10_000, currency: options.currency });
+  await openAccount(pool, tenant, 'payee', { depositMinor: options.payeeMinor, currency: options.currency });
+  return tenant;
 }
 
 export async function balanceOf(pool: LedgerPool, tenant: string, id: string): Promise<Account> {
@@ -109,6 +162,24 @@ export async function expectLedgerInvariants(pool: LedgerPool, tenant: string): 
   }
 }
 
+/** Reconcile of one tenant against Temporal finds nothing wrong. */
+export async function expectReconciled(h: Pick<Harness, 'pool' | 'temporal'>, tenant: string): Promise<void> {
+  const report = await reconcile({ ledger: h.pool, temporal: h.temporal, tenant });
+  expect(report.checks.filter((check) => check.violations > 0), formatReconcileReport(report)).toEqual([]);
+  expect(report.ok).toBe(true);
+}
+
+/** Whether Temporal knows a workflow of this id; any other error than "not found" is thrown. */
+export async function workflowExists(h: Pick<Harness, 'temporal'>, workflowId: string): Promise<boolean> {
+  try {
+    await h.temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (error) {
+    if ((error as Error).name === 'WorkflowNotFoundError') return false;
+    throw error;
+  }
+}
+
 /** Waits for a condition with a deadline; never a fixed sleep. */
 export async function waitFor<T>(
   probe: () => Promise<T | null | undefined | false>,
@@ -127,6 +198,8 @@ export async function waitFor<T>(
 export async function startTestWorker(options: {
   taskQueue: string;
   hooks?: LedgerActivityHooks;
+  refundHooks?: RefundActivityHooks;
+  holdSweeper?: ChargeWorkerOptions['holdSweeper'];
   pool: LedgerPool;
   /** Another Temporal server than the shared one. */
   temporalAddress?: string;
@@ -139,6 +212,8 @@ export async function startTestWorker(options: {
     ledger: options.pool,
     taskQueue: options.taskQueue,
     hooks: options.hooks,
+    refundHooks: options.refundHooks,
+    holdSweeper: options.holdSweeper,
     workflowBundle: { codePath: stack.workflowBundlePath },
   });
   const running = worker.run();

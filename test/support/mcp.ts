@@ -1,7 +1,16 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { expect } from 'vitest';
-import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, newKey, type Harness } from './support/harness.js';
+import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, newKey, type Harness } from './harness.js';
+
+/** An MCP client for the API's /mcp endpoint, with the key (or none); connecting is the caller's. */
+export function mcpOverHttp(baseUrl: string, apiKey: string | null): { client: Client; transport: StreamableHTTPClientTransport } {
+  const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), {
+    requestInit: { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} },
+  });
+  return { client: new Client({ name: 'chargeguard-test', version: '1.0.0' }), transport };
+}
 
 export async function callTool(client: Client, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult;

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { inject } from 'vitest';
-import { buildApi, type ApiOptions } from '../src/api/app.js';
-import { createApiKey } from '../src/auth/api-keys.js';
-import { loadConfig } from '../src/config.js';
-import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { buildApi, type ApiOptions } from '../../src/api/app.js';
+import { createApiKey } from '../../src/auth/api-keys.js';
+import { loadConfig } from '../../src/config.js';
+import type { LedgerPool } from '../../src/ledger/pool.js';
+import { openAppContext, type AppContext } from '../../src/runtime/app-context.js';
+import { fundedTenant, lateBound, type FundedTenantOptions } from './harness.js';
 
 /** A real API on a loopback port in front of the shared test stack (or another Temporal). */
 export interface TestApi {
@@ -24,9 +26,9 @@ export interface TestResponse {
   text: string;
 }
 
-export async function openTestApi(
-  options: Partial<Omit<ApiOptions, 'context'>> & { temporalAddress?: string; env?: Record<string, string> } = {},
-): Promise<TestApi> {
+export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & { temporalAddress?: string; env?: Record<string, string> };
+
+export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi> {
   const stack = inject('stack');
   const config = loadConfig({ CHARGE_WAIT_BUDGET_MS: '30000', ...options.env });
   const context = await openAppContext(config, {
@@ -34,21 +36,49 @@ export async function openTestApi(
     databaseUrl: stack.databaseUrl,
   });
   const app = await buildApi({ ...options, context });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  if (address === null || typeof address === 'string') throw new Error('API is not listening on a TCP port');
-  const baseUrl = `http://127.0.0.1:${address.port}`;
+  const baseUrl = await listenOnLoopback(app);
   return {
     app,
     context,
     baseUrl,
-    keyFor: async (tenant) => (await createApiKey(context.ledger, tenant, 'test')).key,
+    keyFor: (tenant) => apiKeyFor(context.ledger, tenant),
     request: (path, init = {}) => send(baseUrl, path, init),
     close: async () => {
       await app.close();
       await context.close();
     },
   };
+}
+
+/** The API of one test file: started before its tests, closed after them. */
+export function useApi(options: TestApiOptions = {}): TestApi {
+  let api: TestApi | undefined;
+  beforeAll(async () => {
+    api = await openTestApi(options);
+  });
+  afterAll(async () => {
+    await api?.close();
+  });
+  return lateBound('the API', () => api);
+}
+
+/** A funded tenant (as fundedTenant makes it) and an API key for it. */
+export async function fundedApiTenant(api: TestApi, options: FundedTenantOptions): Promise<{ tenant: string; apiKey: string }> {
+  const tenant = await fundedTenant(api.context.ledger, options);
+  return { tenant, apiKey: await api.keyFor(tenant) };
+}
+
+/** A fresh API key for the tenant, created as the CLI would. */
+export async function apiKeyFor(ledger: LedgerPool, tenant: string): Promise<string> {
+  return (await createApiKey(ledger, tenant, 'test')).key;
+}
+
+/** Starts the app on a free loopback port; the base URL to send requests to. */
+export async function listenOnLoopback(app: FastifyInstance): Promise<string> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('API is not listening on a TCP port');
+  return `http://127.0.0.1:${address.port}`;
 }
 
 export async function send(
