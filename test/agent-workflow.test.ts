@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
+import { describe, expect, inject, it } from 'vitest';
 import type { OrderAgentInput, OrderAgentResult } from '../workflows/sample-agent-workflow.js';
 import { chargeTaskQueue } from '../workflows/definitions.js';
 import {
@@ -11,27 +10,14 @@ import {
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  expectReconciled,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
   testPolicy,
-  type Harness,
+  useHarness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
-
-async function expectReconciled(tenant: string): Promise<void> {
-  const report = await reconcile({ ledger: h.pool, temporal: h.temporal, tenant });
-  expect(report.checks.filter((check) => check.violations > 0), formatReconcileReport(report)).toEqual([]);
-  expect(report.ok).toBe(true);
-}
+const h = useHarness();
 
 /** Event types as the history protobuf numbers them (temporal.api.enums.v1.EventType). */
 const eventType = {
@@ -42,9 +28,7 @@ const eventType = {
 
 describe('an agent that is itself a workflow', () => {
   it('charges through child workflows; reset to its first task and replayed, it still debits once per order', async () => {
-    const tenant = newTenant('agent');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'agent' });
     const orders = [
       { key: newKey('order-a'), amount: 1_200 },
       { key: newKey('order-b'), amount: 800 },
@@ -98,13 +82,11 @@ describe('an agent that is itself a workflow', () => {
       await Worker.runReplayHistory({ workflowBundle: { codePath: inject('stack').workflowBundlePath } }, history);
     }
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('an agent asking for a charge key that another request owns fails with IdempotencyConflict, charging nothing', async () => {
-    const tenant = newTenant('agent-conflict');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'agent-conflict' });
     const key = newKey('taken');
     expect((await h.client.charge(tenant, key, chargeBody({ amount: 500 }))).charge.status).toBe('succeeded');
 
@@ -124,6 +106,6 @@ describe('an agent that is itself a workflow', () => {
     expect(await captureCount(h.pool, tenant, key)).toBe(1);
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(9_500);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 });

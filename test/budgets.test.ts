@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LedgerActivityHooks, LedgerStep } from '../activities/index.js';
 import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
@@ -9,22 +9,14 @@ import {
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
   startTestWorker,
   testPolicy,
-  type Harness,
+  useHarness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 /** A budget short enough for a test, long enough that a healthy step never comes near it. */
 const shortBudgetMs = 3_000;
@@ -35,13 +27,6 @@ const shortBudgetMs = 3_000;
  * Plus slack for a machine shared with other test runs.
  */
 const givenUpWithinMs = shortBudgetMs + 8_000 + 5_000;
-
-async function fundedTenant(label: string): Promise<string> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-  await openAccount(h.pool, tenant, 'payee');
-  return tenant;
-}
 
 /** Counts every attempt of every ledger step per key, and lets a test fail the steps it names. */
 function countingHooks(fail: (step: LedgerStep) => Error | null): {
@@ -87,7 +72,7 @@ describe('errors retrying cannot cure are decided at once', () => {
     const counter = countingHooks(() => null);
     const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
     try {
-      const tenant = await fundedTenant('nul');
+      const tenant = await fundedTenant(h, { label: 'nul' });
       const key = newKey('nul');
       const valid = h.client.buildIntent(tenant, key, chargeBody({ amount: 1_200 }));
       const poisoned: ChargeIntent = { ...valid, request: { ...valid.request, orderId: 'order-\u0000-1' } };
@@ -125,7 +110,7 @@ describe('errors retrying cannot cure are decided at once', () => {
     );
     const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
     try {
-      const tenant = await fundedTenant('data');
+      const tenant = await fundedTenant(h, { label: 'data' });
       const key = newKey('data');
       const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 700 }));
       expect(reply.charge.status).toBe('cancelled');
@@ -150,7 +135,7 @@ describe('errors retrying cannot cure are decided at once', () => {
     });
     const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
     try {
-      const tenant = await fundedTenant('s42');
+      const tenant = await fundedTenant(h, { label: 's42' });
       const key = newKey('s42');
       const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 900 }));
       expect(reply.charge.status).toBe('cancelled');
@@ -168,7 +153,7 @@ describe('errors retrying cannot cure are decided at once', () => {
 
 describe('a refund whose values the ledger rejects', () => {
   it('fails at once with LedgerDataRejected instead of retrying for ever; nothing moves', async () => {
-    const tenant = await fundedTenant('refund-nul');
+    const tenant = await fundedTenant(h, { label: 'refund-nul' });
     const chargeKey = newKey('charged');
     const charged = await h.client.charge(tenant, chargeKey, chargeBody({ amount: 1_000 }));
     expect(charged.charge.status).toBe('succeeded');
@@ -219,7 +204,7 @@ describe('budgets are hard limits for local activities', () => {
     const counter = countingHooks((failing) => (failing === step ? sqlError('57P03', 'the database system is starting up (injected)') : null));
     const worker = await startTestWorker({ taskQueue, pool: h.pool, hooks: counter.hooks });
     try {
-      const tenant = await fundedTenant(`budget-${step}`);
+      const tenant = await fundedTenant(h, { label: `budget-${step}` });
       const key = newKey(step);
       const policy: Partial<ChargePolicy> = step === 'try' ? { tryBudgetMs: shortBudgetMs } : { confirmBudgetMs: shortBudgetMs };
       const started = Date.now();
@@ -269,7 +254,7 @@ describe('budgets are hard limits for local activities', () => {
       },
     });
     try {
-      const tenant = await fundedTenant('hang');
+      const tenant = await fundedTenant(h, { label: 'hang' });
       const key = newKey('hang');
       const policy = { tryBudgetMs: shortBudgetMs, activityStartToCloseMs: 1_000 };
       const started = Date.now();
@@ -290,7 +275,7 @@ describe('budgets are hard limits for local activities', () => {
   });
 
   it('a healthy charge under the budget timers: no timer event in its history', async () => {
-    const tenant = await fundedTenant('healthy');
+    const tenant = await fundedTenant(h, { label: 'healthy' });
     const key = newKey('healthy');
     const reply = await h.client.charge(tenant, key, chargeBody({ amount: 100 }));
     expect(reply.charge.status).toBe('succeeded');

@@ -2,32 +2,27 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { IdempotencyConflictError, ValidationError } from '../src/service/errors.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { deposit } from '../src/ledger/accounts.js';
+import { countLedger } from '../src/ledger/reports.js';
 import { startTemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import {
   balanceOf,
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  fundedTenant,
   newKey,
   newTenant,
   openAccount,
-  openHarness,
   startTestWorker,
+  useHarness,
   waitFor,
-  type Harness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 async function countExecutions(workflowId: string): Promise<number> {
   let n = 0;
@@ -37,9 +32,7 @@ async function countExecutions(workflowId: string): Promise<number> {
 
 describe('a charge runs exactly once per idempotency key', () => {
   it('the same key started 10 times in a row: one execution, one debit, identical results', async () => {
-    const tenant = newTenant('seq');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'seq' });
     const key = newKey();
     const body = chargeBody({ amount: 2_500 });
 
@@ -64,9 +57,7 @@ describe('a charge runs exactly once per idempotency key', () => {
   });
 
   it('50 concurrent starts of the same key from separate clients: one debit, 50 identical results', async () => {
-    const tenant = newTenant('conc');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 100_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'conc', payerMinor: 100_000 });
     const key = newKey();
     const body = chargeBody({ amount: 1_234 });
 
@@ -94,9 +85,7 @@ describe('a charge runs exactly once per idempotency key', () => {
   });
 
   it('eager start on the worker\'s own connection (as `chargeguard start` runs): 30 concurrent starts, one debit', async () => {
-    const tenant = newTenant('eager');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 100_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'eager', payerMinor: 100_000 });
     const taskQueue = `eager-${newKey()}`;
     const key = newKey();
     const worker = await startTestWorker({ taskQueue, pool: h.pool });
@@ -126,9 +115,7 @@ describe('a charge runs exactly once per idempotency key', () => {
   });
 
   it('the same key with a different amount: typed conflict, no second execution, balances unchanged', async () => {
-    const tenant = newTenant('mismatch');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'mismatch' });
     const key = newKey();
     const body = chargeBody({ amount: 1_000 });
     const first = await h.client.charge(tenant, key, body);
@@ -152,9 +139,7 @@ describe('a charge runs exactly once per idempotency key', () => {
   });
 
   it('insufficient funds: DECLINED, balances unchanged, and still DECLINED after the account is funded', async () => {
-    const tenant = newTenant('declined');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 500 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'declined', payerMinor: 500 });
     const key = newKey();
     const body = chargeBody({ amount: 501 });
 
@@ -192,14 +177,11 @@ describe('a charge runs exactly once per idempotency key', () => {
         WorkflowNotFoundError,
       );
     }
-    const rows = await h.pool.query('SELECT 1 FROM charges WHERE tenant = $1', [tenant]);
-    expect(rows.rowCount).toBe(0);
+    expect((await countLedger(h.pool, tenant)).charges).toBe(0);
   });
 
   it('after Temporal forgets the workflow id, a new start reports the original outcome and moves no money', async () => {
-    const tenant = newTenant('forgotten');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'forgotten' });
     const body = chargeBody({ amount: 3_000 });
     const succeededKey = newKey('succeeded');
     const declinedKey = newKey('declined');

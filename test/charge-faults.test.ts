@@ -1,35 +1,20 @@
 import { spawn } from 'node:child_process';
 import { ApplicationFailure } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import type { LedgerStep } from '../activities/index.js';
 import {
   balanceOf,
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
   startTestWorker,
+  useHarness,
   waitFor,
-  type Harness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
-
-async function fundedTenant(label: string): Promise<string> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-  await openAccount(h.pool, tenant, 'payee');
-  return tenant;
-}
+const h = useHarness();
 
 describe('faults between the ledger and Temporal', () => {
   it('Confirm refused non-retryably: the workflow compensates, the hold is released, the charge is CANCELLED', async () => {
@@ -44,7 +29,7 @@ describe('faults between the ledger and Temporal', () => {
       },
     });
     try {
-      const tenant = await fundedTenant('comp');
+      const tenant = await fundedTenant(h, { label: 'comp' });
       const key = newKey();
       const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 4_000 }));
       expect(reply.charge.status).toBe('cancelled');
@@ -76,7 +61,7 @@ describe('faults between the ledger and Temporal', () => {
         },
       });
       try {
-        const tenant = await fundedTenant(`lost-${failingStep}`);
+        const tenant = await fundedTenant(h, { label: `lost-${failingStep}` });
         const key = newKey();
         const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 2_500 }));
         expect(failedOnce.has(key)).toBe(true);
@@ -109,7 +94,7 @@ describe('faults between the ledger and Temporal', () => {
     const exited = new Promise<number | null>((resolve) => crashing.once('exit', (code) => resolve(code)));
     await waitFor(async () => output.includes('worker ready'), { timeoutMs: 60_000, what: 'the crashing worker to start' });
 
-    const tenant = await fundedTenant('crash');
+    const tenant = await fundedTenant(h, { label: 'crash' });
     const key = newKey();
     const client = h.clientFor({ taskQueue, policy: { activityStartToCloseMs: 2_000 } });
     const { handle } = await client.startCharge(tenant, key, chargeBody({ amount: 3_000 }));
@@ -146,7 +131,7 @@ describe('faults between the ledger and Temporal', () => {
       },
     });
     try {
-      const tenant = await fundedTenant('flaky');
+      const tenant = await fundedTenant(h, { label: 'flaky' });
       const key = newKey();
       const reply = await h.clientFor({ taskQueue }).charge(tenant, key, chargeBody({ amount: 1_000 }));
       expect(failuresLeft).toBeLessThan(0);
@@ -175,7 +160,7 @@ describe('faults between the ledger and Temporal', () => {
       },
     });
     try {
-      const tenant = await fundedTenant('slow');
+      const tenant = await fundedTenant(h, { label: 'slow' });
       const key = newKey();
       const body = chargeBody({ amount: 1_500 });
       const client = h.clientFor({ taskQueue });

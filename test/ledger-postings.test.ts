@@ -1,29 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { confirmHold, tryHold } from '../src/ledger/charges.js';
 import { refundCharge } from '../src/ledger/refunds.js';
-import {
-  balanceOf,
-  expectLedgerInvariants,
-  ledgerIntent,
-  newKey,
-  newTenant,
-  openAccount,
-  openHarness,
-  type Harness,
-} from './support/harness.js';
+import { balanceOf, expectLedgerInvariants, ledgerIntent, newKey, newTenant, openAccount, useHarness } from './support/harness.js';
 
 // Migration 1763800000030: Confirm appends its postings (pending_postings) instead of locking the
 // payer's and the payee's rows, and whoever debits an account next folds them into the row.
 // Balances read through account_balances must be exact at every moment, and so must the
 // no-overdraft check.
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 async function charge(tenant: string, payer: string, payee: string, amountMinor: number): Promise<string> {
   const key = newKey();

@@ -1,38 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cancelHold, confirmHold, tryHold } from '../src/ledger/charges.js';
-import {
-  balanceOf,
-  expectLedgerInvariants,
-  ledgerIntent,
-  newKey,
-  newTenant,
-  openAccount,
-  openHarness,
-  withScratchLedger,
-  type Harness,
-} from './support/harness.js';
+import { balanceOf, expectLedgerInvariants, fundedTenant, ledgerIntent, newKey, useHarness, withScratchLedger } from './support/harness.js';
 
 // The ledger steps are named prepared statements, planned once per connection. A migration that
 // changes the charges row makes those plans unusable on every connection that holds them; the
 // steps must survive it (drop the connection, run again on a fresh one) instead of failing on
 // that connection until the process restarts.
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 describe('ledger steps as prepared statements', () => {
   it('keep working on the same connection after a migration changes the charges row', async () => {
     await withScratchLedger(
       h.pool,
       async (scratch) => {
-        const tenant = newTenant('prepared');
-        await openAccount(scratch, tenant, 'payer', { depositMinor: 1_000 });
-        await openAccount(scratch, tenant, 'payee');
+        const tenant = await fundedTenant(scratch, { label: 'prepared', payerMinor: 1_000 });
         // One connection: every step below reuses the plans the first ones prepared.
         const before = newKey('before');
         expect((await tryHold(scratch, ledgerIntent(tenant, before, 'payer', 'payee', 100), 60_000)).holdState).toBe('TRIED');

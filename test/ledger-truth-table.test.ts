@@ -1,30 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chargeFingerprint, chargeIdFor } from '../src/service/intent.js';
-import type { ChargeIntent, ChargeRequest, HoldState } from '../src/domain/charge.js';
+import { describe, expect, it } from 'vitest';
+import type { ChargeIntent, HoldState } from '../src/domain/charge.js';
 import { deposit } from '../src/ledger/accounts.js';
 import { cancelHold, confirmHold, readCharge, tryHold, type LedgerCharge } from '../src/ledger/charges.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
-import {
-  balanceOf,
-  captureCount,
-  expectLedgerInvariants,
-  newKey,
-  newTenant,
-  openAccount,
-  openHarness,
-  type Harness,
-} from './support/harness.js';
+import { balanceOf, captureCount, expectLedgerInvariants, fundedTenant, ledgerIntent, newKey, useHarness } from './support/harness.js';
 
 // Every cell of the ledger truth table (contract section 5), each operation run five times at
 // once and once more afterwards: every run must give the same answer and move money at most once.
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 const holdTtlMs = 60_000;
 const startingBalanceMinor = 10_000;
@@ -40,25 +24,9 @@ interface Cell {
 }
 
 async function newCell(amountMinor = 1_000): Promise<Cell> {
-  const tenant = newTenant('tt');
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: startingBalanceMinor });
-  await openAccount(h.pool, tenant, 'payee');
+  const tenant = await fundedTenant(h, { label: 'tt', payerMinor: startingBalanceMinor });
   const key = newKey();
-  const request: ChargeRequest = {
-    orderId: 'order-1',
-    payerAccountId: 'payer',
-    payeeAccountId: 'payee',
-    amountMinor,
-    currency: 'USD',
-    captureMode: 'automatic',
-    description: null,
-    metadata: null,
-  };
-  return {
-    tenant,
-    key,
-    intent: { tenant, idempotencyKey: key, chargeId: chargeIdFor(tenant, key), fingerprint: chargeFingerprint(request), request },
-  };
+  return { tenant, key, intent: ledgerIntent(tenant, key, 'payer', 'payee', amountMinor) };
 }
 
 function run(cell: Cell, op: Op): Promise<LedgerCharge> {

@@ -1,47 +1,26 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ChargeStateConflictError, NotFoundError } from '../src/service/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelHold, confirmHold, readCharge, tryHold } from '../src/ledger/charges.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
-import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
 import {
   balanceOf,
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  expectReconciled,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
+  useHarness,
   waitFor,
-  type Harness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
-
-async function expectReconciled(tenant: string): Promise<void> {
-  const report = await reconcile({ ledger: h.pool, temporal: h.temporal, tenant });
-  expect(report.checks.filter((check) => check.violations > 0), formatReconcileReport(report)).toEqual([]);
-  expect(report.ok).toBe(true);
-}
-
-async function fundedTenant(label: string, depositMinor = 100_000): Promise<string> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor });
-  await openAccount(h.pool, tenant, 'payee');
-  return tenant;
-}
+const h = useHarness();
 
 describe('cancel', () => {
   it('cancel while RESERVED releases the hold once; a second cancel returns the same charge', async () => {
-    const tenant = await fundedTenant('cancel-reserved', 10_000);
+    const tenant = await fundedTenant(h, { label: 'cancel-reserved', payerMinor: 10_000 });
     const key = newKey();
     const body = chargeBody({ amount: 4_000, capture: 'manual' });
     const reserved = await h.client.charge(tenant, key, body);
@@ -60,11 +39,11 @@ describe('cancel', () => {
     expect(await captureCount(h.pool, tenant, key)).toBe(0);
     expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 10_000, pendingMinor: 0 });
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('cancel after success is refused with "refund instead"; cancel of a declined charge says so', async () => {
-    const tenant = await fundedTenant('cancel-late', 1_000);
+    const tenant = await fundedTenant(h, { label: 'cancel-late', payerMinor: 1_000 });
     const paid = newKey('paid');
     const declined = newKey('declined');
     expect((await h.client.charge(tenant, paid, chargeBody({ amount: 600 }))).charge.status).toBe('succeeded');
@@ -78,11 +57,11 @@ describe('cancel', () => {
     expect((nothingHeld as ChargeStateConflictError).reason).toBe('ChargeDeclined');
     expect(await captureCount(h.pool, tenant, paid)).toBe(1);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('cancel of an unknown key is not found and leaves no workflow and no ledger row behind', async () => {
-    const tenant = await fundedTenant('cancel-unknown');
+    const tenant = await fundedTenant(h, { label: 'cancel-unknown', payerMinor: 100_000 });
     const key = newKey('never-charged');
     await expect(h.client.cancelCharge(tenant, key)).rejects.toBeInstanceOf(NotFoundError);
     await expect(h.temporal.workflow.getHandle(chargeWorkflowId(tenant, key)).describe()).rejects.toBeInstanceOf(
@@ -93,7 +72,7 @@ describe('cancel', () => {
   });
 
   it('cancel racing capture on 20 reserved charges: exactly one wins each race, the loser is told why', async () => {
-    const tenant = await fundedTenant('race-capture');
+    const tenant = await fundedTenant(h, { label: 'race-capture', payerMinor: 100_000 });
     const keys = Array.from({ length: 20 }, (_, i) => newKey(`race-${i}`));
     await Promise.all(keys.map((key) => h.client.charge(tenant, key, chargeBody({ amount: 1_000, capture: 'manual' }))));
 
@@ -135,11 +114,11 @@ describe('cancel', () => {
     });
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(captured * 1_000);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('cancel sent right after an automatic charge starts, 20 times: cancelled or succeeded, never both', async () => {
-    const tenant = await fundedTenant('race-auto');
+    const tenant = await fundedTenant(h, { label: 'race-auto', payerMinor: 100_000 });
     const keys = Array.from({ length: 20 }, (_, i) => newKey(`auto-${i}`));
     const outcomes = await Promise.all(
       keys.map(async (key, i) => {
@@ -171,11 +150,11 @@ describe('cancel', () => {
       pendingMinor: 0,
     });
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('Confirm racing Cancel in the ledger itself, 20 times: one commits, the other is refused', async () => {
-    const tenant = await fundedTenant('race-ledger');
+    const tenant = await fundedTenant(h, { label: 'race-ledger', payerMinor: 100_000 });
     const results = await Promise.all(
       Array.from({ length: 20 }, async (_, i) => {
         const intent = h.client.buildIntent(tenant, newKey(`ledger-${i}`), chargeBody({ amount: 1_000 }));
@@ -207,7 +186,7 @@ describe('cancel', () => {
   });
 
   it('Try racing Cancel on a fresh key, 40 times: the hold is released or never made, and neither step errs', async () => {
-    const tenant = await fundedTenant('race-try-cancel');
+    const tenant = await fundedTenant(h, { label: 'race-try-cancel', payerMinor: 100_000 });
     const results = await Promise.all(
       Array.from({ length: 40 }, async (_, i) => {
         const intent = h.client.buildIntent(tenant, newKey(`fresh-${i}`), chargeBody({ amount: 1_000 }));
@@ -233,7 +212,7 @@ describe('cancel', () => {
   });
 
   it('cancelling the workflow itself (Web UI, temporal workflow cancel) still releases the hold', async () => {
-    const tenant = await fundedTenant('temporal-cancel', 10_000);
+    const tenant = await fundedTenant(h, { label: 'temporal-cancel', payerMinor: 10_000 });
     const key = newKey();
     expect((await h.client.charge(tenant, key, chargeBody({ amount: 2_500, capture: 'manual' }))).charge.status).toBe(
       'reserved',
@@ -245,6 +224,6 @@ describe('cancel', () => {
     expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 10_000, pendingMinor: 0 });
     expect(await h.client.getCharge(tenant, key)).toEqual(charge);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 });

@@ -1,49 +1,28 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ChargeStateConflictError } from '../src/service/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
-import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
 import { captureChargeUpdate } from '../workflows/definitions.js';
 import {
   balanceOf,
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  expectReconciled,
+  fundedTenant,
   newKey,
-  newTenant,
-  openAccount,
-  openHarness,
   startTestWorker,
-  type Harness,
+  useHarness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
-
-async function expectReconciled(tenant: string): Promise<void> {
-  const report = await reconcile({ ledger: h.pool, temporal: h.temporal, tenant });
-  expect(report.checks.filter((check) => check.violations > 0), formatReconcileReport(report)).toEqual([]);
-  expect(report.ok).toBe(true);
-}
-
-async function fundedTenant(label: string): Promise<string> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-  await openAccount(h.pool, tenant, 'payee');
-  return tenant;
-}
+const h = useHarness();
 
 const manual = (amount: number) => chargeBody({ amount, capture: 'manual' });
 
 describe('manual capture', () => {
   it('reserves, then captures the full amount once; a repeated capture returns the same charge', async () => {
-    const tenant = await fundedTenant('capture-full');
+    const tenant = await fundedTenant(h, { label: 'capture-full' });
     const key = newKey();
     const reserved = await h.client.charge(tenant, key, manual(3_000));
     expect(reserved.charge).toMatchObject({ status: 'reserved', amountHeldMinor: 3_000 });
@@ -59,11 +38,11 @@ describe('manual capture', () => {
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(3_000);
     expect(await captureCount(h.pool, tenant, key)).toBe(1);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('captures part of the hold and releases the rest; another amount afterwards is a conflict', async () => {
-    const tenant = await fundedTenant('capture-partial');
+    const tenant = await fundedTenant(h, { label: 'capture-partial' });
     const key = newKey();
     await h.client.charge(tenant, key, manual(3_000));
     const captured = await h.client.captureCharge(tenant, key, 1_200);
@@ -77,11 +56,11 @@ describe('manual capture', () => {
     expect((other as ChargeStateConflictError).reason).toBe('CaptureAmountConflict');
     expect(await captureCount(h.pool, tenant, key)).toBe(1);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('an uncaptured hold is voided when holdTtlMs expires (a Temporal timer); a capture afterwards is refused', async () => {
-    const tenant = await fundedTenant('capture-expiry');
+    const tenant = await fundedTenant(h, { label: 'capture-expiry' });
     const key = newKey();
     const client = h.clientFor({ policy: { holdTtlMs: 1_500 } });
     const { handle } = await client.startCharge(tenant, key, manual(2_000));
@@ -96,11 +75,11 @@ describe('manual capture', () => {
     expect((late as Error).message).toMatch(/hold expired/);
     expect(await captureCount(h.pool, tenant, key)).toBe(0);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('capture after cancel is refused; capture of an automatic charge is refused', async () => {
-    const tenant = await fundedTenant('capture-refused');
+    const tenant = await fundedTenant(h, { label: 'capture-refused' });
     const cancelled = newKey('cancelled');
     await h.client.charge(tenant, cancelled, manual(1_000));
     await h.client.cancelCharge(tenant, cancelled);
@@ -114,11 +93,11 @@ describe('manual capture', () => {
     expect((notManual as ChargeStateConflictError).reason).toBe('ChargeNotManualCapture');
     expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 9_000, pendingMinor: 0 });
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('two captures before the hold is made: the first one decides the amount, the second is told', async () => {
-    const tenant = await fundedTenant('capture-first-wins');
+    const tenant = await fundedTenant(h, { label: 'capture-first-wins' });
     const key = newKey();
     const taskQueue = `capture-gate-${newKey()}`;
     let openGate!: () => void;
@@ -147,6 +126,6 @@ describe('manual capture', () => {
     expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 7_000, pendingMinor: 0 });
     expect(await captureCount(h.pool, tenant, key)).toBe(1);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 });

@@ -1,18 +1,12 @@
 import { execFile } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { runAll } from '../src/runtime/local-runtime.js';
 import { installProcessSafetyNet, uncaughtExceptionExitCode } from '../src/runtime/process-safety.js';
 import { waitForStopReason } from '../src/cli/shutdown.js';
-import { chargeBody, newKey, newTenant, openAccount, openHarness, type Harness } from './support/harness.js';
+import { chargeBody, fundedTenant, newKey, useHarness } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 function runFixture(mode: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -67,9 +61,7 @@ describe('process-level policy of the long-running commands', () => {
 
 describe('a re-sent manual-capture charge whose workflow was terminated', () => {
   it('answers without leaving a rejected promise unhandled (it used to stop the process)', async () => {
-    const tenant = newTenant('terminated');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 2_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'terminated', payerMinor: 2_000 });
     const key = newKey('manual');
     const body = chargeBody({ amount: 500, capture: 'manual' });
     const first = await h.client.charge(tenant, key, body);

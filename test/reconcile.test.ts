@@ -1,25 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tryHold } from '../src/ledger/charges.js';
 import { formatReconcileReport, reconcile, reconcileExitCode, type ReconcileReport } from '../src/reconcile/index.js';
+import { RefundRefusedError } from '../src/service/charge-service.js';
 import {
   chargeBody,
   expectLedgerInvariants,
+  fundedTenant,
   newKey,
-  newTenant,
   openAccount,
-  openHarness,
+  useHarness,
   waitFor,
   withScratchLedger,
-  type Harness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 function violationsOf(report: ReconcileReport): Record<string, number> {
   return Object.fromEntries(report.checks.filter((c) => c.violations > 0).map((c) => [c.name, c.violations]));
@@ -27,15 +21,19 @@ function violationsOf(report: ReconcileReport): Record<string, number> {
 
 describe('reconcile', () => {
   it('passes after a day of every outcome, with counts that add up', async () => {
-    const tenant = newTenant('recon');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'recon' });
     const c = h.client;
     await c.charge(tenant, newKey('ok'), chargeBody({ amount: 1_000 }));
     const refunded = newKey('refunded');
     await c.charge(tenant, refunded, chargeBody({ amount: 2_000 }));
     await c.refund(tenant, refunded, 'part', { amount: 500 });
-    await c.refund(tenant, refunded, 'too-much', { amount: 5_000 }).catch(() => {});
+    // Refused and recorded as a failed refund: the counts below include it.
+    const tooMuch = await c.refund(tenant, refunded, 'too-much', { amount: 5_000 }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(tooMuch).toBeInstanceOf(RefundRefusedError);
+    expect((tooMuch as RefundRefusedError).reason).toBe('RefundExceedsRefundable');
     await c.charge(tenant, newKey('declined'), chargeBody({ amount: 50_000 }));
     const cancelled = newKey('cancelled');
     await c.charge(tenant, cancelled, chargeBody({ amount: 700, capture: 'manual' }));
@@ -83,9 +81,7 @@ describe('reconcile', () => {
   });
 
   it('covers every closed workflow and every open hold, page by page, and says how many it checked', async () => {
-    const tenant = newTenant('recon-pages');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 100_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'recon-pages', payerMinor: 100_000 });
     const closedCharges = 7;
     for (let i = 0; i < closedCharges; i++) await h.client.charge(tenant, newKey(`closed-${i}`), chargeBody({ amount: 100 + i }));
     const held = [newKey('held-a'), newKey('held-b'), newKey('held-c')];
@@ -111,10 +107,8 @@ describe('reconcile', () => {
   });
 
   it('fails, with a non-zero exit code, on a ledger with an unbalanced entry, a lost hold and a forgotten charge', async () => {
-    const tenant = newTenant('corrupt');
     // A real charge on the real ledger: its workflow is in Temporal, its row will not be in the scratch ledger.
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'corrupt', payerMinor: 1_000 });
     expect((await h.client.charge(tenant, newKey('elsewhere'), chargeBody({ amount: 100 }))).charge.status).toBe('succeeded');
 
     await withScratchLedger(h.pool, async (scratch) => {

@@ -1,6 +1,5 @@
-import { NativeConnection } from '@temporalio/worker';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ChargeStateConflictError,
   IdempotencyConflictError,
@@ -12,47 +11,30 @@ import { refundWorkflowId } from '../src/domain/refund.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import { deposit } from '../src/ledger/accounts.js';
-import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
-import { createChargeWorker } from '../src/worker/charge-worker.js';
+import { countLedger } from '../src/ledger/reports.js';
 import {
   balanceOf,
   captureCount,
   chargeBody,
   expectLedgerInvariants,
+  expectReconciled,
+  fundedTenant,
   newKey,
   newTenant,
   openAccount,
-  openHarness,
-  type Harness,
+  startTestWorker,
+  useHarness,
 } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 async function refundTransfers(tenant: string): Promise<number> {
-  const result = await h.pool.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM transfers WHERE tenant = $1 AND kind = 'refund'",
-    [tenant],
-  );
-  return result.rows[0]!.n;
-}
-
-async function expectReconciled(tenant: string): Promise<void> {
-  const report = await reconcile({ ledger: h.pool, temporal: h.temporal, tenant });
-  expect(report.checks.filter((check) => check.violations > 0), formatReconcileReport(report)).toEqual([]);
-  expect(report.ok).toBe(true);
+  return (await countLedger(h.pool, tenant)).transfersByKind.refund ?? 0;
 }
 
 /** A tenant with a funded payer, a payee, and one succeeded charge of `amountMinor`. */
 async function capturedCharge(label: string, amountMinor: number): Promise<{ tenant: string; key: string }> {
-  const tenant = newTenant(label);
-  await openAccount(h.pool, tenant, 'payer', { depositMinor: 100_000 });
-  await openAccount(h.pool, tenant, 'payee');
+  const tenant = await fundedTenant(h, { label, payerMinor: 100_000 });
   const key = newKey('charge');
   const reply = await h.client.charge(tenant, key, chargeBody({ amount: amountMinor }));
   expect(reply.charge.status).toBe('succeeded');
@@ -105,7 +87,7 @@ describe('refunds', () => {
       ['r5', 'failed', 0],
     ]);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('20 concurrent refunds with distinct keys whose sum exceeds the capture never refund more than it', async () => {
@@ -134,7 +116,7 @@ describe('refunds', () => {
     expect(await refundTransfers(tenant)).toBe(succeeded.length);
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(1_000 - refundedMinor);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('a repeated refund key returns the first result; the same key with another amount is a typed conflict', async () => {
@@ -153,7 +135,7 @@ describe('refunds', () => {
     expect((await h.client.getCharge(tenant, key)).amountRefundedMinor).toBe(250);
     expect(await h.client.getRefund(tenant, key, 'once')).toEqual(first.refund);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('the ledger alone remembers refund keys (as it must once Temporal forgets): same request replays, another is refused', async () => {
@@ -172,9 +154,7 @@ describe('refunds', () => {
   });
 
   it('refunds of uncaptured or unknown charges are refused before anything starts', async () => {
-    const tenant = newTenant('uncaptured');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'uncaptured', payerMinor: 1_000 });
     const held = newKey('held');
     const declined = newKey('declined');
     expect((await h.client.charge(tenant, held, chargeBody({ capture: 'manual' }))).charge.status).toBe('reserved');
@@ -195,10 +175,9 @@ describe('refunds', () => {
     await expect(h.client.refund(newTenant('other'), held, 'r', {})).rejects.toBeInstanceOf(NotFoundError);
 
     await h.client.cancelCharge(tenant, held);
-    const rows = await h.pool.query('SELECT 1 FROM refunds WHERE tenant = $1', [tenant]);
-    expect(rows.rowCount).toBe(0);
+    expect((await countLedger(h.pool, tenant)).refunds).toEqual({ succeeded: 0, failed: 0 });
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('a payee that cannot pay the refund back: refused at once, recorded, and a new key works once it is funded', async () => {
@@ -226,13 +205,11 @@ describe('refunds', () => {
     expect(retried.refund.status).toBe('succeeded');
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(600);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('keys containing "/" never make two refunds share a workflow or a transfer', async () => {
-    const tenant = newTenant('slash');
-    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
-    await openAccount(h.pool, tenant, 'payee');
+    const tenant = await fundedTenant(h, { label: 'slash' });
     const base = newKey('k');
     await h.client.charge(tenant, `${base}/b`, chargeBody({ amount: 1_000 }));
     await h.client.charge(tenant, base, chargeBody({ amount: 1_000 }));
@@ -244,39 +221,32 @@ describe('refunds', () => {
     expect(refundWorkflowId(tenant, `${base}/b`, 'c')).not.toBe(refundWorkflowId(tenant, base, 'b/c'));
     expect(await refundTransfers(tenant)).toBe(2);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('a worker that dies after the refund committed: the retry returns the same refund, one transfer', async () => {
     const { tenant, key } = await capturedCharge('crash', 1_000);
     const taskQueue = `refund-crash-${newKey()}`;
     let crashes = 0;
-    const connection = await NativeConnection.connect({ address: inject('stack').temporalAddress });
-    const worker = await createChargeWorker({
-      connection,
-      namespace: 'default',
-      ledger: h.pool,
+    const worker = await startTestWorker({
       taskQueue,
-      workflowBundle: { codePath: inject('stack').workflowBundlePath },
+      pool: h.pool,
       refundHooks: {
         afterCommit: () => {
           if (crashes++ === 0) throw new Error('worker lost its connection after the refund committed');
         },
       },
     });
-    const running = worker.run();
     try {
       const reply = await h.clientFor({ taskQueue }).refund(tenant, key, 'r', { amount: 400 });
       expect(reply.refund).toMatchObject({ status: 'succeeded', amountMinor: 400 });
       expect(crashes).toBe(2);
     } finally {
-      worker.shutdown();
-      await running;
-      await connection.close();
+      await worker.stop();
     }
     expect(await refundTransfers(tenant)).toBe(1);
     expect((await h.client.getCharge(tenant, key)).amountRefundedMinor).toBe(400);
     await expectLedgerInvariants(h.pool, tenant);
-    await expectReconciled(tenant);
+    await expectReconciled(h, tenant);
   });
 });
