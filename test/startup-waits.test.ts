@@ -5,20 +5,14 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { PG_MIGRATE_LOCK_ID } from 'node-pg-migrate';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { migrateLedgerWhenReachable } from '../src/runtime/app-context.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
 import { findFreePort } from '../src/stack/free-port.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
-import { chargeBody, newKey, newTenant, openAccount, openHarness, waitFor, type Harness } from './support/harness.js';
+import { chargeBody, fundedTenant, newKey, useHarness, waitFor } from './support/harness.js';
 
-let h: Harness;
-beforeAll(async () => {
-  h = await openHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useHarness();
 
 /** Short limits so a test sees several retries; the production defaults are in config.ts. */
 const quickWaits = {
@@ -170,9 +164,7 @@ describe('a process started while a dependency is down waits for it', () => {
       server = await startTemporalDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
       await outputMatching(cli, /worker polling task queue "charges"/, 'the worker polling', 240_000);
 
-      const tenant = newTenant('waits');
-      await openAccount(h.pool, tenant, 'payer', { depositMinor: 5_000 });
-      await openAccount(h.pool, tenant, 'payee');
+      const tenant = await fundedTenant(h, { label: 'waits', payerMinor: 5_000 });
       connection = await Connection.connect({ address });
       const client = h.clientFor({ temporal: new Client({ connection }) });
       const reply = await client.charge(tenant, newKey('after-wait'), chargeBody({ amount: 700 }));
