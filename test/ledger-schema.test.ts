@@ -1,46 +1,24 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { statusOfHold, type ChargeIntent, type ChargeStatus, type HoldState } from '../src/domain/charge.js';
-import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { cancelHold, confirmHold, tryHold } from '../src/ledger/charges.js';
 import { listCharges } from '../src/ledger/listing.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
-import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import { ledgerFunctionSources } from '../src/ledger/repeatable.js';
 import { committedSchemaPath, describeSchemaDifference, dumpLedgerSchema } from '../src/ledger/schema-dump.js';
 import { countChargesByStatus } from '../src/ledger/reports.js';
+import { openAccount, useScratchLedger } from './support/harness.js';
 
 // The schema a fresh database gets from the migrations and the function sources is committed as
 // src/ledger/schema.sql: a change to either shows up there, in review. The status view must say
 // what statusOfHold says, row by row, and listing by status must return exactly those rows.
 
-let admin: LedgerPool;
-let scratchName: string;
-let scratchUrl: string;
-let scratch: LedgerPool;
-
-beforeAll(async () => {
-  const databaseUrl = inject('stack').databaseUrl;
-  admin = createLedgerPool({ databaseUrl, maxConnections: 1 });
-  scratchName = `scratch_schema_${randomBytes(6).toString('hex')}`;
-  await admin.query(`CREATE DATABASE ${scratchName}`);
-  const url = new URL(databaseUrl);
-  url.pathname = `/${scratchName}`;
-  scratchUrl = url.toString();
-  await migrateLedger(scratchUrl);
-  scratch = createLedgerPool({ databaseUrl: scratchUrl, maxConnections: 4 });
-});
-
-afterAll(async () => {
-  await scratch?.end();
-  if (scratchName) await admin?.query(`DROP DATABASE ${scratchName} WITH (FORCE)`);
-  await admin?.end();
-});
+const ledger = useScratchLedger();
 
 async function dump(): Promise<string> {
-  const client = await scratch.connect();
+  const client = await ledger.pool.connect();
   try {
     return await dumpLedgerSchema(client);
   } finally {
@@ -57,12 +35,12 @@ describe('ledger schema', () => {
 
   it('migrating again (the function sources re-applied) changes nothing', async () => {
     const before = await dump();
-    await migrateLedger(scratchUrl);
+    await migrateLedger(ledger.databaseUrl);
     expect(describeSchemaDifference(before, await dump())).toBeNull();
   });
 
   it('every ledger function has its source file, and every source file defines its function', async () => {
-    const { rows } = await scratch.query<{ proname: string }>(
+    const { rows } = await ledger.pool.query<{ proname: string }>(
       `SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = 'public' ORDER BY 1`,
     );
@@ -98,7 +76,7 @@ describe('charge_statuses', () => {
   }
 
   async function refund(key: string, amountMinor: number): Promise<void> {
-    const refunded = await refundCharge(scratch, {
+    const refunded = await refundCharge(ledger.pool, {
       tenant,
       chargeKey: key,
       refundKey: `refund-${amountMinor}`,
@@ -110,9 +88,8 @@ describe('charge_statuses', () => {
   }
 
   it('say for every row what statusOfHold says, and listing by status returns exactly those rows', async () => {
-    await createAccount(scratch, { tenant, id: 'payer', currency: 'USD', allowOverdraft: false });
-    await createAccount(scratch, { tenant, id: 'payee', currency: 'USD', allowOverdraft: false });
-    await deposit(scratch, tenant, 'payer', 1_000, 'opening');
+    await openAccount(ledger.pool, tenant, 'payer', { depositMinor: 1_000 });
+    await openAccount(ledger.pool, tenant, 'payee');
 
     const expected: Record<string, ChargeStatus> = {
       held: 'reserved',
@@ -124,26 +101,26 @@ describe('charge_statuses', () => {
       'partly-refunded': 'partially_refunded',
       'refunded-in-two': 'refunded',
     };
-    expect((await tryHold(scratch, intent('held', 100), 60_000)).holdState).toBe('TRIED');
-    expect((await tryHold(scratch, intent('declined', 1_000_000), 60_000)).holdState).toBe('DECLINED');
+    expect((await tryHold(ledger.pool, intent('held', 100), 60_000)).holdState).toBe('TRIED');
+    expect((await tryHold(ledger.pool, intent('declined', 1_000_000), 60_000)).holdState).toBe('DECLINED');
     const cancelled = intent('cancelled', 50);
-    await tryHold(scratch, cancelled, 60_000);
-    expect((await cancelHold(scratch, cancelled, 'test')).holdState).toBe('CANCELLED');
-    expect((await cancelHold(scratch, intent('tombstone', 10), 'test')).holdState).toBe('CANCELLED');
+    await tryHold(ledger.pool, cancelled, 60_000);
+    expect((await cancelHold(ledger.pool, cancelled, 'test')).holdState).toBe('CANCELLED');
+    expect((await cancelHold(ledger.pool, intent('tombstone', 10), 'test')).holdState).toBe('CANCELLED');
     for (const [key, amount, capture] of [
       ['captured', 100, null],
       ['captured-in-part', 100, 40],
       ['partly-refunded', 100, null],
       ['refunded-in-two', 100, 60],
     ] as const) {
-      await tryHold(scratch, intent(key, amount), 60_000);
-      expect((await confirmHold(scratch, tenant, key, capture)).holdState).toBe('CONFIRMED');
+      await tryHold(ledger.pool, intent(key, amount), 60_000);
+      expect((await confirmHold(ledger.pool, tenant, key, capture)).holdState).toBe('CONFIRMED');
     }
     await refund('partly-refunded', 30);
     await refund('refunded-in-two', 20);
     await refund('refunded-in-two', 40);
 
-    const { rows } = await scratch.query<{
+    const { rows } = await ledger.pool.query<{
       idempotency_key: string;
       hold_state: HoldState;
       captured_minor: number;
@@ -168,12 +145,12 @@ describe('charge_statuses', () => {
 
     const statuses: ChargeStatus[] = ['pending', 'reserved', 'declined', 'cancelled', 'succeeded', 'partially_refunded', 'refunded'];
     for (const status of statuses) {
-      const page = await listCharges(scratch, tenant, { status, limit: 100 });
+      const page = await listCharges(ledger.pool, tenant, { status, limit: 100 });
       const keys = Object.entries(expected).filter(([, s]) => s === status).map(([key]) => key);
       expect(page.charges.map((charge) => charge.idempotencyKey).sort(), status).toEqual(keys.sort());
       for (const charge of page.charges) expect(charge.status, charge.idempotencyKey).toBe(status);
     }
-    const counts = await countChargesByStatus(scratch, tenant);
+    const counts = await countChargesByStatus(ledger.pool, tenant);
     expect(counts).toEqual({ reserved: 1, declined: 1, cancelled: 2, succeeded: 2, partially_refunded: 1, refunded: 1 });
   });
 });

@@ -238,24 +238,59 @@ export function chargeBody(overrides: Record<string, unknown> = {}): Record<stri
   };
 }
 
-/** A database of its own in the same PostgreSQL, migrated like the real one, dropped afterwards. */
+/** A ledger in a database of its own in the same PostgreSQL, migrated like the real one. */
+export interface ScratchLedger {
+  pool: LedgerPool;
+  databaseUrl: string;
+  /** Closes the pool and drops the database. */
+  drop(): Promise<void>;
+}
+
+export async function openScratchLedger(admin: LedgerPool, options: { maxConnections?: number } = {}): Promise<ScratchLedger> {
+  const name = `scratch_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(inject('stack').databaseUrl);
+  url.pathname = `/${name}`;
+  const databaseUrl = url.toString();
+  await migrateLedger(databaseUrl);
+  const pool = createLedgerPool({ databaseUrl, maxConnections: options.maxConnections ?? 4 });
+  return {
+    pool,
+    databaseUrl,
+    drop: async () => {
+      await pool.end();
+      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+    },
+  };
+}
+
+/** A scratch ledger for one test, dropped afterwards. */
 export async function withScratchLedger(
   admin: LedgerPool,
   run: (pool: LedgerPool) => Promise<void>,
   options: { maxConnections?: number } = {},
 ): Promise<void> {
-  const name = `scratch_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(inject('stack').databaseUrl);
-  url.pathname = `/${name}`;
-  await migrateLedger(url.toString());
-  const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: options.maxConnections ?? 4 });
+  const scratch = await openScratchLedger(admin, options);
   try {
-    await run(pool);
+    await run(scratch.pool);
   } finally {
-    await pool.end();
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+    await scratch.drop();
   }
+}
+
+/** A scratch ledger for the tests of one file: made before them, dropped after them. */
+export function useScratchLedger(options: { maxConnections?: number } = {}): ScratchLedger {
+  let admin: LedgerPool | undefined;
+  let scratch: ScratchLedger | undefined;
+  beforeAll(async () => {
+    admin = createLedgerPool({ databaseUrl: inject('stack').databaseUrl, maxConnections: 1 });
+    scratch = await openScratchLedger(admin, options);
+  });
+  afterAll(async () => {
+    await scratch?.drop();
+    await admin?.end();
+  });
+  return lateBound('the scratch ledger', () => scratch);
 }
 
 /** An automatic-capture intent for calling the ledger functions directly, without the client. */
