@@ -5,6 +5,27 @@ import tseslint from 'typescript-eslint';
 /** Node and I/O modules, which workflow code must never load (the worker's bundle refuses most anyway). */
 const nodeAndIo = ['node:*', 'fs', 'path', 'os', 'crypto', 'net', 'http', 'https', 'child_process', 'pg', 'pg-*'];
 
+/** Imports of the bench from product code, which would ship it in dist/ and the image. */
+const notTheBench = { group: ['**/bench/*', '**/bench'], message: 'product code never imports the bench' };
+/** Imports of the CLI from below it; what both need lives in src/support. */
+const notTheCli = { group: ['**/cli/*'], message: 'the CLI is the top layer: move what is shared to src/support' };
+
+/** Rejection and error handlers that drop the failure without a word. */
+const silentHandlers = [
+  {
+    selector: "CallExpression[callee.property.name='catch'] > :matches(ArrowFunctionExpression, FunctionExpression)[body.type='BlockStatement'][body.body.length=0]",
+    message: 'a .catch that drops the error: log it, rethrow it, or assert on it',
+  },
+  {
+    selector: "CallExpression[callee.property.name='then'] > :matches(ArrowFunctionExpression, FunctionExpression):nth-child(2)[body.type='BlockStatement'][body.body.length=0]",
+    message: 'a rejection handler that drops the error: log it, rethrow it, or assert on it',
+  },
+  {
+    selector: "CallExpression[callee.property.name=/^(on|once|addListener)$/][arguments.0.value='error'] > :matches(ArrowFunctionExpression, FunctionExpression)[body.type='BlockStatement'][body.body.length=0]",
+    message: "an 'error' listener that drops the error: log what failed",
+  },
+];
+
 export default tseslint.config(
   {
     ignores: ['node_modules/**', 'dist/**', '.data/**', '.tools/**', 'bench/results/**'],
@@ -18,7 +39,28 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
+      // A failure swallowed without a word is a failure nobody can diagnose: log it, rethrow it, or
+      // (in tests) assert on it. Catching only what is expected (ENOENT, AbortError) is fine.
+      'no-empty': ['error', { allowEmptyCatch: false }],
     },
+  },
+  {
+    files: ['**/*.ts'],
+    rules: {
+      'no-restricted-syntax': ['error', ...silentHandlers],
+    },
+  },
+  {
+    // Imports point down: the CLI is the top of the program, and the bench is not part of it (it has
+    // its own entry, bench/main.ts, and is not in dist/ or the image). Base rule, so it adds to the
+    // typescript-eslint boundaries below instead of replacing them.
+    files: ['src/**/*.ts', 'workflows/**/*.ts', 'activities/**/*.ts'],
+    ignores: ['src/cli/**'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [notTheBench, notTheCli] }] },
+  },
+  {
+    files: ['src/cli/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [notTheBench] }] },
   },
   {
     // Deterministic code only: the workflow SDK, pure domain code, and type-only activity imports.

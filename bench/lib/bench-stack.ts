@@ -2,6 +2,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
+import { readFileIfPresent } from '../../src/support/files.js';
 import { startBenchTemporal, type BenchTemporal } from './bench-temporal.js';
 
 export interface BenchStack {
@@ -89,8 +90,7 @@ async function postmasterPid(databaseUrl: string, embedded: boolean): Promise<nu
   await client.connect();
   try {
     const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-    const { readFile } = await import('node:fs/promises');
-    const stat = await readFile(`/proc/${rows[0]!.pid}/stat`, 'utf8').catch(() => null);
+    const stat = await readFileIfPresent(`/proc/${rows[0]!.pid}/stat`);
     const parent = stat === null ? NaN : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     return Number.isInteger(parent) ? parent : null;
   } finally {

@@ -66,7 +66,7 @@ export async function startBenchTemporal(options: BenchTemporalOptions): Promise
     { deadlineMs, intervalMs: 200, shouldAbort: () => hasExited(child) },
   );
   if (!ready.ok || child.pid === undefined) {
-    await stop().catch(() => undefined);
+    await stop().catch((error: unknown) => process.stderr.write(`stopping the bench Temporal server that never became ready failed: ${(error as Error).message}\n`));
     throw new Error(`bench Temporal server did not become ready: ${String(ready.lastError)}\n${sink.tail()}`);
   }
   return { address, metricsUrl: `http://${host}:${metricsPort!}/metrics`, pid: child.pid, stop };

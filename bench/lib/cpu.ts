@@ -1,4 +1,5 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
+import { readFileIfPresent } from '../../src/support/files.js';
 
 /** Which processes to charge CPU time to; a postgres entry also counts its backends. */
 export interface CpuSubjects {
@@ -24,7 +25,7 @@ interface ProcStat {
 }
 
 async function readStat(pid: number): Promise<ProcStat | null> {
-  const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  const text = await readFileIfPresent(`/proc/${pid}/stat`);
   if (text === null) return null;
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
   const n = (i: number): number => Number(fields[i] ?? 0);

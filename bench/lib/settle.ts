@@ -14,5 +14,8 @@ const execFileAsync = promisify(execFile);
  */
 export async function settleDisk(ctx: BenchContext): Promise<void> {
   await requestCheckpoint(ctx.ledger);
-  await execFileAsync('sync', [], { timeout: 120_000 }).catch(() => undefined);
+  await execFileAsync('sync', [], { timeout: 120_000 }).catch((error: unknown) =>
+    // Not fatal: the next phase may only meet a flush it would have been spared.
+    process.stderr.write(`settling the disk: sync failed: ${(error as Error).message}\n`),
+  );
 }

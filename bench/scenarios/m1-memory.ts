@@ -1,4 +1,5 @@
 import { countChargesByStatus } from '../../src/ledger/reports.js';
+import { isMissingFile } from '../../src/support/files.js';
 import { chargeBody } from '../lib/charging.js';
 import { takeCpuSnapshot } from '../lib/cpu.js';
 import { tenantFor, type BenchContext } from '../lib/context.js';
@@ -116,7 +117,13 @@ const startPeakSampleIntervalMs = 250;
 function sampleRssPeak(pid: number, intervalMs: number): { bytes(): number; stop(): void } {
   let peakBytes = 0;
   const read = (): void => {
-    residentMemoryBytes(pid).then((bytes) => void (peakBytes = Math.max(peakBytes, bytes)), () => {});
+    residentMemoryBytes(pid).then(
+      (bytes) => void (peakBytes = Math.max(peakBytes, bytes)),
+      (error: unknown) => {
+        // A worker that has exited has no RSS to sample; any other failure would understate the peak.
+        if (!isMissingFile(error)) process.stderr.write(`M1: sampling pid ${pid}'s RSS failed: ${(error as Error).message}\n`);
+      },
+    );
   };
   read();
   const timer = setInterval(read, intervalMs);

@@ -78,6 +78,8 @@ export async function runTpcbWithPg(
         const tid = randomInt(1, 10 * scale + 1);
         const delta = randomInt(-5000, 5001);
         const client = await pool.connect();
+        // A connection whose ROLLBACK failed is in an unknown state: destroyed, never reused.
+        let broken: Error | undefined;
         try {
           await client.query('BEGIN');
           await client.query('UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2', [delta, aid]);
@@ -90,10 +92,12 @@ export async function runTpcbWithPg(
           );
           await client.query('COMMIT');
         } catch (error) {
-          await client.query('ROLLBACK').catch(() => {});
+          await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+            broken = rollbackError as Error;
+          });
           throw error;
         } finally {
-          client.release();
+          client.release(broken);
         }
       },
     });
