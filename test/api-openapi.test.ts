@@ -10,7 +10,7 @@ beforeAll(async () => {
   document = response.body;
 });
 
-/** The routes of contract section 6 (and the listing routes beside them), as OpenAPI paths. */
+/** The routes of docs/contract.md, Surfaces (and the listing routes beside them), as OpenAPI paths. */
 const contractRoutes: Array<[string, string]> = [
   ['post', '/v1/charges'],
   ['get', '/v1/charges/{key}'],

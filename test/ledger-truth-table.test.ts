@@ -5,7 +5,7 @@ import { cancelHold, confirmHold, readCharge, tryHold, type LedgerCharge } from 
 import { LedgerRefusalError } from '../src/ledger/errors.js';
 import { balanceOf, captureCount, expectLedgerInvariants, fundedTenant, ledgerIntent, newKey, useHarness } from './support/harness.js';
 
-// Every cell of the ledger truth table (contract section 5), each operation run five times at
+// Every cell of the ledger truth table (docs/contract.md, Ledger), each operation run five times at
 // once and once more afterwards: every run must give the same answer and move money at most once.
 
 const h = useHarness();

@@ -152,7 +152,7 @@ export async function captureCount(pool: LedgerPool, tenant: string, key: string
   return result.rows[0]!.n;
 }
 
-/** Asserts every ledger invariant of contract section 5, for one tenant and for the whole ledger. */
+/** Asserts every ledger invariant (docs/contract.md, Ledger), for one tenant and for the whole ledger. */
 export async function expectLedgerInvariants(pool: LedgerPool, tenant: string): Promise<void> {
   for (const scope of [tenant, null]) {
     const checks = await checkLedgerInvariants(pool, scope);
