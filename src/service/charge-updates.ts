@@ -54,15 +54,15 @@ export async function captureCharge(
       return charge;
     },
     // Nothing may capture a hold whose workflow is gone: that workflow was the one place that
-    // decides between capture and void, and it may have been stopped on purpose.
+    // decides between capture and void, and it may have been stopped on purpose. A request the
+    // workflow would have refused anyway is told that reason first.
     (held) => {
-      if (held.captureMode !== 'manual') {
-        throw stateConflict({ name: 'notManualCapture', detail: `charge ${idempotencyKey} is captured automatically` });
-      }
-      throw stateConflict({
-        name: 'holdOrphaned',
-        detail: `charge ${idempotencyKey} cannot be captured: its workflow ended without settling the hold`,
-      });
+      throw stateConflict(
+        captureRefusal(held, amountMinor) ?? {
+          name: 'holdOrphaned',
+          detail: `charge ${idempotencyKey} cannot be captured: its workflow ended without settling the hold`,
+        },
+      );
     },
   );
 }
