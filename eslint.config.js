@@ -63,6 +63,11 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: [notTheBench] }] },
   },
   {
+    // The bench and the scripts run the program's modules, not its commands.
+    files: ['bench/**/*.ts', 'scripts/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [notTheCli] }] },
+  },
+  {
     // Deterministic code only: the workflow SDK, pure domain code, and type-only activity imports.
     files: ['workflows/**/*.ts'],
     rules: {
