@@ -96,7 +96,9 @@ describe('POST /v1/charges', () => {
     expect(first.status).toBe(201);
     expect(first.body).toMatchObject({ status: 'declined', decline_code: 'insufficient_funds', amount_captured: 0 });
 
-    const funded = await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: 10_000 }, headers: { 'idempotency-key': newKey('dep') } });
+    // Depositing creates money: an admin key's job, not the charging agent's.
+    const adminKey = await api.keyFor(tenant, 'admin');
+    const funded = await api.request('/v1/accounts/payer/deposits', { apiKey: adminKey, body: { amount: 10_000 }, headers: { 'idempotency-key': newKey('dep') } });
     expect(funded.status).toBe(201);
     const again = await postCharge(apiKey, key, body);
     expect(again.status).toBe(200);

@@ -73,6 +73,10 @@ describe('the OpenAPI document', () => {
     }
     const create = document.paths['/v1/charges'].post;
     expect(Object.keys(create.responses).sort()).toEqual(['200', '201', '202', '400', '401', '413', '415', '422', '503']);
+    // Only the routes that create money answer 403 (an agent key); charging is every role's.
+    for (const [path, method] of [['/v1/accounts', 'post'], ['/v1/accounts/{id}/deposits', 'post']] as const) {
+      expect(document.paths[path][method].responses, `${method} ${path}`).toHaveProperty('403');
+    }
     expect(create.parameters).toContainEqual(expect.objectContaining({ in: 'header', name: 'idempotency-key', required: true }));
     expect(create.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/CreateChargeRequest' });
     const request = document.components.schemas.CreateChargeRequest;

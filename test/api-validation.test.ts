@@ -82,10 +82,11 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
     expect(oversized.status).toBe(413);
     expect(oversized.body.type).toBe('payload_too_large');
 
-    const negativeDeposit = await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: -1 }, headers });
+    const adminKey = await api.keyFor(tenant, 'admin');
+    const negativeDeposit = await api.request('/v1/accounts/payer/deposits', { apiKey: adminKey, body: { amount: -1 }, headers });
     expect(negativeDeposit.status).toBe(400);
     expect(negativeDeposit.body.errors[0].field).toBe('amount');
-    const depositWithoutKey = await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: 1 } });
+    const depositWithoutKey = await api.request('/v1/accounts/payer/deposits', { apiKey: adminKey, body: { amount: 1 } });
     expect(depositWithoutKey.status).toBe(400);
     expect(depositWithoutKey.body.errors[0].field).toBe('Idempotency-Key');
     const unknownRoute = await api.request('/v1/nothing', { apiKey });
@@ -98,7 +99,7 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
 
   it('accounts and deposits: create is idempotent, deposits are exactly-once per key or external_id', async () => {
     const tenant = newTenant('accounts');
-    const apiKey = await api.keyFor(tenant);
+    const apiKey = await api.keyFor(tenant, 'admin');
     const createKey = newKey('acct');
     const created = await api.request('/v1/accounts', { apiKey, body: { currency: 'EUR' }, headers: { 'idempotency-key': createKey } });
     expect(created.status).toBe(201);
@@ -195,7 +196,7 @@ describe('poison input: each reported case is a fast 400 naming the field, nothi
     const { tenant, apiKey } = await fundedApiTenant(api, { label: 'poison-path' });
     const idempotencyKey = { 'idempotency-key': newKey() };
     expectRefused(await api.request('/v1/accounts/%00', { apiKey }), 'id', /U\+0000/);
-    expectRefused(await api.request('/v1/accounts/%00/deposits', { apiKey, body: { amount: 1 }, headers: idempotencyKey }), 'id');
+    expectRefused(await api.request('/v1/accounts/%00/deposits', { apiKey: await api.keyFor(tenant, 'admin'), body: { amount: 1 }, headers: idempotencyKey }), 'id');
     expectRefused(await api.request('/v1/accounts/a%2Fb', { apiKey }), 'id', /U\+002F/);
     expectRefused(await api.request(`/v1/accounts/${'a'.repeat(65)}`, { apiKey }), 'id', /at most 64/);
     expectRefused(await api.request('/v1/charges?order_id=%00', { apiKey }), 'order_id', /U\+0000/);
@@ -254,14 +255,15 @@ describe('poison input: each reported case is a fast 400 naming the field, nothi
     expect(again.status, JSON.stringify(again.body)).toBe(200);
 
     const createKey = { 'idempotency-key': newKey('acct') };
-    expectRefused(await api.request('/v1/accounts', { apiKey, body: { currency: 'USD', colour: 'red' }, headers: createKey }), 'colour');
-    expectRefused(await api.request('/v1/accounts', { apiKey, body: { currency: 'USD', id: 'x\u0000' }, headers: createKey }), 'id');
-    expectRefused(await api.request('/v1/accounts', { apiKey, body: { currency: 'USD', allow_overdraft: null }, headers: createKey }), 'allow_overdraft');
+    const adminKey = await api.keyFor(tenant, 'admin');
+    expectRefused(await api.request('/v1/accounts', { apiKey: adminKey, body: { currency: 'USD', colour: 'red' }, headers: createKey }), 'colour');
+    expectRefused(await api.request('/v1/accounts', { apiKey: adminKey, body: { currency: 'USD', id: 'x\u0000' }, headers: createKey }), 'id');
+    expectRefused(await api.request('/v1/accounts', { apiKey: adminKey, body: { currency: 'USD', allow_overdraft: null }, headers: createKey }), 'allow_overdraft');
     expectRefused(
-      await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: 1, memo: 'x' }, headers: { 'idempotency-key': newKey() } }),
+      await api.request('/v1/accounts/payer/deposits', { apiKey: adminKey, body: { amount: 1, memo: 'x' }, headers: { 'idempotency-key': newKey() } }),
       'memo',
     );
-    expectRefused(await api.request('/v1/accounts/payer/deposits', { apiKey, body: { amount: 1, external_id: 'e\u0000' } }), 'external_id');
+    expectRefused(await api.request('/v1/accounts/payer/deposits', { apiKey: adminKey, body: { amount: 1, external_id: 'e\u0000' } }), 'external_id');
     expect((await api.request('/v1/accounts/payer', { apiKey })).body).toMatchObject({ posted: 10_000 - 4_800 });
     await expectLedgerInvariants(h.pool, tenant);
   });

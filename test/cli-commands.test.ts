@@ -55,20 +55,40 @@ describe('the CLI', () => {
     await expectLedgerInvariants(h.pool, tenant);
   });
 
-  it('says what is missing when the servers are not named, and revokes keys', { timeout: 120_000 }, async () => {
+  it('says what is missing when the servers are not named, and revokes keys', { timeout: 180_000 }, async () => {
     const noServers = await cli(['status', 'k', '--tenant', 'x'], { TEMPORAL_ADDRESS: undefined });
     expect(noServers.code).toBe(2);
     expect(noServers.stderr).toMatch(/TEMPORAL_ADDRESS is not set/);
 
     const tenant = newTenant('cli-revoke');
     const created = await cli(['api-keys', 'create', '--tenant', tenant, '--json']);
+    expect(created.json).toMatchObject({ role: 'agent', last_used_at: null, revoked_at: null });
     expect((await api.request('/v1/accounts/none', { apiKey: created.json.key })).status).toBe(404);
+    const shown = await cli(['api-keys', 'show', created.json.id]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^${created.json.id}  tenant ${tenant}  role agent  .*created \\S+  last used 20\\S+\\n$`));
     const revoked = await cli(['api-keys', 'revoke', created.json.id, '--json']);
     expect(revoked.code).toBe(0);
     expect(revoked.json.revoked_at).not.toBeNull();
+    expect(revoked.json.last_used_at).not.toBeNull();
     expect((await api.request('/v1/accounts/none', { apiKey: created.json.key })).status).toBe(401);
     const listed = await cli(['api-keys', 'list', '--tenant', tenant, '--json']);
     expect(listed.json).toHaveLength(1);
     expect(JSON.stringify(listed.json)).not.toContain(created.json.key);
+    expect(listed.json[0]).toMatchObject({ id: created.json.id, role: 'agent', revoked_at: revoked.json.revoked_at });
+  });
+
+  it('api-keys create --role admin makes a key that may open accounts; an unknown role is refused', { timeout: 120_000 }, async () => {
+    const tenant = newTenant('cli-admin');
+    const badRole = await cli(['api-keys', 'create', '--tenant', tenant, '--role', 'root', '--json']);
+    expect(badRole.code).toBe(2);
+    expect(badRole.json.error.errors).toEqual([{ field: '--role', message: 'must be one of agent, admin' }]);
+    const admin = await cli(['api-keys', 'create', '--tenant', tenant, '--role', 'admin', '--json']);
+    expect(admin.code, admin.stderr).toBe(0);
+    expect(admin.json).toMatchObject({ tenant, role: 'admin' });
+    const opened = await api.request('/v1/accounts', { apiKey: admin.json.key, body: { id: 'payer', currency: 'USD' }, headers: { 'idempotency-key': newKey() } });
+    expect(opened.status, JSON.stringify(opened.body)).toBe(201);
+    const listed = await cli(['api-keys', 'list', '--tenant', tenant]);
+    expect(listed.stdout).toMatch(/role admin .*last used 20/);
   });
 });

@@ -22,6 +22,8 @@ const api = useApi();
 let mcp: McpClient;
 let tenant: string;
 let apiKey: string;
+/** The same tenant's admin key, for the routes only admins may call (opening accounts, deposits). */
+let adminKey: string;
 /** A succeeded automatic charge and a reserved manual one, for the routes that need a real charge. */
 const succeededKey = newKey('hostile-auto');
 const reservedKey = newKey('hostile-manual');
@@ -29,6 +31,7 @@ const refusalTimesMs: number[] = [];
 
 beforeAll(async () => {
   ({ tenant, apiKey } = await fundedApiTenant(api, { label: 'hostile', payerMinor: 1_000_000 }));
+  adminKey = await api.keyFor(tenant, 'admin');
   const auto = await api.request('/v1/charges', { apiKey, body: chargeBody({ amount: 5_000 }), headers: { 'idempotency-key': succeededKey } });
   expect(auto.body.status).toBe('succeeded');
   const manual = await api.request('/v1/charges', {
@@ -316,7 +319,7 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
         async ({ method, path, body, field, key }) => {
           const response = await timed(() =>
             api.request(path, {
-              apiKey,
+              apiKey: adminKey,
               method,
               ...(body === undefined ? {} : { rawBody: JSON.stringify(body) }),
               headers: key === undefined ? {} : { 'idempotency-key': key },

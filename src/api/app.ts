@@ -7,6 +7,8 @@ import type { WireProblem } from '../service/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiDeps } from './deps.js';
 import { authenticate } from './authenticate.js';
+import { authorize, type Principal } from '../auth/principal.js';
+import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
 import { problemFor, sendProblem } from './problem.js';
@@ -18,10 +20,20 @@ import { registerMcpRoute } from '../mcp/http.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set by the authentication hook on every /v1 and /mcp request. */
+    /** Set by the authentication hook on every /v1 and /mcp request: the principal's tenant. */
     tenant: string;
+    /** Who the request acts as (tenant, key id, role); set with `tenant`. */
+    principal: Principal;
     /** The error behind a 5xx answer, kept for its log line. */
     failure: unknown;
+  }
+  interface FastifyContextConfig {
+    /**
+     * What a /v1 route does, as the permission table (src/domain/permissions.ts) names it: the
+     * authentication hook refuses a key whose role does not allow it before the body is read.
+     * Routes without one (405 answers, /mcp, whose tools check each call) need only a valid key.
+     */
+    operation?: Operation;
   }
 }
 
@@ -120,6 +132,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
 
   app.decorateRequest('tenant', '');
+  app.decorateRequest('principal', null as unknown as Principal);
   app.decorateRequest('failure', undefined);
   app.addHook('onRequest', async (request, reply) => {
     reply.header(requestIdHeader, request.id);
@@ -165,10 +178,15 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   await registerOpenApi(app, { amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX, version: options.version ?? '0.1.0' });
   registerHealthRoutes(app, deps);
 
-  // Everything under /v1 (and /mcp) belongs to a tenant: the key is checked before the body is read.
+  // Everything under /v1 (and /mcp) belongs to a tenant: the key, and whether its role allows the
+  // route's operation, are checked before the body is read.
   await app.register(async (tenantScope) => {
     tenantScope.addHook('onRequest', async (request) => {
-      request.tenant = await authenticate(request, context.ledger);
+      const principal = await authenticate(request, context.ledger);
+      request.principal = principal;
+      request.tenant = principal.tenant;
+      const operation = request.routeOptions.config.operation;
+      if (operation !== undefined) authorize(principal, operation);
     });
     registerChargeRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);

@@ -77,6 +77,11 @@ export const commonProblems: Record<string, JsonSchema> = {
   503: problemResponse('Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key'),
 };
 
+/** What a route only admin keys may call answers an agent key, before the body is read. */
+export const adminOnlyProblems: Record<string, JsonSchema> = {
+  403: problemResponse('an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded'),
+};
+
 /** What a route that reads a body can refuse before it parses it. */
 export const bodyProblems: Record<string, JsonSchema> = {
   413: problemResponse('the body is larger than the API accepts; nothing was read or recorded'),

@@ -2,6 +2,7 @@ import type { FastifyReply } from 'fastify';
 import {
   ChargeDeclinedError,
   ChargeStateConflictError,
+  ForbiddenError,
   IdempotencyConflictError,
   NotFoundError,
   UnavailableError,
@@ -48,6 +49,9 @@ export function problemFor(error: unknown, retryAfterSeconds: number): Problem {
       body: problem(401, 'unauthorized', 'Unauthenticated', e.message),
       headers: { 'www-authenticate': 'Bearer realm="chargeguard"' },
     };
+  }
+  if (e instanceof ForbiddenError) {
+    return { body: problem(403, e.code, 'Forbidden', e.message, { operation: e.operation }), headers: {} };
   }
   if (e instanceof NotFoundError) return { body: problem(404, e.code, 'Not found', e.message), headers: {} };
   if (e instanceof ChargeStateConflictError) {

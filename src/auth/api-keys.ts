@@ -1,6 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { insertApiKey, listApiKeys, revokeApiKey, tenantForKeyHash, type ApiKeyRecord } from '../ledger/api-keys.js';
+import {
+  getApiKey,
+  insertApiKey,
+  listApiKeys,
+  principalForKeyHash,
+  revokeApiKey,
+  type ApiKeyPrincipal,
+  type ApiKeyRecord,
+} from '../ledger/api-keys.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import { defaultRole, type Role } from '../domain/permissions.js';
 import { assertTenant } from '../service/validation.js';
 
 /** Every key starts with this, so a leaked key is recognisable by secret scanners and people. */
@@ -18,19 +27,24 @@ export async function createApiKey(
   pool: LedgerPool,
   tenant: string,
   label: string | null = null,
+  role: Role = defaultRole,
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   assertTenant(tenant);
   const key = apiKeyPrefix + randomBytes(secretBytes).toString('base64url');
   const id = `key_${randomBytes(8).toString('hex')}`;
-  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label });
+  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role });
   return { key, record };
 }
 
-/** The tenant a presented key belongs to, or null for an unknown or revoked key. */
-export async function tenantForApiKey(pool: LedgerPool, key: string): Promise<string | null> {
+/**
+ * Who a presented key acts as (tenant, key id, role), or null for an unknown or revoked key. Looked
+ * up on every call, never cached, so a revocation takes effect on the next request; records the
+ * key's last use (at most one write a minute per key).
+ */
+export async function principalForApiKey(pool: LedgerPool, key: string): Promise<ApiKeyPrincipal | null> {
   if (!key.startsWith(apiKeyPrefix)) return null;
-  return tenantForKeyHash(pool, hashApiKey(key));
+  return principalForKeyHash(pool, hashApiKey(key));
 }
 
 // Surfaces never import the ledger: they reach the whole key store through this module.
-export { listApiKeys, revokeApiKey, type ApiKeyRecord };
+export { getApiKey, listApiKeys, revokeApiKey, type ApiKeyPrincipal, type ApiKeyRecord };

@@ -1,5 +1,8 @@
 import type { LedgerPool } from './pool.js';
 
+/** A key's role, as the api_keys.role CHECK allows it (src/domain/permissions.ts says what each may do). */
+export type ApiKeyRole = 'agent' | 'admin';
+
 /**
  * The API key store: only a key's SHA-256 is kept (src/auth/api-keys.ts makes keys and hashes).
  * Lookups are a single indexed equality on the hash, on every request; keys are not cached, so a
@@ -10,8 +13,18 @@ export interface ApiKeyRecord {
   tenant: string;
   keyPrefix: string;
   label: string | null;
+  role: ApiKeyRole;
   createdAt: string;
+  /** The last request the key authenticated, to the minute (null: never used). */
+  lastUsedAt: string | null;
   revokedAt: string | null;
+}
+
+/** Who a presented key acts as. */
+export interface ApiKeyPrincipal {
+  keyId: string;
+  tenant: string;
+  role: ApiKeyRole;
 }
 
 interface ApiKeyRow {
@@ -19,7 +32,9 @@ interface ApiKeyRow {
   tenant: string;
   key_prefix: string;
   label: string | null;
+  role: ApiKeyRole;
   created_at: Date;
+  last_used_at: Date | null;
   revoked_at: Date | null;
 }
 
@@ -29,29 +44,50 @@ function fromRow(row: ApiKeyRow): ApiKeyRecord {
     tenant: row.tenant,
     keyPrefix: row.key_prefix,
     label: row.label,
+    role: row.role,
     createdAt: row.created_at.toISOString(),
+    lastUsedAt: row.last_used_at?.toISOString() ?? null,
     revokedAt: row.revoked_at?.toISOString() ?? null,
   };
 }
 
 export async function insertApiKey(
   pool: LedgerPool,
-  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null },
+  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole },
 ): Promise<ApiKeyRecord> {
   const result = await pool.query<ApiKeyRow>(
-    `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5) RETURNING *`,
-    [key.id, key.tenant, key.keyHash, key.keyPrefix, key.label],
+    `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label, role) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
+    [key.id, key.tenant, key.keyHash, key.keyPrefix, key.label, key.role],
   );
   return fromRow(result.rows[0]!);
 }
 
-/** The tenant of the key with this hash, or null for an unknown or revoked key. */
-export async function tenantForKeyHash(pool: LedgerPool, keyHash: string): Promise<string | null> {
-  const result = await pool.query<{ tenant: string }>(
-    'SELECT tenant FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+/**
+ * Who the key with this hash acts as, or null for an unknown or revoked key; records the use.
+ * One round trip: the lookup, and an update of last_used_at that writes only when the recorded
+ * use is more than a minute old (or none), so a key used a thousand times a minute is written
+ * once a minute, not a thousand times.
+ */
+export async function principalForKeyHash(pool: LedgerPool, keyHash: string): Promise<ApiKeyPrincipal | null> {
+  const result = await pool.query<{ id: string; tenant: string; role: ApiKeyRole }>(
+    `WITH found AS (
+       SELECT id, tenant, role, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+     ), used AS (
+       UPDATE api_keys SET last_used_at = now()
+         FROM found
+        WHERE api_keys.id = found.id
+          AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
+     )
+     SELECT id, tenant, role FROM found`,
     [keyHash],
   );
-  return result.rows[0]?.tenant ?? null;
+  const row = result.rows[0];
+  return row ? { keyId: row.id, tenant: row.tenant, role: row.role } : null;
+}
+
+export async function getApiKey(pool: LedgerPool, id: string): Promise<ApiKeyRecord | null> {
+  const result = await pool.query<ApiKeyRow>('SELECT * FROM api_keys WHERE id = $1', [id]);
+  return result.rows[0] ? fromRow(result.rows[0]) : null;
 }
 
 export async function listApiKeys(pool: LedgerPool, tenant: string | null): Promise<ApiKeyRecord[]> {

@@ -25,9 +25,12 @@ CREATE TABLE api_keys (
   label text,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   revoked_at timestamp with time zone,
+  role text NOT NULL DEFAULT 'agent'::text,
+  last_used_at timestamp with time zone,
   CONSTRAINT api_keys_key_hash_check CHECK (key_hash ~ '^[0-9a-f]{64}$'::text),
   CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash),
   CONSTRAINT api_keys_pkey PRIMARY KEY (id),
+  CONSTRAINT api_keys_role_check CHECK (role = ANY (ARRAY['agent'::text, 'admin'::text])),
   CONSTRAINT api_keys_tenant_check CHECK (tenant ~ '^[a-z0-9_-]{1,64}$'::text)
 );
 

@@ -13,7 +13,8 @@ export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
     const server = createMcpServer({
       charges: deps.context.charges,
       accounts: deps.accounts,
-      tenant: request.tenant,
+      // Checked by the API's authentication hook for this request; each tool call checks its role.
+      principal: async () => request.principal,
       waitBudgetMs: deps.waitBudgetMs,
     });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

@@ -6,13 +6,19 @@ import type { ChargeService } from '../service/charge-service.js';
 import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
 import { accountToWire, chargeToWire, refundToWire } from '../service/wire.js';
 import { limits } from '../domain/limits.js';
+import type { Operation } from '../domain/permissions.js';
+import { authorize, type Principal } from '../auth/principal.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
   charges: ChargeService;
   accounts: AccountsService;
-  /** Every tool acts for this tenant only: the API key's on HTTP, the command line's on stdio. */
-  tenant: string;
+  /**
+   * Who each call acts as, asked again on every call: over HTTP the request's (its key was checked
+   * by the API's authentication hook); over stdio the key is looked up again each time, so a key
+   * revoked mid-session is refused on its next call. Every tool acts for the principal's tenant only.
+   */
+  principal: () => Promise<Principal>;
   /** How long create_charge waits for the outcome before answering "still processing". */
   waitBudgetMs: number;
   version?: string;
@@ -26,9 +32,20 @@ const idempotencyKey = z
       'what makes the retry safe. A new key means a new charge.',
   );
 
-async function run(operation: () => Promise<CallToolResult>): Promise<CallToolResult> {
+/**
+ * Runs one tool call as the principal: who it is and whether its role allows the operation are
+ * decided first (src/auth/principal.ts, the same rule as the HTTP routes'), before the service
+ * judges the arguments or records anything.
+ */
+async function run(
+  deps: McpDeps,
+  operation: Operation,
+  body: (tenant: string) => Promise<CallToolResult>,
+): Promise<CallToolResult> {
   try {
-    return await operation();
+    const principal = await deps.principal();
+    authorize(principal, operation);
+    return await body(principal.tenant);
   } catch (error) {
     const result = errorResult(error);
     // Unexpected failures reach the model only as "internal_error"; the operator needs the cause.
@@ -45,7 +62,7 @@ async function run(operation: () => Promise<CallToolResult>): Promise<CallToolRe
  * model; they are strict, so an argument the tool does not take is refused rather than ignored.
  */
 export function createMcpServer(deps: McpDeps): McpServer {
-  const { charges, accounts, tenant } = deps;
+  const { charges, accounts } = deps;
   const server = new McpServer(
     { name: 'chargeguard', version: deps.version ?? '0.1.0' },
     {
@@ -88,7 +105,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, ...body }) =>
-      run(async () => {
+      run(deps, 'charges.create', async (tenant) => {
         const answer = await charges.charge(tenant, idempotency_key, body, { waitMs: deps.waitBudgetMs });
         const charge = chargeToWire(answer.charge);
         const summary = !answer.completed
@@ -107,7 +124,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key }) =>
-      run(async () => {
+      run(deps, 'charges.read', async (tenant) => {
         const charge = chargeToWire(await charges.getCharge(tenant, idempotency_key));
         return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
       }),
@@ -124,7 +141,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key }) =>
-      run(async () => {
+      run(deps, 'charges.cancel', async (tenant) => {
         const charge = chargeToWire(await charges.cancelCharge(tenant, idempotency_key));
         return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
       }),
@@ -144,7 +161,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, amount }) =>
-      run(async () => {
+      run(deps, 'charges.capture', async (tenant) => {
         const charge = chargeToWire(await charges.captureCharge(tenant, idempotency_key, amount ?? null));
         return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
       }),
@@ -161,7 +178,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ account_id }) =>
-      run(async () => {
+      run(deps, 'accounts.read', async (tenant) => {
         const account = accountToWire(await accounts.getAccount(tenant, account_id));
         return okResult(`Account ${account.id}: ${account.available} ${account.currency} available.`, { account });
       }),
@@ -171,7 +188,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
 }
 
 function registerRefundTool(server: McpServer, deps: McpDeps): void {
-  const { charges, tenant } = deps;
+  const { charges } = deps;
   server.registerTool(
     'refund_charge',
     {
@@ -192,7 +209,7 @@ function registerRefundTool(server: McpServer, deps: McpDeps): void {
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, refund_idempotency_key, amount }) =>
-      run(async () => {
+      run(deps, 'refunds.create', async (tenant) => {
         // Checked here only to name the arguments as this tool does; the client applies the same rules.
         assertIdempotencyKey(idempotency_key, 'idempotency_key');
         assertIdempotencyKey(refund_idempotency_key, 'refund_idempotency_key');

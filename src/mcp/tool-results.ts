@@ -2,8 +2,10 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import {
   ChargeguardError,
   ChargeStateConflictError,
+  ForbiddenError,
   IdempotencyConflictError,
   NotFoundError,
+  UnauthorizedError,
   UnavailableError,
   ValidationError,
 } from '../service/errors.js';
@@ -19,6 +21,10 @@ export function okResult(summary: string, value: Record<string, unknown>): CallT
 
 /** What the model should do next, by error: the point of a tool error is the next step. */
 function advice(error: unknown): string {
+  if (error instanceof UnauthorizedError) {
+    return 'This server\'s API key is unknown or revoked: nothing was done. Stop and ask the operator for a valid key.';
+  }
+  if (error instanceof ForbiddenError) return 'This key may not do this: nothing was done. Ask the operator; do not retry.';
   if (error instanceof ValidationError) return 'Fix the named arguments and call again; nothing was recorded.';
   if (error instanceof IdempotencyConflictError) {
     return 'If you are retrying, resend the original arguments unchanged. If this is a new charge, use a new idempotency_key.';

@@ -65,9 +65,17 @@ function accountIdFor(tenant: string, idempotencyKey: string): string {
 
 /**
  * Deposit references live in one namespace per tenant; the prefixes keep a header key and a
- * provider's external id from ever colliding with each other.
+ * provider's external id from ever colliding with each other. Both given: they must be the same
+ * id (the deposit is then keyed by external_id, as before), never one silently ignored.
  */
 function depositReference(idempotencyKey: string | null, externalId: string | undefined): string {
+  if (externalId !== undefined && idempotencyKey !== null && externalId !== idempotencyKey) {
+    const both = 'the Idempotency-Key header and external_id both name this deposit, so they must be equal (or send only one)';
+    throw new ValidationError([
+      { field: 'Idempotency-Key', message: `differs from external_id: ${both}` },
+      { field: 'external_id', message: `differs from the Idempotency-Key header: ${both}` },
+    ]);
+  }
   if (externalId !== undefined) return `external:${externalId}`;
   if (idempotencyKey !== null) return `key:${idempotencyKey}`;
   throw new ValidationError([

@@ -19,6 +19,23 @@ export class ValidationError extends ChargeguardError {
   }
 }
 
+/** No usable API key (missing, unknown or revoked): nothing is read or written. */
+export class UnauthorizedError extends ChargeguardError {
+  readonly code = 'unauthorized';
+}
+
+/** The key is valid but its role does not allow the operation; decided before anything is recorded. */
+export class ForbiddenError extends ChargeguardError {
+  readonly code = 'forbidden';
+  constructor(
+    /** The operation refused, as the permission table names it (e.g. accounts.open). */
+    readonly operation: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The idempotency key was first used for a different request; nothing was executed. */
 export class IdempotencyConflictError extends ChargeguardError {
   readonly code = 'idempotency_conflict';

@@ -142,6 +142,7 @@ export const wireProblemSchema = z
     instance: z.string().optional(),
     errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
     reason: z.string().optional().describe('for charge_state_conflict: which state refused the operation'),
+    operation: z.string().optional().describe('for forbidden: the operation the key\'s role does not allow, e.g. accounts.open'),
     dependency: z.enum(['temporal', 'database', 'worker']).optional().describe('for service_unavailable: what is unreachable'),
     request_id: z.string().optional().describe('the id this request is logged under; also its X-Request-Id header'),
   });

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { buildApi, type ApiOptions } from '../../src/api/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
+import type { Role } from '../../src/domain/permissions.js';
 import { loadConfig } from '../../src/config.js';
 import type { LedgerPool } from '../../src/ledger/pool.js';
 import { openAppContext, type AppContext } from '../../src/runtime/app-context.js';
@@ -12,8 +13,8 @@ export interface TestApi {
   app: FastifyInstance;
   context: AppContext;
   baseUrl: string;
-  /** A fresh API key for the tenant, created as the CLI would. */
-  keyFor(tenant: string): Promise<string>;
+  /** A fresh API key for the tenant, created as the CLI would: an agent key unless `role` says admin. */
+  keyFor(tenant: string, role?: Role): Promise<string>;
   /** fetch() against the API with the tenant's key (or none / another header when given). */
   request(path: string, init?: { method?: string; body?: unknown; rawBody?: string; headers?: Record<string, string>; apiKey?: string | null }): Promise<TestResponse>;
   close(): Promise<void>;
@@ -41,7 +42,7 @@ export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi
     app,
     context,
     baseUrl,
-    keyFor: (tenant) => apiKeyFor(context.ledger, tenant),
+    keyFor: (tenant, role) => apiKeyFor(context.ledger, tenant, role),
     request: (path, init = {}) => send(baseUrl, path, init),
     close: async () => {
       await app.close();
@@ -62,15 +63,21 @@ export function useApi(options: TestApiOptions = {}): TestApi {
   return lateBound('the API', () => api);
 }
 
-/** A funded tenant (as fundedTenant makes it) and an API key for it. */
-export async function fundedApiTenant(api: TestApi, options: FundedTenantOptions): Promise<{ tenant: string; apiKey: string }> {
+/**
+ * A funded tenant (as fundedTenant makes it) and an API key for it: an agent key (charges, refunds,
+ * reads), or an admin key with `role: 'admin'` for tests that open accounts or deposit over the API.
+ */
+export async function fundedApiTenant(
+  api: TestApi,
+  options: FundedTenantOptions & { role?: Role },
+): Promise<{ tenant: string; apiKey: string }> {
   const tenant = await fundedTenant(api.context.ledger, options);
-  return { tenant, apiKey: await api.keyFor(tenant) };
+  return { tenant, apiKey: await api.keyFor(tenant, options.role) };
 }
 
-/** A fresh API key for the tenant, created as the CLI would. */
-export async function apiKeyFor(ledger: LedgerPool, tenant: string): Promise<string> {
-  return (await createApiKey(ledger, tenant, 'test')).key;
+/** A fresh API key for the tenant, created as the CLI would: an agent key unless `role` says admin. */
+export async function apiKeyFor(ledger: LedgerPool, tenant: string, role: Role = 'agent'): Promise<string> {
+  return (await createApiKey(ledger, tenant, 'test', role)).key;
 }
 
 /** Starts the app on a free loopback port; the base URL to send requests to. */

@@ -4,6 +4,7 @@ import { accountToWire } from '../../service/wire.js';
 import type { ApiDeps } from '../deps.js';
 import { assertAccountId } from '../../service/validation.js';
 import {
+  adminOnlyProblems,
   bodyProblems,
   commonProblems,
   idempotencyKeyParameter,
@@ -31,9 +32,11 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
   app.post<{ Body: unknown }>(
     '/v1/accounts',
     {
+      config: { operation: 'accounts.open' },
       schema: {
         summary: 'Open an account (one currency)',
         description:
+          'Admin keys only. ' +
           'Without `id`, the account id is derived from the Idempotency-Key, so a retry returns the same account. ' +
           'Repeating a create returns the account with `Idempotent-Replayed: true`.',
         tags: ['accounts'],
@@ -43,6 +46,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
           200: jsonResponse('the account already existed with these settings', 'Account', replayHeaders),
           201: jsonResponse('created', 'Account'),
           ...commonProblems,
+          ...adminOnlyProblems,
           ...bodyProblems,
           ...problemResponses({
             409: 'the id is taken by an account with other settings',
@@ -63,6 +67,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
   app.get<{ Params: { id: string } }>(
     '/v1/accounts/:id',
     {
+      config: { operation: 'accounts.read' },
       schema: {
         summary: 'An account and its balances (posted, pending, available)',
         tags: ['accounts'],
@@ -80,11 +85,12 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
   app.post<{ Params: { id: string }; Body: unknown }>(
     '/v1/accounts/:id/deposits',
     {
+      config: { operation: 'accounts.deposit' },
       schema: {
         summary: 'Deposit money into an account, exactly once',
         description:
-          'Exactly-once per Idempotency-Key, or per `external_id` (the payment provider\'s id, for webhooks that ' +
-          'are redelivered): one of the two is required.',
+          'Admin keys only. Exactly-once per Idempotency-Key, or per `external_id` (the payment provider\'s id, for ' +
+          'webhooks that are redelivered): one of the two is required; when both are given they must be equal (else 400).',
         tags: ['accounts'],
         params: accountParams,
         headers: idempotencyKeyParameter(false, 'required unless the body carries external_id'),
@@ -93,6 +99,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
           200: jsonResponse('replay: this deposit was already made', 'Deposit', replayHeaders),
           201: jsonResponse('deposited', 'Deposit'),
           ...commonProblems,
+          ...adminOnlyProblems,
           ...bodyProblems,
           ...problemResponses({
             404: 'no account with this id for this tenant',

@@ -48,6 +48,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.post<{ Body: unknown }>(
     '/v1/charges',
     {
+      config: { operation: 'charges.create' },
       schema: {
         summary: 'Create a charge, or replay the one created with this Idempotency-Key',
         description:
@@ -94,6 +95,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.get<{ Querystring: Record<string, string | undefined> }>(
     '/v1/charges',
     {
+      config: { operation: 'charges.read' },
       schema: {
         summary: 'Find charges by order, payer or status, newest first',
         description: 'Pages of at most `limit` charges; pass the last idempotency_key as `starting_after` for the next page.',
@@ -135,6 +137,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.get<{ Params: { key: string } }>(
     '/v1/charges/:key',
     {
+      config: { operation: 'charges.read' },
       schema: {
         summary: 'The charge as it stands now (refunds included)',
         tags: ['charges'],
@@ -155,6 +158,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/cancel',
     {
+      config: { operation: 'charges.cancel' },
       schema: {
         summary: 'Cancel a charge that has not succeeded; the hold is released',
         description:
@@ -182,6 +186,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/capture',
     {
+      config: { operation: 'charges.capture' },
       schema: {
         summary: 'Capture a charge created with capture "manual"',
         description: 'Captures all of the hold, or `amount` of it (the rest is released). Repeating a capture returns the captured charge.',

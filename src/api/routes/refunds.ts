@@ -37,6 +37,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/refunds',
     {
+      config: { operation: 'refunds.create' },
       schema: {
         summary: 'Refund a succeeded charge, all that is left of it or `amount` of it',
         description:
@@ -85,6 +86,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.get<{ Params: { key: string } }>(
     '/v1/charges/:key/refunds',
     {
+      config: { operation: 'refunds.read' },
       schema: {
         summary: 'Every refund of a charge, refused ones included, oldest first',
         tags: ['refunds'],
@@ -115,6 +117,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
   app.get<{ Params: { key: string; refundKey: string } }>(
     '/v1/charges/:key/refunds/:refundKey',
     {
+      config: { operation: 'refunds.read' },
       schema: {
         summary: 'One refund',
         tags: ['refunds'],

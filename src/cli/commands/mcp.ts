@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
-import { tenantForApiKey } from '../../auth/api-keys.js';
+import { principalForApiKey } from '../../auth/api-keys.js';
+import type { Principal } from '../../auth/principal.js';
+import { UnauthorizedError } from '../../service/errors.js';
 import { loadConfig } from '../../config.js';
 import { openServiceContext } from '../../runtime/app-context.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
@@ -43,11 +45,13 @@ export function registerMcpCommand(program: Command): void {
             }
             return;
           }
-          const tenant = await stdioTenant(options, context.ledger);
-          process.stderr.write(`chargeguard MCP server on stdio for tenant ${tenant}\n`);
+          const { first, principal } = await stdioPrincipal(options, context.ledger);
+          process.stderr.write(
+            `chargeguard MCP server on stdio for tenant ${first.tenant} as ${first.keyId === null ? 'the operator (no key), role' : `key ${first.keyId},`} ${first.role}\n`,
+          );
           const { serveMcpOverStdio } = await import('../../mcp/stdio.js');
           // Until stdin closes, or an uncaught exception means the process must stop.
-          await Promise.race([serveMcpOverStdio(context, tenant), safety.fatal]);
+          await Promise.race([serveMcpOverStdio(context, principal), safety.fatal]);
         } finally {
           await context.close();
         }
@@ -55,15 +59,29 @@ export function registerMcpCommand(program: Command): void {
     );
 }
 
-/** On stdio the process is already trusted with the database; the key only says which tenant. */
-async function stdioTenant(options: McpOptions, ledger: Parameters<typeof tenantForApiKey>[0]): Promise<string> {
-  if (options.tenant) return options.tenant;
-  const apiKey = process.env.CHARGEGUARD_API_KEY;
-  if (apiKey) {
-    const tenant = await tenantForApiKey(ledger, apiKey);
-    if (tenant === null) throw new UsageError('CHARGEGUARD_API_KEY is unknown or revoked');
-    return tenant;
+/**
+ * Who the stdio server acts as. With $CHARGEGUARD_API_KEY: that key, looked up again on every tool
+ * call (revoked → refused; its role as it is now). With --tenant or $CHARGEGUARD_TENANT: the
+ * operator, who already has database access, names the tenant and the tools act as an agent key
+ * would (the MCP tools are an agent's: none of them opens accounts or deposits).
+ */
+async function stdioPrincipal(
+  options: McpOptions,
+  ledger: Parameters<typeof principalForApiKey>[0],
+): Promise<{ first: Principal; principal: () => Promise<Principal> }> {
+  const tenant = options.tenant ?? (process.env.CHARGEGUARD_API_KEY ? undefined : process.env.CHARGEGUARD_TENANT);
+  if (tenant !== undefined && tenant !== '') {
+    const operator: Principal = { tenant, keyId: null, role: 'agent' };
+    return { first: operator, principal: async () => operator };
   }
-  if (process.env.CHARGEGUARD_TENANT) return process.env.CHARGEGUARD_TENANT;
-  throw new UsageError('say which tenant: --tenant, CHARGEGUARD_API_KEY or CHARGEGUARD_TENANT');
+  const apiKey = process.env.CHARGEGUARD_API_KEY;
+  if (!apiKey) throw new UsageError('say which tenant: --tenant, CHARGEGUARD_API_KEY or CHARGEGUARD_TENANT');
+  const first = await principalForApiKey(ledger, apiKey);
+  if (first === null) throw new UsageError('CHARGEGUARD_API_KEY is unknown or revoked');
+  const principal = async (): Promise<Principal> => {
+    const now = await principalForApiKey(ledger, apiKey);
+    if (now === null) throw new UnauthorizedError('the API key (CHARGEGUARD_API_KEY) is unknown or revoked');
+    return now;
+  };
+  return { first, principal };
 }

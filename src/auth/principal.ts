@@ -1,0 +1,23 @@
+import { permissionFor, type Operation, type Role } from '../domain/permissions.js';
+import { ForbiddenError } from '../service/errors.js';
+
+/**
+ * Who a request acts as: the tenant it belongs to and the role it has. `keyId` is the API key that
+ * authenticated it, or null when no key is involved (the stdio MCP server started with `--tenant`
+ * by an operator who already has database access; it acts as an agent).
+ */
+export interface Principal {
+  tenant: string;
+  keyId: string | null;
+  role: Role;
+}
+
+/**
+ * The one place a surface asks whether its principal may perform an operation (the rule itself is
+ * the table in src/domain/permissions.ts). Throws ForbiddenError naming the rule; called before
+ * anything is read from the body or recorded.
+ */
+export function authorize(principal: Principal, operation: Operation): void {
+  const decision = permissionFor(principal.role, operation);
+  if (!decision.allowed) throw new ForbiddenError(operation, decision.detail);
+}

@@ -1,0 +1,59 @@
+/**
+ * Who may do what: the one permission table. Every surface (HTTP routes, MCP tools over HTTP and
+ * stdio) names the operation it is about to perform and asks `permissionFor`; nothing else decides.
+ *
+ * An `agent` key moves money that already exists: it creates, reads, cancels, captures and refunds
+ * charges and reads accounts. Only an `admin` key creates money or changes who may: it opens
+ * accounts (so also sets `allow_overdraft`), deposits, and manages keys.
+ */
+export const roles = ['agent', 'admin'] as const;
+export type Role = (typeof roles)[number];
+
+/** The role a new key gets unless another is asked for: the least privileged one. */
+export const defaultRole: Role = 'agent';
+
+export type Operation =
+  | 'charges.create'
+  | 'charges.read'
+  | 'charges.cancel'
+  | 'charges.capture'
+  | 'refunds.create'
+  | 'refunds.read'
+  | 'accounts.read'
+  | 'accounts.open'
+  | 'accounts.deposit'
+  | 'api_keys.manage';
+
+interface Permission {
+  /** The roles allowed to perform it. */
+  roles: readonly Role[];
+  /** What the operation is, as the refusal names it: "<doing> needs an admin key". */
+  doing: string;
+}
+
+export const permissions: Readonly<Record<Operation, Permission>> = {
+  'charges.create': { roles: ['agent', 'admin'], doing: 'creating charges' },
+  'charges.read': { roles: ['agent', 'admin'], doing: 'reading charges' },
+  'charges.cancel': { roles: ['agent', 'admin'], doing: 'cancelling charges' },
+  'charges.capture': { roles: ['agent', 'admin'], doing: 'capturing charges' },
+  'refunds.create': { roles: ['agent', 'admin'], doing: 'refunding charges' },
+  'refunds.read': { roles: ['agent', 'admin'], doing: 'reading refunds' },
+  'accounts.read': { roles: ['agent', 'admin'], doing: 'reading accounts and balances' },
+  'accounts.open': { roles: ['admin'], doing: 'opening accounts' },
+  'accounts.deposit': { roles: ['admin'], doing: 'depositing money' },
+  'api_keys.manage': { roles: ['admin'], doing: 'managing API keys' },
+};
+
+export function isRole(value: unknown): value is Role {
+  return typeof value === 'string' && (roles as readonly string[]).includes(value);
+}
+
+export type PermissionDecision = { allowed: true } | { allowed: false; detail: string };
+
+/** Whether a key of this role may perform the operation; a refusal names the rule it broke. */
+export function permissionFor(role: Role, operation: Operation): PermissionDecision {
+  const permission = permissions[operation];
+  if (permission.roles.includes(role)) return { allowed: true };
+  const needed = permission.roles.map((r) => `an ${r} key`).join(' or ');
+  return { allowed: false, detail: `${permission.doing} needs ${needed}; this key is an ${role} key` };
+}
