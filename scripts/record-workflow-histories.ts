@@ -37,6 +37,7 @@ import { startLocalStack } from '../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-worker.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
 import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
+import { chargeSearchAttributesPatch } from '../workflows/search-attributes.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
 import {
   EventType,
@@ -64,7 +65,7 @@ import {
  * the current branch unguarded. Add a patch here when every new execution calls patched() for it.
  */
 const requiredPatches: Record<string, string[]> = {
-  ChargeWorkflow: [localLedgerStepsPatch, stepBudgetTimerPatch],
+  ChargeWorkflow: [localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch],
 };
 
 /** Long enough for the slowest path (a budget timer sent with a workflow task heartbeat, ~8 s, then its 3 s). */

@@ -23,6 +23,7 @@ import {
   type HistoryEvent,
 } from '../scripts/workflow-histories.js';
 import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
+import { chargeSearchAttributesPatch } from '../workflows/search-attributes.js';
 
 // Histories recorded from real runs (npm run record-histories), in generations: one per version of
 // the workflow code, oldest first. Every workflow code change must still replay all of them:
@@ -195,8 +196,8 @@ describe('recorded workflow histories replay on the current code', () => {
         history: withPatchRenamed(history, patch),
       })),
     );
-    // Both patches of the current code, and the local-activity one in every generation since v2.
-    for (const patch of [localLedgerStepsPatch, stepBudgetTimerPatch]) {
+    // Every patch of the current code, and the local-activity one in every generation since v2.
+    for (const patch of [localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch]) {
       expect(renamed.filter((r) => r.label.endsWith(`(${patch})`)).length, patch).toBeGreaterThan(0);
     }
     const errors = await replayErrors(renamed);

@@ -3,7 +3,9 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   setHandler,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Charge } from '../src/domain/charge.js';
@@ -17,6 +19,7 @@ import {
 import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { exhaustedBudget, ledgerSteps } from './ledger-steps.js';
+import { chargeSearchAttributePairs, chargeSearchAttributesPatch } from './search-attributes.js';
 
 /**
  * One charge, one execution per idempotency key: Try reserves the money, Confirm captures it,
@@ -26,9 +29,24 @@ import { exhaustedBudget, ledgerSteps } from './ledger-steps.js';
  */
 export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): Promise<Charge> {
   const ledger = ledgerSteps(policy);
+  // After ledgerSteps' patches, where every execution reaches it: new executions keep their
+  // search attributes current, older ones replay without the upserts.
+  const indexesStatus = patched(chargeSearchAttributesPatch);
   const { tenant, idempotencyKey } = intent;
 
   let charge = pendingCharge(intent, workflowInfo().startTime);
+  /** The status the search attributes last said: pending, as the service starts every charge. */
+  let indexedStatus = charge.status;
+  /**
+   * ChargeStatus follows the charge (with the other three, for executions started without them,
+   * such as the agent's child charges). Refunds happen after the charge closed, so a refunded
+   * charge still says succeeded here: the ledger is the source of truth for those.
+   */
+  function index(): void {
+    if (!indexesStatus || charge.status === indexedStatus) return;
+    upsertSearchAttributes(chargeSearchAttributePairs(charge, charge.status));
+    indexedStatus = charge.status;
+  }
   let cancelRequested = false;
   /** undefined until a capture is asked for; null captures the whole hold. */
   let captureMinor: number | null | undefined;
@@ -142,6 +160,7 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
   }
 
   charge = await reserve();
+  index();
 
   if (charge.status === 'reserved') {
     if (intent.request.captureMode === 'manual') {
@@ -163,6 +182,7 @@ export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): P
   }
 
   if (isOpen(charge)) throw new Error(`charge ${idempotencyKey} would end while ${charge.status}; this is a bug`);
+  index();
   await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
   return charge;
 }

@@ -14,6 +14,7 @@ import {
 } from '../../workflows/definitions.js';
 import type { ChargeWorkflow } from '../../workflows/charge-workflow.js';
 import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
+import { startSearchAttributes } from '../../workflows/search-attributes.js';
 import type { ServiceContext } from './context.js';
 import { IdempotencyConflictError, ValidationError, type FieldError } from './errors.js';
 import { chargeFingerprint, fingerprintLike, refundFingerprint } from './intent.js';
@@ -78,6 +79,7 @@ async function startOrAttachChargeUnbounded(ctx: ServiceContext, built: ChargeIn
       workflowId: chargeWorkflowId(tenant, idempotencyKey),
       args: [input],
       memo: { ...memo },
+      typedSearchAttributes: startSearchAttributes(intent),
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
       ...(ctx.eagerWorkflowStart ? { requestEagerStart: true } : {}),

@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
+import { chargeSearchAttributeKeys } from '../../workflows/search-attributes.js';
 import { hasExited, killOnParentExit, terminate } from './child-process.js';
 import { findFreePorts } from './free-port.js';
 import { LogSink } from './log-sink.js';
@@ -11,20 +13,28 @@ import { isPortAccepting, pollUntil } from './wait.js';
 
 export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';
 
-/**
- * Custom search attributes for charges, registered on the dev server; the workflows do not set them
- * yet (docs/lifecycle.md says why listing reads the ledger instead).
- */
-export const chargeSearchAttributes: Readonly<Record<string, SearchAttributeKind>> = {
-  ChargeTenant: 'Keyword',
-  ChargeOrderId: 'Keyword',
-  ChargePayerAccountId: 'Keyword',
-  ChargeStatus: 'Keyword',
+/** The name `temporal operator search-attribute create --type` and the dev server use for each SDK type. */
+export const searchAttributeKindOf: Readonly<Record<SearchAttributeType, SearchAttributeKind>> = {
+  [SearchAttributeType.TEXT]: 'Text',
+  [SearchAttributeType.KEYWORD]: 'Keyword',
+  [SearchAttributeType.INT]: 'Int',
+  [SearchAttributeType.DOUBLE]: 'Double',
+  [SearchAttributeType.BOOL]: 'Bool',
+  [SearchAttributeType.DATETIME]: 'Datetime',
+  [SearchAttributeType.KEYWORD_LIST]: 'KeywordList',
 };
+
+/**
+ * Custom search attributes for charges, registered on the dev server: derived from the keys the
+ * workflow and the service set (workflows/search-attributes.ts), so there is one list.
+ */
+export const chargeSearchAttributes: Readonly<Record<string, SearchAttributeKind>> = Object.fromEntries(
+  Object.values(chargeSearchAttributeKeys).map((key) => [key.name, searchAttributeKindOf[key.type]]),
+);
 
 // Wire values of temporal.api.enums.v1.IndexedValueType; spelled out here so we need no direct
 // dependency on @temporalio/proto just for an enum.
-const indexedValueTypeByKind: Readonly<Record<SearchAttributeKind, number>> = {
+export const indexedValueTypeByKind: Readonly<Record<SearchAttributeKind, number>> = {
   Text: 1,
   Keyword: 2,
   Int: 3,

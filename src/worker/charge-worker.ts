@@ -13,6 +13,7 @@ import {
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
+import { assertChargeSearchAttributes } from './search-attributes-check.js';
 
 /** Where the build (build/build.ts) puts things, relative to its output folder. */
 export const compiledLayout = {
@@ -50,6 +51,12 @@ export interface ChargeWorkerOptions {
    * `charges` queue creates it (workers of other queues, as tests start them, do not); false never.
    */
   holdSweeper?: HoldSweeperScheduleOptions | false;
+  /**
+   * Check at start that the namespace has the charge search attributes (default true): without
+   * them Temporal refuses every charge's start, so the worker refuses to start instead, naming the
+   * commands that register them.
+   */
+  checkSearchAttributes?: boolean;
 }
 
 /** Bundles the deterministic workflow code once, for workers that start many times (and for the build). */
@@ -96,6 +103,7 @@ function workflowRunningProbe(temporal: Client): WorkflowRunningProbe {
 
 export async function createChargeWorker(options: ChargeWorkerOptions): Promise<Worker> {
   const taskQueue = options.taskQueue ?? chargeTaskQueue;
+  if (options.checkSearchAttributes !== false) await assertChargeSearchAttributes(options.connection, options.namespace);
   const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace });
   const sweeper = options.holdSweeper ?? (taskQueue === chargeTaskQueue ? {} : false);
   if (sweeper !== false) await ensureHoldSweeperSchedule(temporal, { taskQueue, ...sweeper });
