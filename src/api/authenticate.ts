@@ -23,6 +23,8 @@ export async function authenticate(request: FastifyRequest, ledger: LedgerPool):
     throw new UnauthorizedError('send an API key as "Authorization: Bearer <key>"; create one with `chargeguard api-keys create`');
   }
   const principal = await principalForApiKey(ledger, token);
-  if (principal === null) throw new UnauthorizedError('the API key is unknown or revoked');
+  // An expired key is refused like a revoked one (401): it no longer authenticates anyone, so the
+  // caller needs a new key, not another permission.
+  if (principal === null) throw new UnauthorizedError('the API key is unknown, revoked or expired');
   return principal;
 }

@@ -73,7 +73,7 @@ const problemResponse = (description: string): JsonSchema => ({
 /** Responses every authenticated route can give. */
 export const commonProblems: Record<string, JsonSchema> = {
   400: problemResponse('malformed request: `errors` names each offending field'),
-  401: problemResponse('missing, unknown or revoked API key'),
+  401: problemResponse('missing, unknown, revoked or expired API key'),
   503: problemResponse('Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key'),
 };
 

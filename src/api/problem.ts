@@ -3,6 +3,7 @@ import {
   ChargeDeclinedError,
   ChargeStateConflictError,
   ForbiddenError,
+  MandateExceededError,
   IdempotencyConflictError,
   NotFoundError,
   UnavailableError,
@@ -52,6 +53,9 @@ export function problemFor(error: unknown, retryAfterSeconds: number): Problem {
   }
   if (e instanceof ForbiddenError) {
     return { body: problem(403, e.code, 'Forbidden', e.message, { operation: e.operation }), headers: {} };
+  }
+  if (e instanceof MandateExceededError) {
+    return { body: problem(403, e.code, 'Mandate exceeded', e.message, { rule: e.rule }), headers: {} };
   }
   if (e instanceof NotFoundError) return { body: problem(404, e.code, 'Not found', e.message), headers: {} };
   if (e instanceof ChargeStateConflictError) {

@@ -10,6 +10,7 @@ import {
 } from '../ledger/api-keys.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { defaultRole, type Role } from '../domain/permissions.js';
+import { noMandate, type Mandate } from '../domain/mandate.js';
 import { assertTenant } from '../service/validation.js';
 
 /** Every key starts with this, so a leaked key is recognisable by secret scanners and people. */
@@ -28,16 +29,18 @@ export async function createApiKey(
   tenant: string,
   label: string | null = null,
   role: Role = defaultRole,
+  mandate: Mandate = noMandate,
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   assertTenant(tenant);
   const key = apiKeyPrefix + randomBytes(secretBytes).toString('base64url');
   const id = `key_${randomBytes(8).toString('hex')}`;
-  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role });
+  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role, mandate });
   return { key, record };
 }
 
 /**
- * Who a presented key acts as (tenant, key id, role), or null for an unknown or revoked key. Looked
+ * Who a presented key acts as (tenant, key id, role, mandate), or null for an unknown, revoked or
+ * expired key. Looked
  * up on every call, never cached, so a revocation takes effect on the next request; records the
  * key's last use (at most one write a minute per key).
  */

@@ -1,4 +1,5 @@
 import { permissionFor, type Operation, type Role } from '../domain/permissions.js';
+import type { Mandate } from '../domain/mandate.js';
 import { ForbiddenError } from '../service/errors.js';
 
 /**
@@ -10,6 +11,15 @@ export interface Principal {
   tenant: string;
   keyId: string | null;
   role: Role;
+  /** What the key may charge (absent without a key). */
+  mandate?: Mandate;
+}
+
+/** The service's view of who makes a new charge: the key and its mandate (undefined without a key). */
+export function chargeActorOf(principal: Principal): { keyId: string; mandate: Mandate } | undefined {
+  return principal.keyId !== null && principal.mandate !== undefined
+    ? { keyId: principal.keyId, mandate: principal.mandate }
+    : undefined;
 }
 
 /**

@@ -27,7 +27,9 @@ export type DeclineCode =
   | 'insufficient_funds'
   | 'account_frozen'
   | 'unknown_account'
-  | 'currency_mismatch';
+  | 'currency_mismatch'
+  /** The acting key's daily limit would be exceeded (a decision, final for that key). */
+  | 'mandate_exceeded';
 
 /** The business fields of a charge: what the caller asked for, validated. */
 export interface ChargeRequest {
@@ -60,6 +62,8 @@ export interface Charge {
   metadata: Record<string, string> | null;
   declineCode: DeclineCode | null;
   failureReason: string | null;
+  /** Audit: the API key whose request created it (null: the operator or before audit; absent: not read from the ledger). */
+  createdByKeyId?: string | null;
   holdExpiresAt: string | null;
   createdAt: string;
   updatedAt: string;
@@ -109,4 +113,12 @@ export interface ChargeIntent {
   /** SHA-256 hex of the RFC 8785 canonical JSON of the business fields. */
   fingerprint: string;
   request: ChargeRequest;
+  /**
+   * The API key acting (absent: the operator, or an intent recorded before mandates). The ledger
+   * records it on the charge (audit) and, with `dailyLimitMinor`, holds the key's rolling 24 h
+   * total to its limit inside Try.
+   */
+  actingKeyId?: string;
+  /** The acting key's daily limit in minor units (absent: none). */
+  dailyLimitMinor?: number;
 }

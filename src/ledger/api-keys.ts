@@ -1,3 +1,4 @@
+import type { Mandate } from '../domain/mandate.js';
 import type { LedgerPool } from './pool.js';
 
 /** A key's role, as the api_keys.role CHECK allows it (src/domain/permissions.ts says what each may do). */
@@ -18,6 +19,8 @@ export interface ApiKeyRecord {
   /** The last request the key authenticated, to the minute (null: never used). */
   lastUsedAt: string | null;
   revokedAt: string | null;
+  /** What the key may charge (every rule null: no mandate). */
+  mandate: Mandate;
 }
 
 /** Who a presented key acts as. */
@@ -25,9 +28,28 @@ export interface ApiKeyPrincipal {
   keyId: string;
   tenant: string;
   role: ApiKeyRole;
+  mandate: Mandate;
 }
 
-interface ApiKeyRow {
+interface MandateColumns {
+  max_amount_minor: string | null;
+  daily_limit_minor: string | null;
+  allowed_payee_account_ids: string[] | null;
+  currency: string | null;
+  expires_at: Date | null;
+}
+
+function mandateOf(row: MandateColumns): Mandate {
+  return {
+    maxAmountMinor: row.max_amount_minor === null ? null : Number(row.max_amount_minor),
+    dailyLimitMinor: row.daily_limit_minor === null ? null : Number(row.daily_limit_minor),
+    allowedPayeeAccountIds: row.allowed_payee_account_ids,
+    currency: row.currency,
+    expiresAt: row.expires_at?.toISOString() ?? null,
+  };
+}
+
+interface ApiKeyRow extends MandateColumns {
   id: string;
   tenant: string;
   key_prefix: string;
@@ -48,41 +70,51 @@ function fromRow(row: ApiKeyRow): ApiKeyRecord {
     createdAt: row.created_at.toISOString(),
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
     revokedAt: row.revoked_at?.toISOString() ?? null,
+    mandate: mandateOf(row),
   };
 }
 
 export async function insertApiKey(
   pool: LedgerPool,
-  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole },
+  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole; mandate: Mandate },
 ): Promise<ApiKeyRecord> {
+  const m = key.mandate;
   const result = await pool.query<ApiKeyRow>(
-    `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label, role) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`,
-    [key.id, key.tenant, key.keyHash, key.keyPrefix, key.label, key.role],
+    `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label, role,
+                           max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+    [key.id, key.tenant, key.keyHash, key.keyPrefix, key.label, key.role,
+     m.maxAmountMinor, m.dailyLimitMinor, m.allowedPayeeAccountIds, m.currency, m.expiresAt],
   );
   return fromRow(result.rows[0]!);
 }
 
 /**
- * Who the key with this hash acts as, or null for an unknown or revoked key; records the use.
+ * Who the key with this hash acts as, with its mandate, or null for an unknown, revoked or expired
+ * key; records the use (of a usable key only).
  * One round trip: the lookup, and an update of last_used_at that writes only when the recorded
  * use is more than a minute old (or none), so a key used a thousand times a minute is written
  * once a minute, not a thousand times.
  */
 export async function principalForKeyHash(pool: LedgerPool, keyHash: string): Promise<ApiKeyPrincipal | null> {
-  const result = await pool.query<{ id: string; tenant: string; role: ApiKeyRole }>(
+  const result = await pool.query<{ id: string; tenant: string; role: ApiKeyRole } & MandateColumns>(
     `WITH found AS (
-       SELECT id, tenant, role, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+       SELECT id, tenant, role, last_used_at,
+              max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at
+         FROM api_keys
+        WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
      ), used AS (
        UPDATE api_keys SET last_used_at = now()
          FROM found
         WHERE api_keys.id = found.id
           AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
      )
-     SELECT id, tenant, role FROM found`,
+     SELECT id, tenant, role, max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at
+       FROM found`,
     [keyHash],
   );
   const row = result.rows[0];
-  return row ? { keyId: row.id, tenant: row.tenant, role: row.role } : null;
+  return row ? { keyId: row.id, tenant: row.tenant, role: row.role, mandate: mandateOf(row) } : null;
 }
 
 export async function getApiKey(pool: LedgerPool, id: string): Promise<ApiKeyRecord | null> {

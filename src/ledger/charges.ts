@@ -23,6 +23,8 @@ export interface ChargeRow {
   refunded_minor: number;
   decline_code: DeclineCode | null;
   failure_reason: string | null;
+  /** Absent from views that list their columns (charge_statuses). */
+  created_by_key_id?: string | null;
   hold_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;
@@ -57,6 +59,7 @@ export function fromRow(row: ChargeRow): LedgerCharge {
       metadata: row.metadata,
       declineCode: row.decline_code,
       failureReason: row.failure_reason,
+      ...(row.created_by_key_id !== undefined ? { createdByKeyId: row.created_by_key_id } : {}),
       holdExpiresAt: row.hold_expires_at?.toISOString() ?? null,
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
@@ -111,14 +114,22 @@ function isStalePlan(error: unknown): boolean {
 }
 
 const statements = {
-  try: { name: 'ledger_try', text: 'SELECT * FROM ledger_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)' },
+  try: { name: 'ledger_try', text: 'SELECT * FROM ledger_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)' },
   confirm: { name: 'ledger_confirm', text: 'SELECT * FROM ledger_confirm($1, $2, $3)' },
   cancel: { name: 'ledger_cancel', text: 'SELECT * FROM ledger_cancel($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)' },
 } as const satisfies Record<string, LedgerStatement>;
 
-/** Try: reserve the amount on the payer, or record the decline. One transaction, idempotent. */
+/**
+ * Try: reserve the amount on the payer, or record the decline. One transaction, idempotent. The
+ * acting key (if any) is recorded on the charge, and its daily limit enforced, serialised per key.
+ */
 export function tryHold(pool: LedgerPool, intent: ChargeIntent, holdTtlMs: number): Promise<LedgerCharge> {
-  return callLedgerFunction(pool, statements.try, [...intentParams(intent), holdTtlMs]);
+  return callLedgerFunction(pool, statements.try, [
+    ...intentParams(intent),
+    holdTtlMs,
+    intent.actingKeyId ?? null,
+    intent.dailyLimitMinor ?? null,
+  ]);
 }
 
 /** Confirm: capture the hold (all of it, or `captureMinor` of it, releasing the rest). */

@@ -27,8 +27,17 @@ CREATE TABLE api_keys (
   revoked_at timestamp with time zone,
   role text NOT NULL DEFAULT 'agent'::text,
   last_used_at timestamp with time zone,
+  max_amount_minor bigint,
+  daily_limit_minor bigint,
+  allowed_payee_account_ids text[],
+  currency text,
+  expires_at timestamp with time zone,
+  CONSTRAINT api_keys_allowed_payee_account_ids_check CHECK (cardinality(allowed_payee_account_ids) > 0),
+  CONSTRAINT api_keys_currency_check CHECK (currency ~ '^[A-Z]{3}$'::text),
+  CONSTRAINT api_keys_daily_limit_minor_check CHECK (daily_limit_minor > 0),
   CONSTRAINT api_keys_key_hash_check CHECK (key_hash ~ '^[0-9a-f]{64}$'::text),
   CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash),
+  CONSTRAINT api_keys_max_amount_minor_check CHECK (max_amount_minor > 0),
   CONSTRAINT api_keys_pkey PRIMARY KEY (id),
   CONSTRAINT api_keys_role_check CHECK (role = ANY (ARRAY['agent'::text, 'admin'::text])),
   CONSTRAINT api_keys_tenant_check CHECK (tenant ~ '^[a-z0-9_-]{1,64}$'::text)
@@ -56,6 +65,7 @@ CREATE TABLE charges (
   hold_expires_at timestamp with time zone,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  created_by_key_id text,
   CONSTRAINT charges_amount_minor_check CHECK (amount_minor > 0),
   CONSTRAINT charges_capture_mode_check CHECK (capture_mode = ANY (ARRAY['automatic'::text, 'manual'::text])),
   CONSTRAINT charges_captured_only_when_confirmed CHECK (hold_state = 'CONFIRMED'::text AND captured_minor >= 1 AND captured_minor <= amount_minor OR hold_state <> 'CONFIRMED'::text AND captured_minor = 0),
@@ -139,6 +149,7 @@ CREATE INDEX api_keys_by_tenant ON public.api_keys USING btree (tenant, created_
 CREATE INDEX charges_by_order ON public.charges USING btree (tenant, order_id);
 CREATE INDEX charges_by_payer ON public.charges USING btree (tenant, payer_account_id, created_at);
 CREATE INDEX charges_by_state ON public.charges USING btree (tenant, hold_state, created_at);
+CREATE INDEX charges_created_by_key_recent ON public.charges USING btree (created_by_key_id, created_at) WHERE (created_by_key_id IS NOT NULL);
 CREATE INDEX charges_open_holds ON public.charges USING btree (hold_expires_at) WHERE (hold_state = 'TRIED'::text);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
@@ -591,7 +602,7 @@ BEGIN
   RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'CGJ01';
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.ledger_try(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint)
+CREATE OR REPLACE FUNCTION public.ledger_try(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint, p_key_id text, p_daily_limit_minor bigint)
  RETURNS charges
  LANGUAGE plpgsql
 AS $function$
@@ -605,10 +616,11 @@ BEGIN
   -- finds the row; it never reserves a second time.
   INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
                        payee_account_id, currency, amount_minor, capture_mode, description, metadata,
-                       hold_state, held_minor, hold_expires_at)
+                       hold_state, held_minor, hold_expires_at, created_by_key_id)
   VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, p_payer, p_payee, p_currency,
           p_amount_minor, p_capture_mode, p_description, p_metadata, 'TRIED', p_amount_minor,
-          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END)
+          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END,
+          p_key_id)
   ON CONFLICT DO NOTHING
   RETURNING * INTO r;
 
@@ -624,6 +636,21 @@ BEGIN
         USING ERRCODE = 'CGH01';
     END IF;
     RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
+  END IF;
+
+  IF p_key_id IS NOT NULL AND p_daily_limit_minor IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended('ledger_try mandate ' || p_key_id, 0));
+    -- Held (TRIED) or captured (CONFIRMED) money; declined and cancelled charges count zero.
+    IF (SELECT coalesce(sum(c.held_minor + c.captured_minor), 0) FROM charges c
+         WHERE c.created_by_key_id = p_key_id AND c.created_at > now() - interval '24 hours'
+           AND c.id <> p_charge_id)
+       + p_amount_minor > p_daily_limit_minor THEN
+      UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
+                         decline_code = 'mandate_exceeded', updated_at = now()
+       WHERE tenant = p_tenant AND idempotency_key = p_key
+       RETURNING * INTO STRICT r;
+      RETURN r;
+    END IF;
   END IF;
 
   -- The common case in one statement: both accounts usable and the row's balance enough. Only the

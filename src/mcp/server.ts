@@ -7,7 +7,7 @@ import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validatio
 import { accountToWire, chargeToWire, refundToWire } from '../service/wire.js';
 import { limits } from '../domain/limits.js';
 import type { Operation } from '../domain/permissions.js';
-import { authorize, type Principal } from '../auth/principal.js';
+import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
@@ -40,12 +40,12 @@ const idempotencyKey = z
 async function run(
   deps: McpDeps,
   operation: Operation,
-  body: (tenant: string) => Promise<CallToolResult>,
+  body: (tenant: string, principal: Principal) => Promise<CallToolResult>,
 ): Promise<CallToolResult> {
   try {
     const principal = await deps.principal();
     authorize(principal, operation);
-    return await body(principal.tenant);
+    return await body(principal.tenant, principal);
   } catch (error) {
     const result = errorResult(error);
     // Unexpected failures reach the model only as "internal_error"; the operator needs the cause.
@@ -105,8 +105,9 @@ export function createMcpServer(deps: McpDeps): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, ...body }) =>
-      run(deps, 'charges.create', async (tenant) => {
-        const answer = await charges.charge(tenant, idempotency_key, body, { waitMs: deps.waitBudgetMs });
+      run(deps, 'charges.create', async (tenant, principal) => {
+        const actor = chargeActorOf(principal);
+        const answer = await charges.charge(tenant, idempotency_key, body, { waitMs: deps.waitBudgetMs, ...(actor ? { actor } : {}) });
         const charge = chargeToWire(answer.charge);
         const summary = !answer.completed
           ? `Charge ${charge.id} is still processing (status ${charge.status}). Call create_charge again with the same idempotency_key, or get_charge.`

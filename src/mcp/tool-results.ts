@@ -3,6 +3,7 @@ import {
   ChargeguardError,
   ChargeStateConflictError,
   ForbiddenError,
+  MandateExceededError,
   IdempotencyConflictError,
   NotFoundError,
   UnauthorizedError,
@@ -22,9 +23,12 @@ export function okResult(summary: string, value: Record<string, unknown>): CallT
 /** What the model should do next, by error: the point of a tool error is the next step. */
 function advice(error: unknown): string {
   if (error instanceof UnauthorizedError) {
-    return 'This server\'s API key is unknown or revoked: nothing was done. Stop and ask the operator for a valid key.';
+    return 'This server\'s API key is unknown, revoked or expired: nothing was done. Stop and ask the operator for a valid key.';
   }
   if (error instanceof ForbiddenError) return 'This key may not do this: nothing was done. Ask the operator; do not retry.';
+  if (error instanceof MandateExceededError) {
+    return 'This charge is outside what this key may charge: nothing was done. Do not retry it; ask the operator.';
+  }
   if (error instanceof ValidationError) return 'Fix the named arguments and call again; nothing was recorded.';
   if (error instanceof IdempotencyConflictError) {
     return 'If you are retrying, resend the original arguments unchanged. If this is a new charge, use a new idempotency_key.';
@@ -48,6 +52,7 @@ export function errorResult(raw: unknown): CallToolResult {
   const value: Record<string, unknown> = { error: { type, detail, next_step: advice(error) } };
   if (error instanceof ValidationError) (value.error as Record<string, unknown>).errors = error.errors;
   if (error instanceof ChargeStateConflictError) (value.error as Record<string, unknown>).reason = error.reason;
+  if (error instanceof MandateExceededError) (value.error as Record<string, unknown>).rule = error.rule;
   return {
     isError: true,
     content: [{ type: 'text', text: `${type}: ${detail}\nWhat to do: ${advice(error)}` }],

@@ -14,6 +14,8 @@ import type { ChargeHandle } from './start-or-attach.js';
 import { translateFailures } from './temporal-failures.js';
 import { assertEmptyBody, parseCaptureBody, parseOptionalAmount } from './validation.js';
 import { boundedWaitMs } from './waiting.js';
+import { mandateRefusal, type Mandate } from '../domain/mandate.js';
+import { MandateExceededError } from './errors.js';
 
 export type { ChargeReply } from './charges.js';
 export type { ChargeListQuery } from './listing.js';
@@ -54,6 +56,17 @@ export interface CallOptions {
    * timeout, the wait) apply within it.
    */
   deadlineEpochMs?: number;
+  /**
+   * The API key making a new charge, with its mandate: a charge outside the mandate is refused
+   * (MandateExceededError) before anything starts, and the key (with its daily limit) travels in
+   * the intent to the ledger's Try. Absent: the operator, who acts with database access.
+   */
+  actor?: ChargeActor;
+}
+
+export interface ChargeActor {
+  keyId: string;
+  mandate: Mandate;
 }
 
 /** Per call, for operations that wait for an outcome. */
@@ -87,7 +100,7 @@ export class ChargeService {
   /** Start the charge or attach to the one already started under this key, and wait for its outcome. */
   async charge(tenant: string, idempotencyKey: string, body: unknown, options: WaitOptions = {}): Promise<ChargeReply> {
     return this.run(options, () =>
-      charge(this.ctx, this.buildIntent(tenant, idempotencyKey, body), boundedWaitMs(options.waitMs, this.ctx.waitBudgetMs)),
+      charge(this.ctx, this.buildIntent(tenant, idempotencyKey, body, options.actor), boundedWaitMs(options.waitMs, this.ctx.waitBudgetMs)),
     );
   }
 
@@ -98,7 +111,7 @@ export class ChargeService {
     body: unknown,
     options: CallOptions = {},
   ): Promise<{ handle: ChargeHandle; replayed: boolean }> {
-    return this.run(options, () => startCharge(this.ctx, this.buildIntent(tenant, idempotencyKey, body)));
+    return this.run(options, () => startCharge(this.ctx, this.buildIntent(tenant, idempotencyKey, body, options.actor)));
   }
 
   /** The charge as it stands now: the ledger once decided (refunds included), the workflow while open. */
@@ -172,8 +185,20 @@ export class ChargeService {
   }
 
   /** Validates the request and builds the intent: the same (tenant, key, body) always gives the same intent. */
-  buildIntent(tenant: string, idempotencyKey: string, body: unknown): ChargeIntent {
-    return buildChargeIntent(tenant, idempotencyKey, body, this.ctx.amountMinorMax);
+  /**
+   * Validates a charge request and builds its intent; with an actor, judges the actor's mandate
+   * first (throws MandateExceededError naming the rule) and names the actor in the intent.
+   */
+  buildIntent(tenant: string, idempotencyKey: string, body: unknown, actor?: ChargeActor): ChargeIntent {
+    const intent = buildChargeIntent(tenant, idempotencyKey, body, this.ctx.amountMinorMax);
+    if (actor === undefined) return intent;
+    const refusal = mandateRefusal(actor.mandate, intent.request, Date.now());
+    if (refusal !== null) throw new MandateExceededError(refusal.rule, refusal.detail);
+    return {
+      ...intent,
+      actingKeyId: actor.keyId,
+      ...(actor.mandate.dailyLimitMinor !== null ? { dailyLimitMinor: actor.mandate.dailyLimitMinor } : {}),
+    };
   }
 
   /** Validates a refund request and builds its intent: the same (tenant, keys, body) always gives the same intent. */

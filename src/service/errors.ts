@@ -1,3 +1,5 @@
+import type { MandateRule } from '../domain/mandate.js';
+
 /**
  * The typed errors every surface maps to its own protocol (HTTP status, MCP tool error, CLI exit).
  * `code` is stable; `message` is for a person.
@@ -19,7 +21,7 @@ export class ValidationError extends ChargeguardError {
   }
 }
 
-/** No usable API key (missing, unknown or revoked): nothing is read or written. */
+/** No usable API key (missing, unknown, revoked or expired): nothing is read or written. */
 export class UnauthorizedError extends ChargeguardError {
   readonly code = 'unauthorized';
 }
@@ -30,6 +32,18 @@ export class ForbiddenError extends ChargeguardError {
   constructor(
     /** The operation refused, as the permission table names it (e.g. accounts.open). */
     readonly operation: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The charge is outside the acting key's mandate; nothing was recorded or started. */
+export class MandateExceededError extends ChargeguardError {
+  readonly code = 'mandate_exceeded';
+  constructor(
+    /** The rule broken. */
+    readonly rule: MandateRule,
     message: string,
   ) {
     super(message);

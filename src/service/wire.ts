@@ -31,16 +31,22 @@ export const wireChargeSchema = z
     description: z.string().nullable(),
     metadata: z.record(z.string(), z.string()).nullable(),
     decline_code: z
-      .enum(['insufficient_funds', 'account_frozen', 'unknown_account', 'currency_mismatch'])
+      .enum(['insufficient_funds', 'account_frozen', 'unknown_account', 'currency_mismatch', 'mandate_exceeded'])
       .optional()
       .describe('present when status is declined'),
     failure_reason: z.string().optional().describe('present when the charge ended without the money moving'),
+    created_by_key_id: z
+      .string()
+      .nullable()
+      .optional()
+      .describe('audit, shown to admin keys only: the API key that created the charge (null: the operator, or before audit)'),
     created_at: timestamp,
     updated_at: timestamp,
   });
 export type WireCharge = z.infer<typeof wireChargeSchema>;
 
-export function chargeToWire(charge: Charge): WireCharge {
+/** `audit`: include who created it (admin keys only). */
+export function chargeToWire(charge: Charge, options: { audit?: boolean } = {}): WireCharge {
   return {
     id: charge.id,
     object: 'charge',
@@ -58,6 +64,7 @@ export function chargeToWire(charge: Charge): WireCharge {
     metadata: charge.metadata,
     ...(charge.declineCode ? { decline_code: charge.declineCode } : {}),
     ...(charge.failureReason ? { failure_reason: charge.failureReason } : {}),
+    ...(options.audit && charge.createdByKeyId !== undefined ? { created_by_key_id: charge.createdByKeyId } : {}),
     created_at: charge.createdAt,
     updated_at: charge.updatedAt,
   };
@@ -143,6 +150,10 @@ export const wireProblemSchema = z
     errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
     reason: z.string().optional().describe('for charge_state_conflict: which state refused the operation'),
     operation: z.string().optional().describe('for forbidden: the operation the key\'s role does not allow, e.g. accounts.open'),
+    rule: z
+      .enum(['max_amount', 'daily_limit', 'payees', 'currency', 'expires_at'])
+      .optional()
+      .describe('for mandate_exceeded: the mandate rule the charge broke'),
     dependency: z.enum(['temporal', 'database', 'worker']).optional().describe('for service_unavailable: what is unreachable'),
     request_id: z.string().optional().describe('the id this request is logged under; also its X-Request-Id header'),
   });

@@ -17,6 +17,12 @@ import {
 } from '../openapi.js';
 import { assertWellFormedQuery, bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
+import { chargeActorOf, type Principal } from '../../auth/principal.js';
+
+/** Audit fields (who created it) are shown to admin keys only. */
+function auditFor(request: { principal: Principal }): { audit: boolean } {
+  return { audit: request.principal.role === 'admin' };
+}
 
 export const chargeKeyParams = {
   type: 'object',
@@ -76,9 +82,11 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request, reply) => {
       const key = requireIdempotencyKey(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
+      const actor = chargeActorOf(request.principal);
       const answer = await context.charges.charge(request.tenant, key, request.body, {
         waitMs,
         deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
+        ...(actor ? { actor } : {}),
       });
       metrics.chargeAnswered(answer);
       if (applied) reply.header('preference-applied', applied);
@@ -86,9 +94,9 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       reply.header('location', chargeLocation(key));
       if (!answer.completed) {
         reply.header('retry-after', String(deps.retryAfterSeconds));
-        return reply.code(202).send(chargeToWire(answer.charge));
+        return reply.code(202).send(chargeToWire(answer.charge, auditFor(request)));
       }
-      return reply.code(answer.replayed ? 200 : 201).send(chargeToWire(answer.charge));
+      return reply.code(answer.replayed ? 200 : 201).send(chargeToWire(answer.charge, auditFor(request)));
     },
   );
 
@@ -130,7 +138,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request) => {
       assertWellFormedQuery(request);
       const page = await context.charges.listChargesFromQuery(request.tenant, request.query);
-      return listToWire(page.charges.map(chargeToWire), page.hasMore);
+      return listToWire(page.charges.map((charge) => chargeToWire(charge, auditFor(request))), page.hasMore);
     },
   );
 
@@ -152,6 +160,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request) =>
       chargeToWire(
         await context.charges.getCharge(request.tenant, chargeKeyOf(request.params), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
+        auditFor(request),
       ),
   );
 
@@ -179,6 +188,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       const key = chargeKeyOf(request.params);
       return chargeToWire(
         await context.charges.cancelChargeFromBody(request.tenant, key, bodyOf(request), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
+        auditFor(request),
       );
     },
   );
@@ -208,6 +218,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       const key = chargeKeyOf(request.params);
       return chargeToWire(
         await context.charges.captureChargeFromBody(request.tenant, key, bodyOf(request), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
+        auditFor(request),
       );
     },
   );

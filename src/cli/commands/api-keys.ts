@@ -1,16 +1,83 @@
 import type { Command } from 'commander';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../../auth/api-keys.js';
 import { defaultRole, isRole, roles, type Role } from '../../domain/permissions.js';
-import { NotFoundError, ValidationError } from '../../service/errors.js';
-import { assertTenant, assertText } from '../../service/validation.js';
+import { NotFoundError, ValidationError, type FieldError } from '../../service/errors.js';
+import { accountIdProblem, assertTenant, assertText } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
+import { hasMandate, type Mandate } from '../../domain/mandate.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
+
+function describeMandate(mandate: Mandate): string {
+  if (!hasMandate(mandate)) return 'mandate none';
+  const rules = [
+    mandate.maxAmountMinor !== null ? `max amount ${mandate.maxAmountMinor}` : null,
+    mandate.dailyLimitMinor !== null ? `daily limit ${mandate.dailyLimitMinor}` : null,
+    mandate.allowedPayeeAccountIds !== null ? `payees ${mandate.allowedPayeeAccountIds.join(',')}` : null,
+    mandate.currency !== null ? `currency ${mandate.currency}` : null,
+    mandate.expiresAt !== null ? `expires ${mandate.expiresAt}` : null,
+  ];
+  return `mandate ${rules.filter((rule) => rule !== null).join(', ')}`;
+}
 
 function describeKey(key: ApiKeyRecord): string {
   return (
-    `${key.id}  tenant ${key.tenant}  role ${key.role}  ${key.keyPrefix}…  ${key.label ?? ''}  created ${key.createdAt}  ` +
-    `last used ${key.lastUsedAt ?? 'never'}${key.revokedAt ? `  REVOKED ${key.revokedAt}` : ''}`
+    `${key.id}  tenant ${key.tenant}  role ${key.role}  ${key.keyPrefix}…  ${key.label ?? ''}  ${describeMandate(key.mandate)}  ` +
+    `created ${key.createdAt}  last used ${key.lastUsedAt ?? 'never'}${key.revokedAt ? `  REVOKED ${key.revokedAt}` : ''}`
   );
+}
+
+function mandateToJson(mandate: Mandate) {
+  return {
+    max_amount: mandate.maxAmountMinor,
+    daily_limit: mandate.dailyLimitMinor,
+    payees: mandate.allowedPayeeAccountIds,
+    currency: mandate.currency,
+    expires_at: mandate.expiresAt,
+  };
+}
+
+interface MandateOptions {
+  maxAmount?: string;
+  dailyLimit?: string;
+  payees?: string;
+  currency?: string;
+  expiresAt?: string;
+}
+
+/** The mandate the flags ask for; every bad flag is named at once. */
+function mandateOptions(options: MandateOptions, nowMs: number): Mandate {
+  const errors: FieldError[] = [];
+  const amount = (text: string | undefined, field: string): number | null => {
+    if (text === undefined) return null;
+    const value = /^[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
+    if (Number.isSafeInteger(value) && value >= 1) return value;
+    errors.push({ field, message: 'must be a whole number of minor units, at least 1' });
+    return null;
+  };
+  const maxAmountMinor = amount(options.maxAmount, '--max-amount');
+  const dailyLimitMinor = amount(options.dailyLimit, '--daily-limit');
+  let payees: string[] | null = null;
+  if (options.payees !== undefined) {
+    payees = options.payees.split(',').map((id) => id.trim());
+    const problem = payees.map(accountIdProblem).find((p) => p !== null);
+    if (problem) errors.push({ field: '--payees', message: `account ids separated by commas: ${problem}` });
+  }
+  if (options.currency !== undefined && !/^[A-Z]{3}$/.test(options.currency)) {
+    errors.push({ field: '--currency', message: 'must be an ISO 4217 code in upper case, e.g. USD' });
+  }
+  let expiresAt: string | null = null;
+  if (options.expiresAt !== undefined) {
+    const ms = /^\d{4}-\d{2}-\d{2}T/.test(options.expiresAt) ? Date.parse(options.expiresAt) : NaN;
+    if (Number.isNaN(ms)) {
+      errors.push({ field: '--expires-at', message: 'must be an ISO 8601 date-time, e.g. 2027-01-31T00:00:00Z' });
+    } else if (ms <= nowMs) {
+      errors.push({ field: '--expires-at', message: 'must be in the future' });
+    } else {
+      expiresAt = new Date(ms).toISOString();
+    }
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+  return { maxAmountMinor, dailyLimitMinor, allowedPayeeAccountIds: payees, currency: options.currency ?? null, expiresAt };
 }
 
 function keyToJson(key: ApiKeyRecord) {
@@ -23,6 +90,7 @@ function keyToJson(key: ApiKeyRecord) {
     created_at: key.createdAt,
     last_used_at: key.lastUsedAt,
     revoked_at: key.revokedAt,
+    mandate: mandateToJson(key.mandate),
   };
 }
 
@@ -46,18 +114,28 @@ export function registerApiKeysCommand(program: Command): void {
     .option(
       '--role <role>',
       'agent (default): create, read, cancel, capture and refund charges, read accounts; admin: also open accounts, deposit, manage keys',
-    );
+    )
+    .option('--max-amount <minor>', 'mandate: the largest single charge, in minor units')
+    .option('--daily-limit <minor>', 'mandate: the most the key may charge in any 24 h, in minor units')
+    .option('--payees <ids>', 'mandate: the only payee accounts it may charge to, comma-separated')
+    .option('--currency <code>', 'mandate: the only currency it may charge in')
+    .option('--expires-at <iso>', 'the key stops working at this instant (ISO 8601)');
   addTenantOption(create);
   addOutputOption(create);
-  create.action((options: { tenant?: string; label?: string; role?: string; json?: boolean }) =>
+  create.action((options: { tenant?: string; label?: string; role?: string; json?: boolean } & MandateOptions) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
       const label = options.label === undefined ? null : assertText(options.label, '--label', { maxLength: limits.apiKeyLabelMaxLength });
       const role = roleOption(options.role);
+      const mandate = mandateOptions(options, Date.now());
       const cli = await openCliLedger();
       try {
-        const { key, record } = await createApiKey(cli.ledger, tenant, label, role);
-        print(options, { ...keyToJson(record), key }, `${key}\n(${record.id}, ${role} key for tenant ${tenant}: store it now, it is not kept in clear)`);
+        const { key, record } = await createApiKey(cli.ledger, tenant, label, role, mandate);
+        print(
+          options,
+          { ...keyToJson(record), key },
+          `${key}\n(${record.id}, ${role} key for tenant ${tenant}, ${describeMandate(record.mandate)}: store it now, it is not kept in clear)`,
+        );
       } finally {
         await cli.close();
       }
@@ -80,7 +158,7 @@ export function registerApiKeysCommand(program: Command): void {
     }),
   );
 
-  const show = keys.command('show').description('one key: role, created, last used, revoked (by its id, key_…)').argument('<key-id>');
+  const show = keys.command('show').description('one key: role, mandate, created, last used, revoked (by its id, key_…)').argument('<key-id>');
   addOutputOption(show);
   show.action((id: string, options: { json?: boolean }) =>
     runCommand(options, async () => {

@@ -77,10 +77,10 @@ async function stdioPrincipal(
   const apiKey = process.env.CHARGEGUARD_API_KEY;
   if (!apiKey) throw new UsageError('say which tenant: --tenant, CHARGEGUARD_API_KEY or CHARGEGUARD_TENANT');
   const first = await principalForApiKey(ledger, apiKey);
-  if (first === null) throw new UsageError('CHARGEGUARD_API_KEY is unknown or revoked');
+  if (first === null) throw new UsageError('CHARGEGUARD_API_KEY is unknown, revoked or expired');
   const principal = async (): Promise<Principal> => {
     const now = await principalForApiKey(ledger, apiKey);
-    if (now === null) throw new UnauthorizedError('the API key (CHARGEGUARD_API_KEY) is unknown or revoked');
+    if (now === null) throw new UnauthorizedError('the API key (CHARGEGUARD_API_KEY) is unknown, revoked or expired');
     return now;
   };
   return { first, principal };

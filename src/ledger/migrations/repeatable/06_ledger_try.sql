@@ -12,11 +12,19 @@
 --
 -- The common path reserves in one statement (the payer's row alone covers the amount); a
 -- reservation is declined for want of funds only after the payer's pending postings are folded.
+--
+-- Mandate (p_key_id, p_daily_limit_minor; both null for the operator): the charge records the key
+-- that made it, and when the key has a daily limit, the key's charges that hold or captured money
+-- in the last 24 h plus this one must not exceed it, or the charge is DECLINED `mandate_exceeded`.
+-- Concurrent Trys of one key are serialised on a transaction-scoped advisory lock on the key id,
+-- taken before the sum (each statement reads what the previous holder committed), so concurrent
+-- charges cannot overshoot the limit together.
 
 CREATE OR REPLACE FUNCTION ledger_try(
   p_tenant text, p_key text, p_charge_id text, p_fingerprint text,
   p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint,
-  p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint
+  p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint,
+  p_key_id text, p_daily_limit_minor bigint
 ) RETURNS charges LANGUAGE plpgsql AS $$
 DECLARE
   r charges;
@@ -28,10 +36,11 @@ BEGIN
   -- finds the row; it never reserves a second time.
   INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
                        payee_account_id, currency, amount_minor, capture_mode, description, metadata,
-                       hold_state, held_minor, hold_expires_at)
+                       hold_state, held_minor, hold_expires_at, created_by_key_id)
   VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, p_payer, p_payee, p_currency,
           p_amount_minor, p_capture_mode, p_description, p_metadata, 'TRIED', p_amount_minor,
-          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END)
+          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END,
+          p_key_id)
   ON CONFLICT DO NOTHING
   RETURNING * INTO r;
 
@@ -47,6 +56,21 @@ BEGIN
         USING ERRCODE = 'CGH01';
     END IF;
     RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
+  END IF;
+
+  IF p_key_id IS NOT NULL AND p_daily_limit_minor IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended('ledger_try mandate ' || p_key_id, 0));
+    -- Held (TRIED) or captured (CONFIRMED) money; declined and cancelled charges count zero.
+    IF (SELECT coalesce(sum(c.held_minor + c.captured_minor), 0) FROM charges c
+         WHERE c.created_by_key_id = p_key_id AND c.created_at > now() - interval '24 hours'
+           AND c.id <> p_charge_id)
+       + p_amount_minor > p_daily_limit_minor THEN
+      UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
+                         decline_code = 'mandate_exceeded', updated_at = now()
+       WHERE tenant = p_tenant AND idempotency_key = p_key
+       RETURNING * INTO STRICT r;
+      RETURN r;
+    END IF;
   END IF;
 
   -- The common case in one statement: both accounts usable and the row's balance enough. Only the

@@ -1,0 +1,72 @@
+import type { ChargeRequest } from './charge.js';
+
+/**
+ * What an API key may charge: each rule optional (null: no such rule). Checked by the service
+ * before anything starts (`mandateRefusal`); the daily limit is also enforced inside the ledger's
+ * Try, serialised per key, because only there can concurrent charges be summed exactly.
+ */
+export interface Mandate {
+  /** The largest single charge, in minor units. */
+  maxAmountMinor: number | null;
+  /** The most the key's charges may hold or capture in any rolling 24 h, in minor units. */
+  dailyLimitMinor: number | null;
+  /** The only payee accounts the key may charge to. */
+  allowedPayeeAccountIds: readonly string[] | null;
+  /** The only currency the key may charge in (ISO 4217, upper case). */
+  currency: string | null;
+  /** After this instant (ISO 8601) the key authenticates nothing. */
+  expiresAt: string | null;
+}
+
+export const noMandate: Mandate = {
+  maxAmountMinor: null,
+  dailyLimitMinor: null,
+  allowedPayeeAccountIds: null,
+  currency: null,
+  expiresAt: null,
+};
+
+export function hasMandate(mandate: Mandate): boolean {
+  return Object.values(mandate).some((value) => value !== null);
+}
+
+/** A mandate rule a charge broke, named as `rule` on the refusal. */
+export type MandateRule = 'max_amount' | 'daily_limit' | 'payees' | 'currency' | 'expires_at';
+
+export interface MandateRefusal {
+  rule: MandateRule;
+  detail: string;
+}
+
+/**
+ * Why this charge is outside the mandate, or null when it is inside. The daily limit is not judged
+ * here (it needs the key's recent charges; the ledger's Try judges it) except that a single charge
+ * larger than the whole limit can never fit.
+ */
+export function mandateRefusal(mandate: Mandate, request: ChargeRequest, nowMs: number): MandateRefusal | null {
+  if (mandate.expiresAt !== null && Date.parse(mandate.expiresAt) <= nowMs) {
+    return { rule: 'expires_at', detail: `this key expired at ${mandate.expiresAt}` };
+  }
+  if (mandate.maxAmountMinor !== null && request.amountMinor > mandate.maxAmountMinor) {
+    return {
+      rule: 'max_amount',
+      detail: `amount ${request.amountMinor} exceeds this key's largest charge of ${mandate.maxAmountMinor}`,
+    };
+  }
+  if (mandate.dailyLimitMinor !== null && request.amountMinor > mandate.dailyLimitMinor) {
+    return {
+      rule: 'daily_limit',
+      detail: `amount ${request.amountMinor} exceeds this key's daily limit of ${mandate.dailyLimitMinor}`,
+    };
+  }
+  if (mandate.currency !== null && request.currency !== mandate.currency) {
+    return { rule: 'currency', detail: `currency ${request.currency} is not this key's currency ${mandate.currency}` };
+  }
+  if (mandate.allowedPayeeAccountIds !== null && !mandate.allowedPayeeAccountIds.includes(request.payeeAccountId)) {
+    return {
+      rule: 'payees',
+      detail: `payee ${request.payeeAccountId} is not among this key's payees (${mandate.allowedPayeeAccountIds.join(', ')})`,
+    };
+  }
+  return null;
+}

@@ -1,0 +1,178 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { describe, expect, inject, it } from 'vitest';
+import { createApiKey } from '../src/auth/api-keys.js';
+import { chargeWorkflowId } from '../src/domain/charge.js';
+import { noMandate, type Mandate } from '../src/domain/mandate.js';
+import { countLedger } from '../src/ledger/reports.js';
+import { balanceOf, chargeBody, expectLedgerInvariants, fundedTenant, newKey, useHarness, workflowExists } from './support/harness.js';
+import { useApi } from './support/api.js';
+import { callTool, mcpOverHttp } from './support/mcp.js';
+import { runCli as cli } from './support/cli.js';
+
+const h = useHarness();
+const api = useApi();
+
+async function agentKey(tenant: string, mandate: Partial<Mandate>): Promise<{ key: string; id: string }> {
+  const { key, record } = await createApiKey(h.pool, tenant, 'mandated agent', 'agent', { ...noMandate, ...mandate });
+  return { key, id: record.id };
+}
+
+describe('mandates: what an agent key may charge', () => {
+  it('a charge outside the mandate is a 403 mandate_exceeded naming the rule; nothing recorded, no workflow started', async () => {
+    const tenant = await fundedTenant(h, { label: 'mandate-front' });
+    const { key } = await agentKey(tenant, {
+      maxAmountMinor: 1_000,
+      dailyLimitMinor: 1_500,
+      allowedPayeeAccountIds: ['payee'],
+      currency: 'USD',
+    });
+    const before = await countLedger(h.pool, tenant);
+
+    const attempts: Array<{ rule: string; body: Record<string, unknown>; detail: RegExp }> = [
+      { rule: 'max_amount', body: chargeBody({ amount: 5_000 }), detail: /^amount 5000 exceeds this key's largest charge of 1000$/ },
+      { rule: 'payees', body: chargeBody({ payee_account_id: 'elsewhere' }), detail: /^payee elsewhere is not among this key's payees \(payee\)$/ },
+      { rule: 'currency', body: chargeBody({ currency: 'EUR' }), detail: /^currency EUR is not this key's currency USD$/ },
+    ];
+    for (const attempt of attempts) {
+      const idempotencyKey = newKey(attempt.rule);
+      const response = await api.request('/v1/charges', { apiKey: key, body: attempt.body, headers: { 'idempotency-key': idempotencyKey } });
+      expect(response.status, attempt.rule).toBe(403);
+      expect(response.headers.get('content-type'), attempt.rule).toMatch(/^application\/problem\+json/);
+      expect(response.body, attempt.rule).toMatchObject({ type: 'mandate_exceeded', title: 'Mandate exceeded', status: 403, rule: attempt.rule });
+      expect(response.body.detail, attempt.rule).toMatch(attempt.detail);
+      expect(await workflowExists(h, chargeWorkflowId(tenant, idempotencyKey)), attempt.rule).toBe(false);
+    }
+    expect(await countLedger(h.pool, tenant)).toEqual(before);
+
+    // A key whose daily limit is smaller than its largest charge: one charge over the limit never fits.
+    const small = await agentKey(tenant, { dailyLimitMinor: 300 });
+    const overDaily = await api.request('/v1/charges', { apiKey: small.key, body: chargeBody({ amount: 301 }), headers: { 'idempotency-key': newKey() } });
+    expect(overDaily.status).toBe(403);
+    expect(overDaily.body).toMatchObject({ type: 'mandate_exceeded', rule: 'daily_limit', detail: "amount 301 exceeds this key's daily limit of 300" });
+    expect(await countLedger(h.pool, tenant)).toEqual(before);
+
+    // Inside the mandate: charged, and the charge records the key (shown to admin keys only).
+    const chargeKey = newKey('inside');
+    const inside = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 1_000 }), headers: { 'idempotency-key': chargeKey } });
+    expect(inside.status, JSON.stringify(inside.body)).toBe(201);
+    expect(inside.body.status).toBe('succeeded');
+    expect(inside.body).not.toHaveProperty('created_by_key_id');
+    const keyId = (await h.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE tenant = $1 AND max_amount_minor = 1000', [tenant])).rows[0]!.id;
+    const admin = await api.keyFor(tenant, 'admin');
+    expect((await api.request(`/v1/charges/${chargeKey}`, { apiKey: admin })).body).toMatchObject({ created_by_key_id: keyId });
+    expect((await api.request(`/v1/charges/${chargeKey}`, { apiKey: key })).body).not.toHaveProperty('created_by_key_id');
+
+    // The rolling total: 1000 charged, so 600 more would exceed 1500; the ledger's Try declines it.
+    const overTotal = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 600 }), headers: { 'idempotency-key': newKey() } });
+    expect(overTotal.status, JSON.stringify(overTotal.body)).toBe(201);
+    expect(overTotal.body).toMatchObject({ status: 'declined', decline_code: 'mandate_exceeded' });
+    const fits = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 500 }), headers: { 'idempotency-key': newKey() } });
+    expect(fits.body).toMatchObject({ status: 'succeeded' });
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 1_500);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('an expired key is refused on every route with 401, like a revoked one', async () => {
+    const tenant = await fundedTenant(h, { label: 'mandate-expired' });
+    const { key, id } = await agentKey(tenant, { expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+    expect((await api.request('/v1/accounts/payer', { apiKey: key })).status).toBe(200);
+    await h.pool.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [id]);
+    const before = await countLedger(h.pool, tenant);
+    for (const [path, body] of [
+      ['/v1/accounts/payer', undefined],
+      ['/v1/charges', chargeBody({ amount: 1 })],
+      ['/v1/charges?order_id=x', undefined],
+    ] as const) {
+      const response = await api.request(path, { apiKey: key, ...(body ? { body, headers: { 'idempotency-key': newKey() } } : {}) });
+      expect(response.status, path).toBe(401);
+      expect(response.body, path).toMatchObject({ type: 'unauthorized', detail: 'the API key is unknown, revoked or expired' });
+    }
+    expect(await countLedger(h.pool, tenant)).toEqual(before);
+  });
+
+  it('50 concurrent charges of 1 against a daily limit of 10: exactly 10 succeed, 40 are declined mandate_exceeded', async () => {
+    const tenant = await fundedTenant(h, { label: 'mandate-race' });
+    const { key } = await agentKey(tenant, { dailyLimitMinor: 10 });
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 1 }), headers: { 'idempotency-key': newKey(`race-${i}`) } }),
+      ),
+    );
+    for (const answer of answers) expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    const statuses = answers.map((a) => `${a.body.status}${a.body.decline_code ? `:${a.body.decline_code}` : ''}`);
+    expect(statuses.filter((s) => s === 'succeeded')).toHaveLength(10);
+    expect(statuses.filter((s) => s === 'declined:mandate_exceeded')).toHaveLength(40);
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 10);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('MCP over HTTP: create_charge outside the mandate is a mandate_exceeded tool error, nothing recorded', async () => {
+    const tenant = await fundedTenant(h, { label: 'mandate-mcp' });
+    const { key } = await agentKey(tenant, { maxAmountMinor: 100 });
+    const before = await countLedger(h.pool, tenant);
+    const { client, transport } = mcpOverHttp(api.baseUrl, key);
+    await client.connect(transport);
+    try {
+      const result = await callTool(client, 'create_charge', { idempotency_key: newKey(), ...chargeBody({ amount: 101 }) });
+      expect(result.isError).toBe(true);
+      expect((result.structuredContent as any).error).toMatchObject({
+        type: 'mandate_exceeded',
+        rule: 'max_amount',
+        detail: "amount 101 exceeds this key's largest charge of 100",
+      });
+    } finally {
+      await client.close();
+    }
+    expect(await countLedger(h.pool, tenant)).toEqual(before);
+  });
+
+  it('MCP over stdio: the mandate holds, and a key that expires mid-session is refused on its next call', async () => {
+    const stack = inject('stack');
+    const tenant = await fundedTenant(h, { label: 'mandate-stdio' });
+    const { key, id } = await agentKey(tenant, { currency: 'USD', expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
+    const stderr: string[] = [];
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, CHARGEGUARD_API_KEY: key };
+    delete env.CHARGEGUARD_TENANT;
+    const transport = new StdioClientTransport({ command: process.execPath, args: ['--import', 'tsx', 'src/cli/main.ts', 'mcp', '--stdio'], env, stderr: 'pipe' });
+    transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+    const client = new Client({ name: 'chargeguard-test', version: '1.0.0' });
+    try {
+      await client.connect(transport);
+      const before = await countLedger(h.pool, tenant);
+      const euro = await callTool(client, 'create_charge', { idempotency_key: newKey(), ...chargeBody({ amount: 100, currency: 'EUR' }) });
+      expect((euro.structuredContent as any).error).toMatchObject({ type: 'mandate_exceeded', rule: 'currency' });
+      expect(await countLedger(h.pool, tenant)).toEqual(before);
+
+      await h.pool.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [id]);
+      const read = await callTool(client, 'get_account_balance', { account_id: 'payer' });
+      expect(read.isError).toBe(true);
+      expect((read.structuredContent as any).error).toMatchObject({ type: 'unauthorized', detail: expect.stringMatching(/expired/) });
+    } catch (error) {
+      throw new Error(`${(error as Error).message}\n--- server stderr ---\n${stderr.join('')}`, { cause: error });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('api-keys create takes the mandate flags; show and list print the mandate; bad values are refused', async () => {
+    const tenant = await fundedTenant(h, { label: 'mandate-cli' });
+    const created = await cli([
+      'api-keys', 'create', '--tenant', tenant, '--max-amount', '1000', '--daily-limit', '5000',
+      '--payees', 'payee,shop', '--currency', 'USD', '--expires-at', '2099-01-31T00:00:00Z', '--json',
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.json.mandate).toEqual({ max_amount: 1000, daily_limit: 5000, payees: ['payee', 'shop'], currency: 'USD', expires_at: '2099-01-31T00:00:00.000Z' });
+    const shown = await cli(['api-keys', 'show', created.json.id]);
+    expect(shown.stdout).toMatch(/mandate max amount 1000, daily limit 5000, payees payee,shop, currency USD, expires 2099-01-31T00:00:00.000Z/);
+    const listed = await cli(['api-keys', 'list', '--tenant', tenant, '--json']);
+    expect(listed.json.map((k: { mandate: unknown }) => k.mandate)).toEqual([created.json.mandate]);
+
+    const refused = await cli(['api-keys', 'create', '--tenant', tenant, '--max-amount', '0', '--expires-at', '2001-01-01T00:00:00Z', '--json']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.json.error.errors).toEqual([
+      { field: '--max-amount', message: 'must be a whole number of minor units, at least 1' },
+      { field: '--expires-at', message: 'must be in the future' },
+    ]);
+  });
+});
