@@ -9,6 +9,7 @@ import { balanceOf, chargeBody, expectLedgerInvariants, fundedTenant, newKey, us
 import { useApi } from './support/api.js';
 import { callTool, mcpOverHttp } from './support/mcp.js';
 import { runCli as cli } from './support/cli.js';
+import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
 
 const h = useHarness();
 const api = useApi();
@@ -174,5 +175,34 @@ describe('mandates: what an agent key may charge', () => {
       { field: '--max-amount', message: 'must be a whole number of minor units, at least 1' },
       { field: '--expires-at', message: 'must be in the future' },
     ]);
+  });
+
+  it('audit: refunds and deposits record the key that made them; the operator CLI records null', async () => {
+    const tenant = await fundedTenant(h, { label: 'audit' });
+    const { key, id } = await agentKey(tenant, {});
+    const { key: admin, record } = await createApiKey(h.pool, tenant, 'audit admin', 'admin');
+    const deposited = await api.request('/v1/accounts/payer/deposits', { apiKey: admin, body: { amount: 500 }, headers: { 'idempotency-key': newKey() } });
+    expect(deposited.status, JSON.stringify(deposited.body)).toBe(201);
+    const chargeKey = newKey('audited');
+    expect((await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 300 }), headers: { 'idempotency-key': chargeKey } })).body.status).toBe('succeeded');
+    const refunded = await api.request(`/v1/charges/${chargeKey}/refunds`, { apiKey: key, body: { amount: 100 }, headers: { 'idempotency-key': newKey() } });
+    expect(refunded.status, JSON.stringify(refunded.body)).toBe(201);
+
+    const deposits = await h.pool.query<{ created_by_key_id: string | null }>(
+      "SELECT created_by_key_id FROM transfers WHERE tenant = $1 AND kind = 'deposit' ORDER BY id",
+      [tenant],
+    );
+    // The harness funds the payer as the operator (null), then the admin key deposits.
+    expect(deposits.rows.map((r) => r.created_by_key_id)).toEqual([null, record.id]);
+    const refunds = await h.pool.query('SELECT created_by_key_id FROM refunds WHERE tenant = $1', [tenant]);
+    expect(refunds.rows).toEqual([{ created_by_key_id: id }]);
+    const charges = await h.pool.query('SELECT created_by_key_id FROM charges WHERE tenant = $1', [tenant]);
+    expect(charges.rows).toEqual([{ created_by_key_id: id }]);
+    await expectLedgerInvariants(h.pool, tenant);
+
+    // reconcile counts them per key.
+    const report = await reconcile({ ledger: h.pool, tenant });
+    expect(report.counts.audit).toEqual({ byKey: { [id]: 2, [record.id]: 1 }, withoutKey: 1 });
+    expect(formatReconcileReport(report)).toMatch(/\n {2}audit {6}3 charges, refunds and deposits by 2 API keys; 1 by the operator or from before audit\n/);
   });
 });

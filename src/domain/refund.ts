@@ -34,6 +34,8 @@ export interface RefundIntent {
   /** SHA-256 hex of the RFC 8785 canonical JSON of `{amount}` (null when omitted). */
   fingerprint: string;
   amountMinor: number | null;
+  /** The API key making the refund, recorded on it (absent: the operator, or before audit). */
+  actingKeyId?: string;
 }
 
 /**

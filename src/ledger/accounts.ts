@@ -114,6 +114,8 @@ export async function deposit(
   accountId: string,
   amountMinor: number,
   reference: string,
+  /** The API key making it, for the audit (null: the operator). */
+  keyId: string | null = null,
 ): Promise<Deposit> {
   try {
     const result = await pool.query<{
@@ -123,7 +125,7 @@ export async function deposit(
       currency: string;
       created_at: Date;
       replayed: boolean;
-    }>('SELECT * FROM ledger_deposit($1, $2, $3, $4)', [tenant, accountId, amountMinor, reference]);
+    }>('SELECT * FROM ledger_deposit($1, $2, $3, $4, $5)', [tenant, accountId, amountMinor, reference, keyId]);
     const row = result.rows[0];
     if (!row) throw new Error('ledger_deposit returned no row');
     return {

@@ -51,13 +51,14 @@ function fromRow(row: RefundRow): LedgerRefund {
  */
 export async function refundCharge(pool: LedgerPool, intent: RefundIntent): Promise<LedgerRefund> {
   try {
-    const result = await pool.query<RefundRow>('SELECT * FROM ledger_refund($1, $2, $3, $4, $5, $6)', [
+    const result = await pool.query<RefundRow>('SELECT * FROM ledger_refund($1, $2, $3, $4, $5, $6, $7)', [
       intent.tenant,
       intent.chargeKey,
       intent.refundKey,
       intent.refundId,
       intent.fingerprint,
       intent.amountMinor,
+      intent.actingKeyId ?? null,
     ]);
     const row = result.rows[0];
     if (!row) throw new Error('ledger_refund returned no row');

@@ -117,6 +117,7 @@ CREATE TABLE refunds (
   failure_code text,
   transfer_id bigint,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
+  created_by_key_id text,
   CONSTRAINT refunds_amount_minor_check CHECK (amount_minor >= 0),
   CONSTRAINT refunds_failure_code_check CHECK (failure_code = ANY (ARRAY['exceeds_refundable'::text, 'insufficient_funds'::text])),
   CONSTRAINT refunds_fingerprint_check CHECK (fingerprint ~ '^(v[0-9]+:)?[0-9a-f]{64}$'::text),
@@ -139,6 +140,7 @@ CREATE TABLE transfers (
   currency character(3) NOT NULL,
   amount_minor bigint NOT NULL,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
+  created_by_key_id text,
   CONSTRAINT transfers_amount_minor_check CHECK (amount_minor > 0),
   CONSTRAINT transfers_kind_check CHECK (kind = ANY (ARRAY['capture'::text, 'refund'::text, 'deposit'::text])),
   CONSTRAINT transfers_pkey PRIMARY KEY (id),
@@ -433,7 +435,7 @@ BEGIN
   RETURN r;
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.ledger_deposit(p_tenant text, p_account text, p_amount_minor bigint, p_reference text)
+CREATE OR REPLACE FUNCTION public.ledger_deposit(p_tenant text, p_account text, p_amount_minor bigint, p_reference text, p_key_id text)
  RETURNS TABLE(transfer_id bigint, account_id text, amount_minor bigint, currency character, created_at timestamp with time zone, replayed boolean)
  LANGUAGE plpgsql
 AS $function$
@@ -452,8 +454,8 @@ BEGIN
   VALUES (p_tenant, v_external, v_account.currency, true, true)
   ON CONFLICT DO NOTHING;
 
-  INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
-  VALUES (p_tenant, 'deposit', p_reference, v_account.currency, p_amount_minor)
+  INSERT INTO transfers (tenant, kind, reference, currency, amount_minor, created_by_key_id)
+  VALUES (p_tenant, 'deposit', p_reference, v_account.currency, p_amount_minor, p_key_id)
   ON CONFLICT (tenant, kind, reference) DO NOTHING
   RETURNING * INTO v_transfer;
   IF NOT FOUND THEN
@@ -508,7 +510,7 @@ BEGIN
   END IF;
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.ledger_refund(p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text, p_amount_minor bigint)
+CREATE OR REPLACE FUNCTION public.ledger_refund(p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text, p_amount_minor bigint, p_key_id text)
  RETURNS refunds
  LANGUAGE plpgsql
 AS $function$
@@ -578,10 +580,10 @@ BEGIN
   END IF;
 
   INSERT INTO refunds (tenant, charge_key, refund_key, id, charge_id, currency, fingerprint,
-                       requested_minor, amount_minor, status, failure_code, transfer_id)
+                       requested_minor, amount_minor, status, failure_code, transfer_id, created_by_key_id)
   VALUES (p_tenant, p_charge_key, p_refund_key, p_refund_id, c.id, c.currency, p_fingerprint,
           p_amount_minor, v_amount, CASE WHEN v_failure IS NULL THEN 'succeeded' ELSE 'failed' END,
-          v_failure, v_transfer_id)
+          v_failure, v_transfer_id, p_key_id)
   RETURNING * INTO r;
   RETURN r;
 END $function$;

@@ -210,12 +210,14 @@ function registerRefundTool(server: McpServer, deps: McpDeps): void {
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, refund_idempotency_key, amount }) =>
-      run(deps, 'refunds.create', async (tenant) => {
+      run(deps, 'refunds.create', async (tenant, principal) => {
+        const actor = chargeActorOf(principal);
         // Checked here only to name the arguments as this tool does; the client applies the same rules.
         assertIdempotencyKey(idempotency_key, 'idempotency_key');
         assertIdempotencyKey(refund_idempotency_key, 'refund_idempotency_key');
         const answer = await charges.refund(tenant, idempotency_key, refund_idempotency_key, amount === undefined ? {} : { amount }, {
           waitMs: deps.waitBudgetMs,
+          ...(actor ? { actor } : {}),
         });
         const refund = refundToWire(answer.refund);
         const summary = !answer.completed

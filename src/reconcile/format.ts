@@ -27,6 +27,8 @@ export function formatReconcileReport(report: ReconcileReport): string {
     `  journal    ${number.format(c.journalEntries)} entries in ` +
       `${number.format(Object.values(c.transfersByKind).reduce((a, b) => a + b, 0))} transfers: ${tally(c.transfersByKind)}`,
     `  accounts   ${number.format(c.accounts)}`,
+    `  audit      ${number.format(Object.values(c.audit.byKey).reduce((a, b) => a + b, 0))} charges, refunds and deposits by ` +
+      `${number.format(Object.keys(c.audit.byKey).length)} API keys; ${number.format(c.audit.withoutKey)} by the operator or from before audit`,
     skipped.length > 0
       ? `  workflows  not checked (${skipped[0]!.skipped})`
       : `  workflows  ${number.format(c.workflowsExamined)} closed ChargeWorkflow executions compared, ` +

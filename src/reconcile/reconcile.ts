@@ -52,6 +52,11 @@ export interface ReconcileCounts extends LedgerCounts {
   workflowsMatched: number;
   /** Open (TRIED) holds whose workflow was asked whether it still runs: every one. */
   holdsExamined: number;
+  /**
+   * Audit: charges, refunds and deposits made by an API key (`byKey`, how many per key id), and
+   * those with no key (the operator's command line, or made before keys were recorded).
+   */
+  audit: { byKey: Record<string, number>; withoutKey: number };
 }
 
 export interface ReconcileReport {
@@ -120,7 +125,27 @@ function definedOnly(options: ReconcileOptions): Partial<ReconcileSettings> {
 }
 
 async function countLedgerForReport(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts> {
-  return { ...(await countLedger(pool, tenant)), workflowsExamined: 0, workflowsMatched: 0, holdsExamined: 0 };
+  const [counts, audit] = await Promise.all([countLedger(pool, tenant), countByKey(pool, tenant)]);
+  return { ...counts, workflowsExamined: 0, workflowsMatched: 0, holdsExamined: 0, audit };
+}
+
+async function countByKey(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts['audit']> {
+  const result = await pool.query<{ key_id: string | null; n: string }>(
+    `SELECT key_id, count(*) AS n FROM (
+       SELECT created_by_key_id AS key_id FROM charges WHERE $1::text IS NULL OR tenant = $1
+       UNION ALL
+       SELECT created_by_key_id FROM refunds WHERE $1::text IS NULL OR tenant = $1
+       UNION ALL
+       SELECT created_by_key_id FROM transfers WHERE kind = 'deposit' AND ($1::text IS NULL OR tenant = $1)
+     ) moves GROUP BY key_id`,
+    [tenant],
+  );
+  const audit: ReconcileCounts['audit'] = { byKey: {}, withoutKey: 0 };
+  for (const row of result.rows) {
+    if (row.key_id === null) audit.withoutKey = Number(row.n);
+    else audit.byKey[row.key_id] = Number(row.n);
+  }
+  return audit;
 }
 
 async function checkExpiredHolds(pool: LedgerPool, tenant: string | null, graceMs: number): Promise<ReconcileCheck> {

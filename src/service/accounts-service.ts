@@ -140,6 +140,8 @@ export class AccountsService {
     accountId: string,
     idempotencyKey: string | null,
     body: unknown,
+    /** The API key making it, recorded for the audit (null: the operator). */
+    keyId: string | null = null,
   ): Promise<{ deposit: Deposit; replayed: boolean }> {
     assertTenant(tenant);
     assertAccountId(accountId);
@@ -147,7 +149,7 @@ export class AccountsService {
     const request = parseBody(depositBodySchema(this.options.amountMinorMax), body);
     const reference = depositReference(idempotencyKey, request.external_id);
     try {
-      const made = await this.translate(() => deposit(this.options.ledger, tenant, accountId, request.amount, reference));
+      const made = await this.translate(() => deposit(this.options.ledger, tenant, accountId, request.amount, reference, keyId));
       return { deposit: made, replayed: made.replayed };
     } catch (error) {
       if (error instanceof AccountNotFoundError) throw new NotFoundError(`no account ${accountId}`);

@@ -155,7 +155,10 @@ export class ChargeService {
     return this.run(options, () =>
       refund(
         this.ctx,
-        this.buildRefundIntent(tenant, chargeKey, refundKey, body),
+        {
+          ...this.buildRefundIntent(tenant, chargeKey, refundKey, body),
+          ...(options.actor ? { actingKeyId: options.actor.keyId } : {}),
+        },
         boundedWaitMs(options.waitMs, this.ctx.waitBudgetMs),
       ),
     );

@@ -110,7 +110,7 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
     },
     async (request, reply) => {
       const accountId = assertAccountId(request.params.id, 'id');
-      const { deposit, replayed } = await accounts.deposit(request.tenant, accountId, idempotencyKeyOf(request), request.body);
+      const { deposit, replayed } = await accounts.deposit(request.tenant, accountId, idempotencyKeyOf(request), request.body, request.principal.keyId);
       if (replayed) reply.header('idempotent-replayed', 'true');
       return reply.code(replayed ? 200 : 201).send(depositToWire(deposit));
     },

@@ -14,6 +14,7 @@ import {
 } from '../openapi.js';
 import { bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
 import { chargeKeyOf, chargeKeyParams } from './charges.js';
+import { chargeActorOf } from '../../auth/principal.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 const refundParams = {
@@ -68,9 +69,11 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       const chargeKey = chargeKeyOf(request.params);
       const refundKey = requireIdempotencyKey(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
+      const actor = chargeActorOf(request.principal);
       const answer = await context.charges.refund(request.tenant, chargeKey, refundKey, bodyOf(request), {
         waitMs,
         deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
+        ...(actor ? { actor } : {}),
       });
       if (applied) reply.header('preference-applied', applied);
       if (answer.replayed) reply.header('idempotent-replayed', 'true');

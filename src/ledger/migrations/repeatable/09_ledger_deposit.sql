@@ -2,7 +2,8 @@
 -- currency (created on first use, allowed to go negative: it mirrors money held outside).
 -- Keyed by (tenant, reference): a redelivered webhook or a retried request deposits once.
 
-CREATE OR REPLACE FUNCTION ledger_deposit(p_tenant text, p_account text, p_amount_minor bigint, p_reference text)
+-- p_key_id: the API key making the deposit, recorded on its transfer (null: the operator).
+CREATE OR REPLACE FUNCTION ledger_deposit(p_tenant text, p_account text, p_amount_minor bigint, p_reference text, p_key_id text)
 RETURNS TABLE (transfer_id bigint, account_id text, amount_minor bigint, currency char(3), created_at timestamptz, replayed boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -20,8 +21,8 @@ BEGIN
   VALUES (p_tenant, v_external, v_account.currency, true, true)
   ON CONFLICT DO NOTHING;
 
-  INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
-  VALUES (p_tenant, 'deposit', p_reference, v_account.currency, p_amount_minor)
+  INSERT INTO transfers (tenant, kind, reference, currency, amount_minor, created_by_key_id)
+  VALUES (p_tenant, 'deposit', p_reference, v_account.currency, p_amount_minor, p_key_id)
   ON CONFLICT (tenant, kind, reference) DO NOTHING
   RETURNING * INTO v_transfer;
   IF NOT FOUND THEN

@@ -17,7 +17,7 @@
 
 CREATE OR REPLACE FUNCTION ledger_refund(
   p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text,
-  p_amount_minor bigint
+  p_amount_minor bigint, p_key_id text
 ) RETURNS refunds LANGUAGE plpgsql AS $$
 DECLARE
   c charges;
@@ -85,10 +85,10 @@ BEGIN
   END IF;
 
   INSERT INTO refunds (tenant, charge_key, refund_key, id, charge_id, currency, fingerprint,
-                       requested_minor, amount_minor, status, failure_code, transfer_id)
+                       requested_minor, amount_minor, status, failure_code, transfer_id, created_by_key_id)
   VALUES (p_tenant, p_charge_key, p_refund_key, p_refund_id, c.id, c.currency, p_fingerprint,
           p_amount_minor, v_amount, CASE WHEN v_failure IS NULL THEN 'succeeded' ELSE 'failed' END,
-          v_failure, v_transfer_id)
+          v_failure, v_transfer_id, p_key_id)
   RETURNING * INTO r;
   RETURN r;
 END $$;
