@@ -185,8 +185,13 @@ describe('mandates: what an agent key may charge', () => {
     expect(deposited.status, JSON.stringify(deposited.body)).toBe(201);
     const chargeKey = newKey('audited');
     expect((await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 300 }), headers: { 'idempotency-key': chargeKey } })).body.status).toBe('succeeded');
-    const refunded = await api.request(`/v1/charges/${chargeKey}/refunds`, { apiKey: key, body: { amount: 100 }, headers: { 'idempotency-key': newKey() } });
+    const refundKey = newKey('refund');
+    const refunded = await api.request(`/v1/charges/${chargeKey}/refunds`, { apiKey: key, body: { amount: 100 }, headers: { 'idempotency-key': refundKey } });
     expect(refunded.status, JSON.stringify(refunded.body)).toBe(201);
+    expect(refunded.body).not.toHaveProperty('created_by_key_id');
+    const refundPath = `/v1/charges/${chargeKey}/refunds/${refundKey}`;
+    expect((await api.request(refundPath, { apiKey: admin })).body).toMatchObject({ status: 'succeeded', created_by_key_id: id });
+    expect((await api.request(refundPath, { apiKey: key })).body).not.toHaveProperty('created_by_key_id');
 
     const deposits = await h.pool.query<{ created_by_key_id: string | null }>(
       "SELECT created_by_key_id FROM transfers WHERE tenant = $1 AND kind = 'deposit' ORDER BY id",

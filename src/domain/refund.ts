@@ -21,6 +21,8 @@ export interface Refund {
   currency: string;
   status: RefundStatus;
   failureCode: RefundFailureCode | null;
+  /** Audit: the API key that made it (null: the operator or before audit; absent: not read from the ledger). */
+  createdByKeyId?: string | null;
   createdAt: string;
 }
 

@@ -16,6 +16,7 @@ interface RefundRow {
   status: 'succeeded' | 'failed';
   failure_code: RefundFailureCode | null;
   transfer_id: number | null;
+  created_by_key_id?: string | null;
   created_at: Date;
 }
 
@@ -39,6 +40,7 @@ function fromRow(row: RefundRow): LedgerRefund {
       currency: row.currency.trim(),
       status: row.status,
       failureCode: row.failure_code,
+      ...(row.created_by_key_id !== undefined ? { createdByKeyId: row.created_by_key_id } : {}),
       createdAt: row.created_at.toISOString(),
     },
   };

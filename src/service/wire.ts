@@ -116,11 +116,17 @@ export const wireRefundSchema = z.object({
   currency: z.string(),
   status: z.enum(['pending', 'succeeded', 'failed']),
   failure_code: z.enum(['exceeds_refundable', 'insufficient_funds']).optional().describe('present when status is failed'),
+  created_by_key_id: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('audit, shown to admin keys only: the API key that made the refund (null: the operator, or before audit)'),
   created_at: timestamp,
 });
 export type WireRefund = z.infer<typeof wireRefundSchema>;
 
-export function refundToWire(refund: Refund): WireRefund {
+/** `audit`: include who made it (admin keys only). */
+export function refundToWire(refund: Refund, options: { audit?: boolean } = {}): WireRefund {
   return {
     id: refund.id,
     object: 'refund',
@@ -130,6 +136,7 @@ export function refundToWire(refund: Refund): WireRefund {
     currency: refund.currency,
     status: refund.status,
     ...(refund.failureCode ? { failure_code: refund.failureCode } : {}),
+    ...(options.audit && refund.createdByKeyId !== undefined ? { created_by_key_id: refund.createdByKeyId } : {}),
     created_at: refund.createdAt,
   };
 }

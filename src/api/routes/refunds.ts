@@ -113,7 +113,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) => {
       const refunds = await context.charges.listRefunds(request.tenant, chargeKeyOf(request.params));
-      return listToWire(refunds.map(refundToWire), false);
+      return listToWire(refunds.map((refund) => refundToWire(refund)), false);
     },
   );
 
@@ -140,6 +140,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
           assertIdempotencyKey(request.params.refundKey, 'refundKey'),
           { deadlineEpochMs: serviceDeadlineEpochMs(deps) },
         ),
+        { audit: request.principal.role === 'admin' },
       ),
   );
 }
