@@ -85,13 +85,13 @@ try {
   const params = (key: string, i: number): unknown[] => {
     const it = ledgerIntent('x', key, pop.payers[i % 2000]!, pop.payees[i % 200]!);
     const r = it.request;
-    return [it.tenant, it.idempotencyKey, it.chargeId, it.fingerprint, r.orderId, r.payerAccountId, r.payeeAccountId, r.currency, r.amountMinor, r.captureMode, null, null, 1000];
+    return [it.tenant, it.idempotencyKey, it.chargeId, it.fingerprint, r.orderId, r.payerAccountId, r.payeeAccountId, r.currency, r.amountMinor, r.captureMode, null, null, 1000, null, null];
   };
   const variants: Record<string, (i: number) => Promise<void>> = {
-    [`two steps, candidate (${candidateDir ?? 'today'})`]: async (i) => { const k = `o-${i}`; await pool.query('SELECT * FROM candidate_ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', params(k, i)); await pool.query('SELECT * FROM candidate_ledger_confirm($1,$2,$3)', ['x', k, null]); },
-    'two steps (today)': async (i) => { const k = `a-${i}`; await pool.query('SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', params(k, i)); await pool.query('SELECT * FROM ledger_confirm($1,$2,$3)', ['x', k, null]); },
-    'two steps, prepared': async (i) => { const k = `b-${i}`; await pool.query({ name: 'try', text: 'SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', values: params(k, i) }); await pool.query({ name: 'confirm', text: 'SELECT * FROM ledger_confirm($1,$2,$3)', values: ['x', k, null] }); },
-    'one step (prototype), prepared': async (i) => { const k = `c-${i}`; await pool.query({ name: 'one', text: 'SELECT * FROM scratch_try_confirm($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', values: params(k, i) }); },
+    [`two steps, candidate (${candidateDir ?? 'today'})`]: async (i) => { const k = `o-${i}`; await pool.query('SELECT * FROM candidate_ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)', params(k, i)); await pool.query('SELECT * FROM candidate_ledger_confirm($1,$2,$3)', ['x', k, null]); },
+    'two steps (today)': async (i) => { const k = `a-${i}`; await pool.query('SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)', params(k, i)); await pool.query('SELECT * FROM ledger_confirm($1,$2,$3)', ['x', k, null]); },
+    'two steps, prepared': async (i) => { const k = `b-${i}`; await pool.query({ name: 'try', text: 'SELECT * FROM ledger_try($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)', values: params(k, i) }); await pool.query({ name: 'confirm', text: 'SELECT * FROM ledger_confirm($1,$2,$3)', values: ['x', k, null] }); },
+    'one step (prototype), prepared': async (i) => { const k = `c-${i}`; await pool.query({ name: 'one', text: 'SELECT * FROM scratch_try_confirm($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)', values: params(k, i).slice(0, 13) }); },
   };
   for (const concurrency of [8, 32, 8, 32]) {
     for (const [name, op] of Object.entries(variants)) {
