@@ -6,7 +6,7 @@ import { IdempotencyConflictError, ValidationError } from '../service/errors.js'
 import type { WireProblem } from '../service/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiDeps } from './deps.js';
-import { authenticate } from './authenticate.js';
+import { authenticate, verifySignedRequest } from './authenticate.js';
 import { authorize, type Principal } from '../auth/principal.js';
 import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
@@ -15,7 +15,9 @@ import { problemFor, sendProblem } from './problem.js';
 import { registerAccountRoutes } from './routes/accounts.js';
 import { registerChargeRoutes } from './routes/charges.js';
 import { registerHealthRoutes } from './routes/health.js';
+import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
+import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerMcpRoute } from '../mcp/http.js';
 
 declare module 'fastify' {
@@ -26,6 +28,8 @@ declare module 'fastify' {
     principal: Principal;
     /** The error behind a 5xx answer, kept for its log line. */
     failure: unknown;
+    /** A JSON body's bytes as received: what a signed request's Content-Digest covers. */
+    rawBody: Buffer | undefined;
   }
   interface FastifyContextConfig {
     /**
@@ -123,7 +127,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   // JSON only: a text/plain body would otherwise arrive as a string and fail as "not an object".
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: bodyLimitBytes }, (request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: bodyLimitBytes }, (request, body, done) => {
+    request.rawBody = body;
     if (body.toString().trim() === '') {
       done(null, undefined);
       return;
@@ -134,6 +139,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.decorateRequest('tenant', '');
   app.decorateRequest('principal', null as unknown as Principal);
   app.decorateRequest('failure', undefined);
+  app.decorateRequest('rawBody', undefined);
+  app.decorateRequest('signatureKey', null);
   app.addHook('onRequest', async (request, reply) => {
     reply.header(requestIdHeader, request.id);
   });
@@ -177,6 +184,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
 
   await registerOpenApi(app, { amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX, version: options.version ?? '0.1.0' });
   registerHealthRoutes(app, deps);
+  // Provider callbacks: authenticated by their signature, not by an API key, so outside the tenant scope.
+  await registerWebhookRoutes(app, deps);
 
   // Everything under /v1 (and /mcp) belongs to a tenant: the key, and whether its role allows the
   // route's operation, are checked before the body is read.
@@ -188,7 +197,10 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       const operation = request.routeOptions.config.operation;
       if (operation !== undefined) authorize(principal, operation);
     });
+    // A key that requires signed requests: checked once the body is read, before any handler.
+    tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.ledger));
     registerChargeRoutes(tenantScope, deps);
+    registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);
     registerAccountRoutes(tenantScope, deps);
     if (options.mcp ?? true) registerMcpRoute(tenantScope, deps);

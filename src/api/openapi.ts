@@ -7,6 +7,12 @@ import { chargeRequestSchema } from '../service/validation.js';
 import { limits, textPatterns } from '../domain/limits.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
 import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
+import {
+  idempotencyTokenLength,
+  idempotencyTokenPattern,
+  issueTokenBodySchema,
+  wireIdempotencyTokenSchema,
+} from '../service/idempotency-tokens.js';
 
 /**
  * The OpenAPI 3.1 document is generated from the same zod schemas that validate requests (in the
@@ -30,6 +36,8 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
     CreateChargeRequest: jsonSchema(chargeRequestSchema(amountMinorMax), 'input'),
     CreateAccountRequest: jsonSchema(createAccountBodySchema(), 'input'),
     DepositRequest: jsonSchema(depositBodySchema(amountMinorMax), 'input'),
+    IdempotencyToken: jsonSchema(wireIdempotencyTokenSchema, 'output'),
+    IssueIdempotencyTokenRequest: jsonSchema(issueTokenBodySchema, 'input'),
     CaptureRequest: {
       type: 'object',
       properties: {
@@ -132,6 +140,32 @@ export const idempotencyKeyParameter = (required: boolean, description: string):
   properties: { 'idempotency-key': { ...pathParameterSchemas.idempotencyKey, description } },
   ...(required ? { required: ['idempotency-key'] } : {}),
 });
+
+/**
+ * A create's Idempotency-Key, or instead a server-issued Idempotency-Token (never both). OpenAPI
+ * cannot say "one of these two headers", so the key stays marked required, as it is for every
+ * caller that makes its own keys, and both descriptions state the alternative.
+ */
+export const idempotencyKeyOrTokenParameters = (description: string): JsonSchema => {
+  const key = idempotencyKeyParameter(true, `${description}; or leave it out and send Idempotency-Token`) as {
+    properties: Record<string, JsonSchema>;
+  };
+  return {
+    ...key,
+    properties: {
+      ...key.properties,
+      'idempotency-token': {
+        type: 'string',
+        minLength: idempotencyTokenLength,
+        maxLength: idempotencyTokenLength,
+        pattern: idempotencyTokenPattern.source,
+        description:
+          'instead of Idempotency-Key: a token from POST /v1/idempotency-tokens. Its first use makes it this ' +
+          "charge's key; repeats replay the charge. Unknown, another tenant's, or expired before its first use: 400",
+      },
+    },
+  };
+};
 
 export async function registerOpenApi(app: FastifyInstance, options: { amountMinorMax: number; version: string }): Promise<void> {
   const schemas = componentSchemas(options.amountMinorMax);

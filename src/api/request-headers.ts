@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ValidationError } from '../service/errors.js';
 import { assertIdempotencyKey } from '../service/validation.js';
+import { idempotencyTokenHeader } from '../service/idempotency-tokens.js';
 
 export const idempotencyKeyHeader = 'Idempotency-Key';
 
@@ -61,6 +62,30 @@ export function requireIdempotencyKey(request: FastifyRequest): string {
     ]);
   }
   return key;
+}
+
+/** A create names its charge by the caller's own key, or by a token the server issued. */
+export type CreateKeySource = { key: string } | { token: string };
+
+/**
+ * Idempotency-Key, or else Idempotency-Token (src/service/idempotency-tokens.ts judges the token);
+ * both at once would leave it unclear which names the charge, so that is refused naming both.
+ * Neither: refused as a missing Idempotency-Key.
+ */
+export function keyOrTokenOf(request: FastifyRequest): CreateKeySource {
+  const token = request.headers['idempotency-token'];
+  if (token === undefined) return { key: requireIdempotencyKey(request) };
+  if (Array.isArray(token)) {
+    throw new ValidationError([{ field: idempotencyTokenHeader, message: 'must be sent once' }]);
+  }
+  if (request.headers['idempotency-key'] !== undefined) {
+    const why = 'name the charge one way: your own key, or a token from POST /v1/idempotency-tokens';
+    throw new ValidationError([
+      { field: idempotencyKeyHeader, message: `cannot be sent with ${idempotencyTokenHeader}: ${why}` },
+      { field: idempotencyTokenHeader, message: `cannot be sent with ${idempotencyKeyHeader}: ${why}` },
+    ]);
+  }
+  return { token };
 }
 
 /**

@@ -22,6 +22,16 @@ export const limits = {
   listLimitMin: 1,
   listLimitMax: 100,
   listLimitDefault: 20,
+  /**
+   * How long an issued idempotency token may wait for its first use (and the longest a caller may
+   * ask for): a form is rendered and submitted within minutes. Once used, the token is its charge's
+   * key and never expires.
+   */
+  idempotencyTokenTtlMs: 15 * 60_000,
+  /** The shortest lifetime a caller may ask for. */
+  idempotencyTokenTtlMinMs: 1_000,
+  /** Expired, never-used tokens of a tenant deleted each time it is issued a new one. */
+  idempotencyTokenPurgeBatch: 100,
 } as const;
 
 /** Idempotency key: 1–255 visible ASCII characters (0x21–0x7E), reused verbatim on every retry. */

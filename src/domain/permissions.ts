@@ -14,6 +14,7 @@ export const defaultRole: Role = 'agent';
 
 export type Operation =
   | 'charges.create'
+  | 'idempotency_tokens.create'
   | 'charges.read'
   | 'charges.cancel'
   | 'charges.capture'
@@ -33,6 +34,7 @@ interface Permission {
 
 export const permissions: Readonly<Record<Operation, Permission>> = {
   'charges.create': { roles: ['agent', 'admin'], doing: 'creating charges' },
+  'idempotency_tokens.create': { roles: ['agent', 'admin'], doing: 'issuing idempotency tokens' },
   'charges.read': { roles: ['agent', 'admin'], doing: 'reading charges' },
   'charges.cancel': { roles: ['agent', 'admin'], doing: 'cancelling charges' },
   'charges.capture': { roles: ['agent', 'admin'], doing: 'capturing charges' },

@@ -7,7 +7,7 @@ import { serviceDeadlineEpochMs, type ApiDeps } from '../deps.js';
 import {
   bodyProblems,
   commonProblems,
-  idempotencyKeyParameter,
+  idempotencyKeyOrTokenParameters,
   jsonResponse,
   pathParameterSchemas,
   problemResponses,
@@ -15,7 +15,8 @@ import {
   replayHeaders,
   singleLineText,
 } from '../openapi.js';
-import { assertWellFormedQuery, bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { assertWellFormedQuery, bodyOf, keyOrTokenOf, preferredWaitMs } from '../request-headers.js';
+import { IdempotencyTokens } from '../../service/idempotency-tokens.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 import { chargeActorOf, type Principal } from '../../auth/principal.js';
 
@@ -46,6 +47,7 @@ export function chargeKeyOf(params: { key: string }): string {
 
 export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { context, metrics } = deps;
+  const tokens = new IdempotencyTokens(context.ledger);
   refuseOtherMethods(app, '/v1/charges', ['GET', 'POST']);
   refuseOtherMethods(app, '/v1/charges/:key', ['GET']);
   refuseOtherMethods(app, '/v1/charges/:key/cancel', ['POST']);
@@ -62,7 +64,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
           'the charge and it is decided. 200 with `Idempotent-Replayed: true`: an earlier request with the same key ' +
           'and body made it; the body is that request\'s outcome. 202: still processing, poll `Location` or retry.',
         tags: ['charges'],
-        headers: idempotencyKeyParameter(true, 'reuse verbatim on every retry of this charge'),
+        headers: idempotencyKeyOrTokenParameters('reuse verbatim on every retry of this charge'),
         body: ref('CreateChargeRequest'),
         response: {
           200: jsonResponse('replay of an earlier request with the same key and body', 'Charge', replayHeaders),
@@ -80,9 +82,17 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       },
     },
     async (request, reply) => {
-      const key = requireIdempotencyKey(request);
+      const source = keyOrTokenOf(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
       const actor = chargeActorOf(request.principal);
+      let key: string;
+      if ('key' in source) key = source.key;
+      else {
+        // The body and the mandate are judged before the token is marked used, so a refused
+        // request leaves the token as it was; from the redeem on it is simply the charge's key.
+        context.charges.buildIntent(request.tenant, tokens.assertWellFormed(source.token), request.body, actor);
+        key = await tokens.redeem(request.tenant, source.token);
+      }
       const answer = await context.charges.charge(request.tenant, key, request.body, {
         waitMs,
         deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
@@ -94,7 +104,13 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       reply.header('location', chargeLocation(key));
       if (!answer.completed) {
         reply.header('retry-after', String(deps.retryAfterSeconds));
-        return reply.code(202).send(chargeToWire(answer.charge, auditFor(request)));
+        // A pending charge is the workflow's view, which does not carry its creator; when this
+        // request started it, the creator is this request's key (a replay cannot tell, and omits it).
+        const pending =
+          answer.charge.createdByKeyId === undefined && !answer.replayed
+            ? { ...answer.charge, createdByKeyId: request.principal.keyId }
+            : answer.charge;
+        return reply.code(202).send(chargeToWire(pending, auditFor(request)));
       }
       return reply.code(answer.replayed ? 200 : 201).send(chargeToWire(answer.charge, auditFor(request)));
     },

@@ -70,6 +70,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       const refundKey = requireIdempotencyKey(request);
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
       const actor = chargeActorOf(request.principal);
+      const audit = { audit: request.principal.role === 'admin' };
       const answer = await context.charges.refund(request.tenant, chargeKey, refundKey, bodyOf(request), {
         waitMs,
         deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
@@ -80,9 +81,14 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       reply.header('location', refundLocation(chargeKey, refundKey));
       if (!answer.completed) {
         reply.header('retry-after', String(deps.retryAfterSeconds));
-        return reply.code(202).send(refundToWire(answer.refund));
+        // As for a pending charge: the workflow's view lacks the creator, which is this request's key when it started it.
+        const pending =
+          answer.refund.createdByKeyId === undefined && !answer.replayed
+            ? { ...answer.refund, createdByKeyId: request.principal.keyId }
+            : answer.refund;
+        return reply.code(202).send(refundToWire(pending, audit));
       }
-      return reply.code(answer.replayed ? 200 : 201).send(refundToWire(answer.refund));
+      return reply.code(answer.replayed ? 200 : 201).send(refundToWire(answer.refund, audit));
     },
   );
 
@@ -113,7 +119,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
     async (request) => {
       const refunds = await context.charges.listRefunds(request.tenant, chargeKeyOf(request.params));
-      return listToWire(refunds.map((refund) => refundToWire(refund)), false);
+      return listToWire(refunds.map((refund) => refundToWire(refund, { audit: request.principal.role === 'admin' })), false);
     },
   );
 
