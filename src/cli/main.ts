@@ -14,6 +14,7 @@ import { registerRefundCommand } from './commands/refund.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerStartCommand } from './commands/start.js';
 import { registerWorkerCommand } from './commands/worker.js';
+import { registerWebhookSecretsCommand } from './commands/webhook-secrets.js';
 
 // Workers log at WARN: a command's own output should not drown in polling chatter.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -35,6 +36,7 @@ registerCaptureCommand(program);
 registerRefundCommand(program);
 registerAccountsCommand(program);
 registerApiKeysCommand(program);
+registerWebhookSecretsCommand(program);
 registerReconcileCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
