@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 const nodeAndIo = ['node:*', 'fs', 'path', 'os', 'crypto', 'net', 'http', 'https', 'child_process', 'pg', 'pg-*'];
 
 /** Imports of the bench from product code, which would ship it in dist/ and the image. */
-const notTheBench = { group: ['**/bench/*', '**/bench'], message: 'product code never imports the bench' };
+const notTheBench = { group: ['**/bench/*', '**/bench', '**/chaos/*', '**/chaos'], message: 'product code never imports the bench or the chaos run' };
 /** Imports of the CLI from below it; what both need lives in src/support. */
 const notTheCli = { group: ['**/cli/*'], message: 'the CLI is the top layer: move what is shared to src/support' };
 
@@ -64,7 +64,7 @@ export default tseslint.config(
   },
   {
     // The bench and the scripts run the program's modules, not its commands.
-    files: ['bench/**/*.ts', 'scripts/**/*.ts'],
+    files: ['bench/**/*.ts', 'chaos/**/*.ts', 'scripts/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [notTheCli] }] },
   },
   {

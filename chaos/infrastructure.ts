@@ -1,0 +1,83 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
+import { findFreePorts } from '../src/stack/free-port.js';
+import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
+import { pollUntil } from '../src/stack/wait.js';
+
+/** How PostgreSQL goes down: `fast` is a clean shutdown (SIGINT), `immediate` a crash (SIGQUIT: no checkpoint, WAL replay on start). */
+export type PostgresStopMode = 'fast' | 'immediate';
+
+/** PostgreSQL the chaos run owns, on a fixed port so every process reconnects to the same address after a restart. */
+export interface ChaosPostgres {
+  databaseUrl: string;
+  restart(mode: PostgresStopMode): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Temporal the chaos run owns: stopped and started again on the same address and persistence. */
+export interface ChaosTemporal {
+  address: string;
+  /** What is running: the dev server (SQLite) or the Temporal server on PostgreSQL. */
+  kind: string;
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const postmasterExitTimeoutMs = 30_000;
+
+export async function startChaosPostgres(dataDir: string): Promise<ChaosPostgres> {
+  const [port] = await findFreePorts(1);
+  const options = { dataDir: join(dataDir, 'postgres'), port: port!, logFilePath: join(dataDir, 'logs', 'postgres.log') };
+  let server: EmbeddedPostgres = await startEmbeddedPostgres(options);
+  const databaseUrl = server.databaseUrl;
+  return {
+    databaseUrl,
+    restart: async (mode) => {
+      if (mode === 'immediate') await crashPostmaster(options.dataDir);
+      // After a crash stop() only releases the handle and the lock: the process is already gone.
+      await server.stop();
+      server = await startEmbeddedPostgres(options);
+    },
+    stop: () => server.stop(),
+  };
+}
+
+/** SIGQUIT to the postmaster: PostgreSQL's "immediate" shutdown, which recovers from WAL on the next start. */
+async function crashPostmaster(pgDataDir: string): Promise<void> {
+  const pid = Number.parseInt((await readFile(join(pgDataDir, 'postmaster.pid'), 'utf8')).split('\n')[0] ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no postmaster pid in ${pgDataDir}/postmaster.pid`);
+  process.kill(pid, 'SIGQUIT');
+  const exited = await pollUntil(async () => !isAlive(pid), { deadlineMs: Date.now() + postmasterExitTimeoutMs, intervalMs: 50 });
+  if (!exited.ok) throw new Error(`postmaster ${pid} still runs ${postmasterExitTimeoutMs} ms after SIGQUIT`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The Temporal CLI's dev server, persisted to SQLite, restarted on the same port and file. */
+export async function startChaosDevServer(dataDir: string): Promise<ChaosTemporal> {
+  const [port] = await findFreePorts(1);
+  const options = {
+    dbFilePath: join(dataDir, 'temporal.sqlite'),
+    port: port!,
+    uiPort: null,
+    logFilePath: join(dataDir, 'logs', 'temporal.log'),
+  };
+  let server: TemporalDevServer = await startTemporalDevServer(options);
+  return {
+    address: server.address,
+    kind: 'dev server (SQLite)',
+    restart: async () => {
+      await server.stop();
+      server = await startTemporalDevServer(options);
+    },
+    stop: () => server.stop(),
+  };
+}

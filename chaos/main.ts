@@ -1,0 +1,53 @@
+/**
+ * `npm run chaos`: a storm of duplicate, concurrent and aborted charges while worker processes are
+ * SIGKILLed, PostgreSQL is restarted (fast and immediate) and Temporal is restarted; then the
+ * verdict on money and a table of faults, answers and recovery times. Exit status 1 when any
+ * money property broke.
+ *
+ *   npm run chaos                      the long run (10 min)
+ *   npm run chaos -- --duration-s 60   a shorter one
+ *   npm run chaos -- --json out.json   also write the result as JSON
+ */
+import { writeFile } from 'node:fs/promises';
+import { Command } from 'commander';
+import { formatChaosReport } from './report.js';
+import { runChaos } from './run.js';
+import { chaosTemporalStarters, type ChaosTemporalKind } from './temporal.js';
+
+const program = new Command('chaos')
+  .option('--duration-s <seconds>', 'how long the storm and the faults last', '600')
+  .option('--temporal <kind>', `Temporal to run and restart: ${Object.keys(chaosTemporalStarters).join(' | ')}`, 'cluster')
+  .option('--workers <n>', 'worker processes', '2')
+  .option('--apis <n>', 'API processes', '2')
+  .option('--worker-kill-every-s <seconds>', 'SIGKILL a worker process this often', '5')
+  .option('--postgres-restart-every-s <seconds>', 'restart PostgreSQL this often (fast and immediate in turn)', '40')
+  .option('--temporal-restart-every-s <seconds>', 'restart Temporal this often', '60')
+  .option('--settle-budget-s <seconds>', 'after the faults, how long callers keep re-sending undecided keys', '180')
+  .option('--json <file>', 'write the result as JSON')
+  .parse();
+
+const options = program.opts<Record<string, string | undefined>>();
+const seconds = (name: string): number => {
+  const value = Number(options[name]);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be a positive number`);
+  return value * 1000;
+};
+const kind = options.temporal as ChaosTemporalKind;
+const startTemporal = chaosTemporalStarters[kind];
+if (startTemporal === undefined) throw new Error(`--temporal must be one of ${Object.keys(chaosTemporalStarters).join(', ')}`);
+
+const result = await runChaos({
+  durationMs: seconds('durationS'),
+  workers: Number(options.workers),
+  apis: Number(options.apis),
+  schedule: {
+    workerKillEveryMs: seconds('workerKillEveryS'),
+    postgresRestartEveryMs: seconds('postgresRestartEveryS'),
+    temporalRestartEveryMs: seconds('temporalRestartEveryS'),
+  },
+  settleBudgetMs: seconds('settleBudgetS'),
+  startTemporal,
+});
+process.stdout.write(`${formatChaosReport(result)}\n`);
+if (options.json !== undefined) await writeFile(options.json, `${JSON.stringify(result, null, 2)}\n`);
+process.exitCode = result.ok ? 0 : 1;

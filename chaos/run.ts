@@ -1,0 +1,211 @@
+/**
+ * One chaos run: the infrastructure and the chargeguard processes of the production shape, a storm
+ * of retrying callers, faults on a timeline, then the verdict. The verdict is about money, not
+ * speed: no key debited twice, every key decided once callers re-send, every repetition of a key
+ * answered with the same outcome, no hold left TRIED, reconcile clean.
+ */
+import { mkdir, mkdtemp, rm, chmod } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { createApiKey } from '../src/auth/api-keys.js';
+import { createAccount, deposit } from '../src/ledger/accounts.js';
+import { checkLedgerInvariants } from '../src/ledger/invariants.js';
+import { migrateLedger } from '../src/ledger/migrate.js';
+import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
+import { captureTotals, countLedger } from '../src/ledger/reports.js';
+import { reconcile } from '../src/reconcile/reconcile.js';
+import { findFreePorts } from '../src/stack/free-port.js';
+import { measureRecoveries, planFaults, runFaults, type FaultSchedule, type InjectedFault } from './faults.js';
+import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal } from './infrastructure.js';
+import { appProcess, buildCli, type AppProcess } from './processes.js';
+import { newStorm, runStorm, settleStorm, type AnswerCounts, type StormTarget } from './storm.js';
+
+export interface ChaosOptions {
+  durationMs: number;
+  workers: number;
+  apis: number;
+  schedule: FaultSchedule;
+  /** After the faults: how long callers keep re-sending undecided keys. */
+  settleBudgetMs: number;
+  /** Starts the Temporal the run restarts; the dev server unless a cluster starter is given. */
+  startTemporal?: (dataDir: string) => Promise<ChaosTemporal>;
+  log?: (line: string) => void;
+}
+
+export interface ChaosResult {
+  ok: boolean;
+  problems: string[];
+  temporal: string;
+  durationMs: number;
+  keys: number;
+  requests: number;
+  answers: AnswerCounts;
+  fiveXx: number;
+  faults: InjectedFault[];
+  keysDebitedTwice: number;
+  undecidedKeys: number;
+  keysWithTwoOutcomes: number;
+  succeeded: number;
+  declined: number;
+  openHolds: number;
+  brokenInvariants: Record<string, number>;
+  reconcileOk: boolean;
+}
+
+const readyTimeoutMs = 120_000;
+const currency = 'USD';
+const payerDepositMinor = 1_000_000_000;
+const amountMinorMax = 10_000;
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`[chaos] ${line}\n`));
+  const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-chaos-'));
+  // PostgreSQL runs as its own OS user when we are root: it must be able to enter this folder.
+  await chmod(dataDir, 0o711);
+  await mkdir(join(dataDir, 'logs'), { recursive: true });
+  const processes: AppProcess[] = [];
+  let postgres: ChaosPostgres | null = null;
+  let temporal: ChaosTemporal | null = null;
+  let pool: LedgerPool | null = null;
+  try {
+    const built = buildCli(join(dataDir, 'build'));
+    [postgres, temporal] = await Promise.all([startChaosPostgres(dataDir), (options.startTemporal ?? startChaosDevServer)(dataDir)]);
+    const cliEntry = await built;
+    log(`PostgreSQL and ${temporal.kind} up (data and logs in ${dataDir})`);
+    await migrateLedger(postgres.databaseUrl);
+    const tenant = `chaos-${Date.now().toString(36)}`;
+    const target = await withPool(postgres.databaseUrl, (setup) => fundTenant(setup, tenant));
+
+    const env = { TEMPORAL_ADDRESS: temporal.address, DATABASE_URL: postgres.databaseUrl, CHARGE_WAIT_BUDGET_MS: '10000' };
+    const workers = Array.from({ length: options.workers }, (_, index) =>
+      appProcess({ name: `worker-${index + 1}`, cliEntry, args: ['worker'], env, readyLine: /worker polling task queue/, logDir: join(dataDir, 'logs'), readyTimeoutMs }),
+    );
+    const apiPorts = await findFreePorts(options.apis);
+    const apis = apiPorts.map((port, index) =>
+      appProcess({
+        name: `api-${index + 1}`,
+        cliEntry,
+        args: ['api', '--port', String(port), '--log-level', 'warn'],
+        env,
+        readyLine: /API listening on/,
+        logDir: join(dataDir, 'logs'),
+        readyTimeoutMs,
+      }),
+    );
+    processes.push(...workers, ...apis);
+    await Promise.all(processes.map((child) => child.start()));
+    log(`${workers.length} workers and ${apis.length} API processes ready`);
+    target.apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
+
+    const storm = newStorm();
+    const startedAtMs = Date.now();
+    const plan = planFaults(options.schedule, options.durationMs);
+    const [faults] = await Promise.all([
+      runFaults(plan, { postgres, temporal, workers }, { startedAtMs, durationMs: options.durationMs, log }),
+      runStorm(storm, target, { untilEpochMs: startedAtMs + options.durationMs, amountMinorMax }),
+    ]);
+    log(`storm over: ${storm.keys.size} keys; settling the undecided ones`);
+    // A worker whose restart failed would leave the settle phase with less capacity than the run had.
+    await Promise.all(workers.filter((worker) => !worker.running).map((worker) => worker.start()));
+    const undecided = await settleStorm(storm, target, { deadlineEpochMs: Date.now() + options.settleBudgetMs });
+    const durationMs = Date.now() - startedAtMs;
+    measureRecoveries(faults, storm.decidedAtMs);
+
+    // A pool opened now: connections from before the restarts would only report them.
+    pool = createLedgerPool({ databaseUrl: postgres.databaseUrl, maxConnections: 4 });
+    const connection = await Connection.connect({ address: temporal.address });
+    try {
+      return await verdict({
+        pool,
+        temporal: new Client({ connection }),
+        tenant,
+        storm,
+        faults,
+        undecided,
+        durationMs,
+        temporalKind: temporal.kind,
+      });
+    } finally {
+      await connection.close();
+    }
+  } finally {
+    await Promise.allSettled(processes.map((child) => child.stop()));
+    await pool?.end();
+    await Promise.allSettled([temporal?.stop(), postgres?.stop()]);
+    if (process.env.CHARGEGUARD_CHAOS_KEEP_DATA === undefined) await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function withPool<T>(databaseUrl: string, use: (pool: LedgerPool) => Promise<T>): Promise<T> {
+  const pool = createLedgerPool({ databaseUrl, maxConnections: 2 });
+  try {
+    return await use(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function fundTenant(pool: LedgerPool, tenant: string): Promise<StormTarget> {
+  for (const id of ['payer', 'payee']) {
+    await createAccount(pool, { tenant, id, currency, allowOverdraft: false });
+  }
+  await deposit(pool, tenant, 'payer', payerDepositMinor, 'chaos-funding');
+  const { key } = await createApiKey(pool, tenant, 'chaos storm', 'agent');
+  return { apiUrls: [], apiKey: key, payerAccountId: 'payer', payeeAccountId: 'payee', currency };
+}
+
+async function verdict(p: {
+  pool: LedgerPool;
+  temporal: Client;
+  tenant: string;
+  storm: ReturnType<typeof newStorm>;
+  faults: InjectedFault[];
+  undecided: string[];
+  durationMs: number;
+  temporalKind: string;
+}): Promise<ChaosResult> {
+  const records = [...p.storm.keys.values()];
+  const succeeded = records.filter((record) => record.outcomes.has('succeeded')).length;
+  const declined = records.filter((record) => record.outcomes.has('declined')).length;
+  const keysWithTwoOutcomes = records.filter((record) => record.outcomes.size > 1).length;
+  const totals = await captureTotals(p.pool, p.tenant);
+  const counts = await countLedger(p.pool, p.tenant);
+  const invariants = await checkLedgerInvariants(p.pool, p.tenant);
+  const brokenInvariants = Object.fromEntries(invariants.filter((check) => check.violations > 0).map((check) => [check.name, check.violations]));
+  const report = await reconcile({ ledger: p.pool, temporal: p.temporal, tenant: p.tenant });
+  const fiveXx = Object.entries(p.storm.answers)
+    .filter(([answer]) => answer.startsWith('5'))
+    .reduce((sum, [, n]) => sum + n, 0);
+
+  const problems: string[] = [];
+  if (totals.keysCapturedMoreThanOnce > 0) problems.push(`${totals.keysCapturedMoreThanOnce} keys debited more than once`);
+  if (p.undecided.length > 0) problems.push(`${p.undecided.length} keys never decided, e.g. ${p.undecided.slice(0, 3).join(', ')}`);
+  if (keysWithTwoOutcomes > 0) problems.push(`${keysWithTwoOutcomes} keys answered with two different outcomes`);
+  if (totals.confirmedRows !== succeeded) problems.push(`callers were told ${succeeded} charges succeeded; the ledger confirmed ${totals.confirmedRows}`);
+  if (counts.openHolds > 0) problems.push(`${counts.openHolds} holds still TRIED`);
+  for (const [name, violations] of Object.entries(brokenInvariants)) problems.push(`invariant ${name}: ${violations} violations`);
+  if (!report.ok) problems.push(`reconcile: ${report.checks.filter((check) => check.violations > 0).map((check) => check.name).join(', ')}`);
+  for (const fault of p.faults) if (fault.error) problems.push(`${fault.kind} could not be injected: ${fault.error}`);
+  if (records.length === 0) problems.push('the storm sent no key');
+
+  return {
+    ok: problems.length === 0,
+    problems,
+    temporal: p.temporalKind,
+    durationMs: p.durationMs,
+    keys: records.length,
+    requests: records.reduce((sum, record) => sum + record.requests, 0),
+    answers: p.storm.answers,
+    fiveXx,
+    faults: p.faults,
+    keysDebitedTwice: totals.keysCapturedMoreThanOnce,
+    undecidedKeys: p.undecided.length,
+    keysWithTwoOutcomes,
+    succeeded,
+    declined,
+    openHolds: counts.openHolds,
+    brokenInvariants,
+    reconcileOk: report.ok,
+  };
+}
