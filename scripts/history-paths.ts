@@ -15,6 +15,7 @@ import { RefundRefusedError, type ChargeService } from '../src/service/charge-se
 import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
 import { refundWorkflowId, type Refund } from '../src/domain/refund.js';
 import { cancelReasons } from '../src/domain/refusals.js';
+import { chargeFingerprint } from '../src/domain/request-fingerprint.js';
 import { readCharge, tryHold } from '../src/ledger/charges.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import {
@@ -221,7 +222,10 @@ async function startAnotherExecution(ctx: RecordingContext, key: string, body: R
   const input: ChargeWorkflowInput = { intent: ctx.client().buildIntent(ctx.tenant, key, body), policy: ctx.policy };
   return ctx.temporal.workflow.start<(input: ChargeWorkflowInput) => Promise<Charge>>(chargeWorkflowType, {
     taskQueue: ctx.taskQueue,
-    workflowId: `${chargeWorkflowId(ctx.tenant, key)}/after-retention`,
+    // The key's own id (the workflow refuses any other), reused as Temporal allows once the
+    // first execution closed: what a start after retention looks like to the workflow.
+    workflowId: chargeWorkflowId(ctx.tenant, key),
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     args: [input],
   });
 }
@@ -468,7 +472,10 @@ export const historyPaths: HistoryPath[] = [
     about: 'a NUL in order_id reaches the ledger: Try and Cancel are both rejected (22021), the read finds no row, the charge ends cancelled with nothing recorded',
     async record(ctx, key) {
       const valid = ctx.client().buildIntent(ctx.tenant, key, ctx.body(1_200));
-      const poisoned: ChargeIntent = { ...valid, request: { ...valid.request, orderId: 'order-\u0000-1' } };
+      // Fingerprinted as the service fingerprints what it validated: the workflow refuses a start
+      // whose fingerprint does not match its request (ForgedStart).
+      const poisonedRequest = { ...valid.request, orderId: 'order-\u0000-1' };
+      const poisoned: ChargeIntent = { ...valid, request: poisonedRequest, fingerprint: chargeFingerprint(poisonedRequest) };
       const handle = await startFromIntent(ctx, poisoned);
       expectCharge(await handle.result(), { status: 'cancelled', failureReason: cancelReasons.ledgerRejectedData });
       await expectRow(ctx, key, null);

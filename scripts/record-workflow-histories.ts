@@ -38,6 +38,7 @@ import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-
 import type { ChargePolicy } from '../workflows/definitions.js';
 import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
 import { chargeSearchAttributesPatch } from '../workflows/search-attributes.js';
+import { verifiedStartPatch } from '../workflows/verify-start.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
 import {
   EventType,
@@ -65,7 +66,7 @@ import {
  * the current branch unguarded. Add a patch here when every new execution calls patched() for it.
  */
 const requiredPatches: Record<string, string[]> = {
-  ChargeWorkflow: [localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch],
+  ChargeWorkflow: [verifiedStartPatch, localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch],
 };
 
 /** Long enough for the slowest path (a budget timer sent with a workflow task heartbeat, ~8 s, then its 3 s). */

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { LedgerActivityHooks, LedgerStep } from '../activities/index.js';
 import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
+import { chargeFingerprint } from '../src/domain/request-fingerprint.js';
 import { readCharge } from '../src/ledger/charges.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
 import {
@@ -75,7 +76,10 @@ describe('errors retrying cannot cure are decided at once', () => {
       const tenant = await fundedTenant(h, { label: 'nul' });
       const key = newKey('nul');
       const valid = h.client.buildIntent(tenant, key, chargeBody({ amount: 1_200 }));
-      const poisoned: ChargeIntent = { ...valid, request: { ...valid.request, orderId: 'order-\u0000-1' } };
+      // Fingerprinted as the service fingerprints what it validated: the workflow refuses a start
+      // whose fingerprint does not match its request (ForgedStart).
+      const poisonedRequest = { ...valid.request, orderId: 'order-\u0000-1' };
+      const poisoned: ChargeIntent = { ...valid, request: poisonedRequest, fingerprint: chargeFingerprint(poisonedRequest) };
 
       const started = Date.now();
       const charge = await startFromIntent(poisoned, taskQueue, testPolicy);

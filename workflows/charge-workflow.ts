@@ -20,6 +20,7 @@ import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { exhaustedBudget, ledgerSteps } from './ledger-steps.js';
 import { chargeSearchAttributePairs, chargeSearchAttributesPatch } from './search-attributes.js';
+import { assertGenuineStart, verifiedStartPatch } from './verify-start.js';
 
 /**
  * One charge, one execution per idempotency key: Try reserves the money, Confirm captures it,
@@ -27,7 +28,11 @@ import { chargeSearchAttributePairs, chargeSearchAttributesPatch } from './searc
  * idempotent; this workflow decides which steps to run. Its result is the charge as the ledger
  * recorded it, identical for every caller of the key.
  */
-export async function ChargeWorkflow({ intent, policy }: ChargeWorkflowInput): Promise<Charge> {
+export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge> {
+  // First, before the input is even read: a start the service did not make (by hand, through
+  // Temporal, past the API) fails here with ForgedStart, final, before any ledger step can run.
+  if (patched(verifiedStartPatch)) assertGenuineStart(workflowInfo().workflowId, input);
+  const { intent, policy } = input;
   const ledger = ledgerSteps(policy);
   // After ledgerSteps' patches, where every execution reaches it: new executions keep their
   // search attributes current, older ones replay without the upserts.

@@ -1,0 +1,97 @@
+import { ApplicationFailure } from '@temporalio/workflow';
+import { chargeWorkflowId, type ChargeIntent } from '../src/domain/charge.js';
+import { chargeFingerprint, chargeIdFor, fingerprintVersionOf } from '../src/domain/request-fingerprint.js';
+import type { ChargePolicy, ChargeWorkflowInput } from './definitions.js';
+
+/**
+ * Anyone who can reach Temporal can start a ChargeWorkflow by hand (`temporal workflow start`),
+ * past the API's keys and checks. The service derives a charge's workflow id, charge id and
+ * fingerprint from (tenant, key, request); the workflow derives them again from its own input and
+ * refuses a start where they disagree (tenant b's id over tenant a's intent, an amount changed after
+ * fingerprinting) before any ledger step runs: no hold, no tombstone, no posting, and no retry.
+ *
+ * What it cannot refuse is a self-consistent forgery: the fingerprint is a hash, not a signature,
+ * so someone who can start workflows can compute a matching one. Closing that door is the
+ * transport's job (mTLS, network policy) and the payload codec's (docs/back-door.md).
+ *
+ * Executions started before this check (no marker in their history) replay without it.
+ */
+export const verifiedStartPatch = 'charge-start-verified';
+
+/** The failure type of a refused start: final, the workflow fails with it. */
+export const forgedStartType = 'ForgedStart';
+
+const captureModes: ReadonlySet<unknown> = new Set(['automatic', 'manual']);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const isString = (value: unknown): value is string => typeof value === 'string';
+const isSafeInteger = (value: unknown): value is number => Number.isSafeInteger(value);
+const isStringRecord = (value: unknown): boolean => isRecord(value) && Object.values(value).every(isString);
+
+/** The shape the service always sends; anything else is a start it did not make. Null when fine. */
+function shapeProblem(input: unknown): string | null {
+  if (!isRecord(input)) return 'the input is not a charge workflow input';
+  const { intent, policy } = input;
+  if (!isRecord(intent)) return 'intent is missing';
+  if (!isString(intent.tenant) || !isString(intent.idempotencyKey)) return 'intent.tenant or intent.idempotencyKey is not a string';
+  if (!isString(intent.chargeId) || !isString(intent.fingerprint)) return 'intent.chargeId or intent.fingerprint is not a string';
+  if (intent.actingKeyId !== undefined && !isString(intent.actingKeyId)) return 'intent.actingKeyId is not a string';
+  if (intent.dailyLimitMinor !== undefined && !isSafeInteger(intent.dailyLimitMinor)) return 'intent.dailyLimitMinor is not an integer';
+  const request = intent.request;
+  if (!isRecord(request)) return 'intent.request is missing';
+  for (const field of ['orderId', 'payerAccountId', 'payeeAccountId', 'currency'] as const) {
+    if (!isString(request[field])) return `intent.request.${field} is not a string`;
+  }
+  if (!isSafeInteger(request.amountMinor)) return 'intent.request.amountMinor is not an integer';
+  if (!captureModes.has(request.captureMode)) return 'intent.request.captureMode is neither automatic nor manual';
+  if (request.description !== null && !isString(request.description)) return 'intent.request.description is neither null nor a string';
+  if (request.metadata !== null && !isStringRecord(request.metadata)) return 'intent.request.metadata is neither null nor strings by name';
+  if (!isRecord(policy)) return 'policy is missing';
+  const budgets: (keyof ChargePolicy)[] = ['activityStartToCloseMs', 'tryBudgetMs', 'confirmBudgetMs', 'holdTtlMs'];
+  for (const field of budgets) {
+    if (!isSafeInteger(policy[field]) || (policy[field] as number) <= 0) return `policy.${field} is not a positive integer`;
+  }
+  return null;
+}
+
+/**
+ * What disagrees between the workflow's id and its input, each named; empty for a start the
+ * service (or an agent's chargeFromWorkflow, which starts from the service's intents) made.
+ * Every fingerprint version the service has produced is accepted, under its own definition.
+ */
+export function startMismatches(workflowId: string, input: unknown): string[] {
+  const shape = shapeProblem(input);
+  if (shape !== null) return [shape];
+  const { intent } = input as ChargeWorkflowInput;
+  const mismatches: string[] = [];
+  const expectedId = chargeWorkflowId(intent.tenant, intent.idempotencyKey);
+  if (workflowId !== expectedId) {
+    mismatches.push(`workflow id ${JSON.stringify(workflowId)} is not ${JSON.stringify(expectedId)}, the id of intent's tenant and key`);
+  }
+  const expectedChargeId = chargeIdFor(intent.tenant, intent.idempotencyKey);
+  if (intent.chargeId !== expectedChargeId) {
+    mismatches.push(`intent.chargeId ${intent.chargeId} is not ${expectedChargeId}, the id of intent's tenant and key`);
+  }
+  const version = fingerprintVersionOf(intent.fingerprint);
+  if (version === null) {
+    mismatches.push('intent.fingerprint is not a fingerprint of any version');
+  } else if (chargeFingerprint(intent.request, version) !== intent.fingerprint) {
+    mismatches.push(`intent.fingerprint is not the v${version} fingerprint of intent.request`);
+  }
+  return mismatches;
+}
+
+/** Fails the workflow (not its task: no retry) when the start was not the service's. */
+export function assertGenuineStart(workflowId: string, input: unknown): void {
+  const mismatches = startMismatches(workflowId, input);
+  if (mismatches.length === 0) return;
+  throw ApplicationFailure.create({
+    type: forgedStartType,
+    message: `refused a charge start the service did not make: ${mismatches.join('; ')}`,
+    nonRetryable: true,
+    details: mismatches,
+  });
+}
