@@ -1,13 +1,29 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
+import { Client, Connection } from '@temporalio/client';
+import { buildApi } from '../src/api/app.js';
 import { createApiKey } from '../src/auth/api-keys.js';
+import { loadConfig } from '../src/config.js';
+import { ChargeService } from '../src/service/charge-service.js';
+import type { AppContext } from '../src/runtime/app-context.js';
+import { findFreePort } from '../src/stack/free-port.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { noMandate } from '../src/domain/mandate.js';
 import { limits } from '../src/domain/limits.js';
 import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { wireIdempotencyTokenSchema } from '../src/service/idempotency-tokens.js';
 import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
-import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, newKey, useHarness, waitFor, workflowExists } from './support/harness.js';
+import {
+  balanceOf,
+  captureCount,
+  chargeBody,
+  expectLedgerInvariants,
+  newKey,
+  testPolicy,
+  useHarness,
+  waitFor,
+  workflowExists,
+} from './support/harness.js';
 import { fundedApiTenant, useApi } from './support/api.js';
 
 const h = useHarness();
@@ -51,6 +67,29 @@ async function countExecutions(workflowId: string): Promise<number> {
   let n = 0;
   for await (const _ of h.temporal.workflow.list({ query: `WorkflowId = '${workflowId}'` })) n++;
   return n;
+}
+
+/** The shared ledger, but a Temporal address where nothing listens: every start fails as unavailable. */
+async function deadTemporalContext(): Promise<AppContext> {
+  const config = loadConfig({});
+  const address = `127.0.0.1:${await findFreePort()}`;
+  const connection = Connection.lazy({ address });
+  const temporal = new Client({ connection, namespace: 'default' });
+  return {
+    config,
+    endpoints: { temporalAddress: address, databaseUrl: inject('stack').databaseUrl },
+    temporal,
+    ledger: h.pool,
+    charges: new ChargeService({
+      temporal,
+      ledger: h.pool,
+      policy: testPolicy,
+      amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
+      waitBudgetMs: 5_000,
+      startTimeoutMs: 1_000,
+    }),
+    close: () => connection.close(),
+  };
 }
 
 function expectTokenRefused(response: { status: number; body: any; headers: Headers }, message: RegExp): void {
@@ -202,6 +241,37 @@ describe('POST /v1/charges with Idempotency-Token', () => {
     const own = await chargeWithToken(other.apiKey, othersToken, body);
     expect(own.status).toBe(201);
     expect(own.body.idempotency_key).toBe(othersToken);
+  });
+
+  it('a first use whose start fails (Temporal unreachable: 503) has used the token; the retry, even after expiry, charges once', async () => {
+    const { tenant, apiKey } = await fundedTenant('token-outage');
+    const { token } = await issueToken(apiKey);
+    const body = chargeBody({ amount: 900 });
+
+    const context = await deadTemporalContext();
+    const deadApi = await buildApi({ context, mcp: false, temporalCallTimeoutMs: 1_000 });
+    try {
+      const down = await deadApi.inject({
+        method: 'POST',
+        url: '/v1/charges',
+        headers: { authorization: `Bearer ${apiKey}`, 'idempotency-token': token, 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      });
+      expect(down.statusCode, down.body).toBe(503);
+      expect(JSON.parse(down.body)).toMatchObject({ type: 'service_unavailable', dependency: 'temporal' });
+    } finally {
+      await deadApi.close();
+      await context.close();
+    }
+    expect((await tokenRow(tenant, token))?.consumed_at).toBeInstanceOf(Date);
+    expect(await workflowExists(h, chargeWorkflowId(tenant, token))).toBe(false);
+
+    await expireToken(tenant, token);
+    const retry = await chargeWithToken(apiKey, token, body);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(201);
+    expect(retry.body).toMatchObject({ idempotency_key: token, status: 'succeeded', amount: 900 });
+    expect(await captureCount(h.pool, tenant, token)).toBe(1);
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(100_000 - 900);
   });
 
   it('a body or mandate refusal leaves the token unused; both headers, neither, and no API key are refused', async () => {
