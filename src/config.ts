@@ -19,6 +19,12 @@ const configSchema = z.object({
   /** How long a charge call waits for the outcome before answering "still processing". */
   CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
   ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),
+  /**
+   * postgres:// URL of the ledger schema's owner, used only to run migrations; DATABASE_URL is then
+   * the app role's (no DDL: docs/operations.md, Database roles). Unset: migrations run through
+   * DATABASE_URL when its role may change the schema, and are only checked when it may not.
+   */
+  MIGRATION_DATABASE_URL: z.string().min(1).optional(),
   TRY_BUDGET_MS: positiveMs.default(300_000),
   CONFIRM_BUDGET_MS: positiveMs.default(300_000),
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */

@@ -105,7 +105,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
       const stack = await start({ withUi: true });
       expect(stack.temporalUiUrl).not.toBeNull();
 
-      const one = await withPg(stack.databaseUrl, async (client) => {
+      const one = await withPg(stack.migrationDatabaseUrl, async (client) => {
         await client.query('create table stack_survivor (note text primary key)');
         await client.query("insert into stack_survivor values ('written before restart')");
         return (await client.query<{ one: number }>('select 1 as one')).rows[0]?.one;

@@ -58,8 +58,11 @@ async function outputMatching(cli: RunningCli, pattern: RegExp, what: string, ti
 describe('a process started while a dependency is down waits for it', () => {
   it('a migration waits for another process holding the migration lock, then migrates', async () => {
     const database = `waits_${newKey('lock').replace(/[^a-z0-9]/g, '_')}`;
-    await h.pool.query(`CREATE DATABASE ${database}`);
-    const url = new URL(inject('stack').databaseUrl);
+    // The tests' own role may not create databases; the stack's admin role may.
+    const admin = new pg.Client({ connectionString: inject('stack').adminDatabaseUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${database}`);
+    const url = new URL(inject('stack').adminDatabaseUrl);
     url.pathname = `/${database}`;
     const holder = new pg.Client({ connectionString: url.toString() });
     await holder.connect();
@@ -90,7 +93,8 @@ describe('a process started while a dependency is down waits for it', () => {
       expect(lines.at(-1)).toMatch(/^database at .* is back: migrate the ledger succeeded on attempt \d+/);
     } finally {
       await holder.end();
-      await h.pool.query(`DROP DATABASE ${database} WITH (FORCE)`);
+      await admin.query(`DROP DATABASE ${database} WITH (FORCE)`);
+      await admin.end();
     }
   });
 

@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import pg from 'pg';
@@ -18,6 +19,10 @@ const connectTimeoutMs = 5_000;
  * bounded by `lockWaitMs`), then finds the schema already up to date. The versioned migrations run
  * first, then the ledger functions are re-created from their source files (repeatable.ts). The lock id is
  * node-pg-migrate's, so an older process that locks the library's way still excludes this one.
+ *
+ * Run as the schema's owner (MIGRATION_DATABASE_URL). A role that may not create objects in the
+ * schema (the app role, when no migration URL is configured) does not migrate: it checks, under the
+ * same lock, that every versioned migration has been applied, and fails naming the missing ones.
  */
 export async function migrateLedger(
   databaseUrl: string,
@@ -33,12 +38,17 @@ export async function migrateLedger(
     await client.query('SELECT pg_advisory_lock($1)', [PG_MIGRATE_LOCK_ID]);
     await client.query('SET lock_timeout = 0');
     try {
+      if (!(await mayChangeSchema(client))) {
+        await assertSchemaUpToDate(client);
+        log('this role cannot change the schema; every migration is already applied');
+        return;
+      }
       await runner({
         dbClient: client,
         noLock: true,
         dir: migrationsDir,
         direction: 'up',
-        migrationsTable: 'ledger_migrations',
+        migrationsTable,
         count: Infinity,
         checkOrder: true,
         log,
@@ -54,6 +64,44 @@ export async function migrateLedger(
     await client.end().catch((error: unknown) => log(`closing the migration connection failed: ${(error as Error).message}`));
   }
 }
+
+const migrationsTable = 'ledger_migrations';
+
+async function mayChangeSchema(client: pg.Client): Promise<boolean> {
+  const { rows } = await client.query<{ may: boolean }>("SELECT has_schema_privilege(current_user, 'public', 'CREATE') AS may");
+  return rows[0]!.may;
+}
+
+/** The versioned migrations this build ships, by the name node-pg-migrate records (file name without .sql). */
+export function shippedMigrationNames(): string[] {
+  return readdirSync(migrationsDir)
+    .filter((file) => file.endsWith('.sql'))
+    .map((file) => file.slice(0, -'.sql'.length))
+    .sort();
+}
+
+async function assertSchemaUpToDate(client: pg.Client): Promise<void> {
+  const { rows: whoRows } = await client.query<{ role: string; table: string | null }>(
+    'SELECT current_user AS role, to_regclass($1)::text AS table',
+    [migrationsTable],
+  );
+  const { role, table } = whoRows[0]!;
+  const applied = new Set<string>();
+  if (table !== null) {
+    const { rows } = await client.query<{ name: string }>(`SELECT name FROM ${migrationsTable}`);
+    for (const row of rows) applied.add(row.name);
+  }
+  const pending = shippedMigrationNames().filter((name) => !applied.has(name));
+  if (pending.length > 0) {
+    throw new SchemaNotMigratedError(
+      `the ledger schema is not up to date (${pending.length} migration(s) not applied: ${pending.join(', ')}) and role ${role} ` +
+        'may not change it: set MIGRATION_DATABASE_URL to the schema owner\'s URL (docs/operations.md, Database roles), or run the migrations as the owner first',
+    );
+  }
+}
+
+/** The connecting role may not migrate and the schema is behind: waiting does not help. */
+export class SchemaNotMigratedError extends Error {}
 
 /** SQLSTATE 55P03 lock_not_available: another process held the migration lock for the whole wait. */
 export function isMigrationLockBusy(error: unknown): boolean {

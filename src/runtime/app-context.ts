@@ -19,7 +19,10 @@ import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from '.
 export interface Endpoints {
   temporalAddress: string;
   databaseUrl: string;
+  /** The app role's URL: every query the service makes. */
 }
+  /** The schema owner's URL, for migrations only; without it migrations go through databaseUrl (see migrateLedger). */
+  migrationDatabaseUrl?: string;
 
 /** What a surface needs to serve callers: the charge service and the ledger pool behind it. */
 export interface AppContext {
@@ -178,7 +181,7 @@ export async function openServiceContext(config: ChargeguardConfig, log: (line: 
   }
   return openAppContext(
     config,
-    { temporalAddress: config.TEMPORAL_ADDRESS, databaseUrl: config.DATABASE_URL },
+    { temporalAddress: config.TEMPORAL_ADDRESS, databaseUrl: config.DATABASE_URL, migrationDatabaseUrl: config.MIGRATION_DATABASE_URL },
     { log, waitLimits: dependencyWaitLimitsFromConfig(config) },
   );
 }
@@ -198,7 +201,7 @@ export async function openAppContext(
   options: { workerConnection?: ConnectionLike; log?: (line: string) => void; waitLimits?: DependencyWaitLimits } = {},
 ): Promise<AppContext> {
   const wait: WaitOptions = { limits: options.waitLimits ?? noWaiting, log: options.log ?? (() => {}) };
-  await migrateLedgerWhenReachable(endpoints.databaseUrl, wait);
+  await migrateLedgerWhenReachable(endpoints.migrationDatabaseUrl ?? endpoints.databaseUrl, wait);
   const ledger = await openLedgerPoolWhenReachable(endpoints.databaseUrl, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
   let ownConnection: Connection | null = null;
   try {

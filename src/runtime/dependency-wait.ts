@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Dependency } from '../service/errors.js';
+import { maskUrlPassword } from '../support/redact.js';
 
 /**
  * How long a process waits for Temporal or PostgreSQL at start before it gives up. Bounded on
@@ -87,14 +88,7 @@ export async function waitForDependency<T>(
 
 /** The address of a PostgreSQL URL fit for a log line: the password replaced by ***. */
 export function maskDatabaseUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    // Not a URL we can parse: say nothing of it rather than risk printing a secret.
-    return '(unparseable DATABASE_URL)';
-  }
+  return maskUrlPassword(url, 'DATABASE_URL');
 }
 
 function describeError(error: unknown): string {

@@ -84,7 +84,7 @@ export async function startLocalRuntime(
   const rollback = () => runAll([...undo].reverse(), log).catch((error: unknown) => log(`rollback after a failed start: ${(error as Error).message}`));
   try {
     const wait = { limits: dependencyWaitLimitsFromConfig(config), log };
-    const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl };
+    const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl, migrationDatabaseUrl: stack.migrationDatabaseUrl };
     const connection = await connectWorkerWhenReachable(stack.temporalAddress, config.TEMPORAL_NAMESPACE, wait);
     undo.push(['close the worker connection', () => connection.close()]);
     const context = await step('migrating the ledger', () =>

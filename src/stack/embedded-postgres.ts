@@ -2,9 +2,11 @@ import type { ChildProcess } from 'node:child_process';
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { ledgerAppRole, ledgerOwnerRole, provisionLedgerRoles } from '../ledger/roles.js';
 import { isMissingFile, readFileIfPresent } from '../support/files.js';
 import { hasExited, terminate } from './child-process.js';
 import { findFreePort } from './free-port.js';
+import { ensurePasswords } from './postgres-credentials.js';
 import { LogSink } from './log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import { ensureOwnedBy, ensurePostgresOsUser, isRoot, prepareParentDirsFor, type OsUserIds } from './postgres-user.js';
@@ -26,7 +28,17 @@ export interface EmbeddedPostgresOptions {
 }
 
 export interface EmbeddedPostgres {
+  /**
+   * The superuser's URL: for tools, benches and tests that create databases or inject faults. The
+   * application connects as the app role (appDatabaseUrl) and migrates as the owner (ownerDatabaseUrl).
+   */
   databaseUrl: string;
+  /** The ledger's owner role: runs migrations, owns the schema. */
+  ownerDatabaseUrl: string;
+  /** The role the service connects as: rows and ledger functions only, no DDL. */
+  appDatabaseUrl: string;
+  /** PostgreSQL password file (PGPASSFILE) holding both roles' passwords, mode 0600. */
+  passwordFilePath: string;
   stop(): Promise<void>;
 }
 
@@ -123,7 +135,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
         }
         throw err;
       }
-      return await finishStart({ server, port, databaseName, stopTimeoutMs, lockPath, sink });
+      return await finishStart({ server, port, databaseName, stopTimeoutMs, lockPath, passwordFilePath: `${dataDir}.pgpass`, sink });
     }
   } catch (err) {
     await sink.close();
@@ -185,6 +197,7 @@ async function finishStart(p: {
   databaseName: string;
   stopTimeoutMs: number;
   lockPath: string;
+  passwordFilePath: string;
   sink: LogSink;
 }): Promise<EmbeddedPostgres> {
   const stopAndUnlock = async (): Promise<void> => {
@@ -194,10 +207,13 @@ async function finishStart(p: {
       await removeServerLock(p.lockPath);
     }
   };
+  let passwords: Record<string, string>;
   try {
     const pid = internalChild(p.server)?.pid;
     if (pid !== undefined) await writeServerLock(p.lockPath, pid);
     await createDatabaseIfMissing(p.port, p.databaseName);
+    passwords = await ensurePasswords(p.passwordFilePath, host, [ledgerOwnerRole, ledgerAppRole]);
+    await provisionRoles(p.port, p.databaseName, passwords);
   } catch (err) {
     await stopAndUnlock().catch((stopErr: unknown) => p.sink.note(`stopping the server after a failed start failed: ${(stopErr as Error).message}`));
     throw err;
@@ -205,6 +221,9 @@ async function finishStart(p: {
   let stopping: Promise<void> | null = null;
   return {
     databaseUrl: connectionUrl(p.port, p.databaseName),
+    ownerDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: ledgerOwnerRole, password: passwords[ledgerOwnerRole]! }),
+    appDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: ledgerAppRole, password: passwords[ledgerAppRole]! }),
+    passwordFilePath: p.passwordFilePath,
     stop: () => {
       stopping ??= stopAndUnlock().finally(() => p.sink.close());
       return stopping;
@@ -212,8 +231,22 @@ async function finishStart(p: {
   };
 }
 
-function connectionUrl(port: number, databaseName: string): string {
-  return `postgres://${superuser}:${encodeURIComponent(superuserPassword)}@${host}:${port}/${encodeURIComponent(databaseName)}`;
+function connectionUrl(port: number, databaseName: string, role = { user: superuser, password: superuserPassword }): string {
+  return `postgres://${encodeURIComponent(role.user)}:${encodeURIComponent(role.password)}@${host}:${port}/${encodeURIComponent(databaseName)}`;
+}
+
+/** The owner and app roles, (re)stated on every start with the passwords of the password file. */
+async function provisionRoles(port: number, databaseName: string, passwords: Record<string, string>): Promise<void> {
+  const client = new pg.Client({ connectionString: connectionUrl(port, databaseName) });
+  await client.connect();
+  try {
+    await provisionLedgerRoles(client, databaseName, {
+      owner: { name: ledgerOwnerRole, password: passwords[ledgerOwnerRole]! },
+      app: { name: ledgerAppRole, password: passwords[ledgerAppRole]! },
+    });
+  } finally {
+    await client.end();
+  }
 }
 
 async function createDatabaseIfMissing(port: number, databaseName: string): Promise<void> {

@@ -1,4 +1,5 @@
 import { join, resolve } from 'node:path';
+import { maskUrlPassword } from '../support/redact.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
 
@@ -12,7 +13,14 @@ export interface LocalStackOptions {
 
 export interface LocalStack {
   temporalAddress: string;
+  /** The app role's URL (rows and ledger functions only); what the service connects with. */
   databaseUrl: string;
+  /** The schema owner's URL, for migrations (DATABASE_URL again when MIGRATION_DATABASE_URL is not set). */
+  migrationDatabaseUrl: string;
+  /** The embedded server's superuser (tests' scratch databases); null with an external DATABASE_URL. */
+  adminDatabaseUrl: string | null;
+  /** The embedded server's password file (PGPASSFILE) for the two roles; null with an external DATABASE_URL. */
+  passwordFilePath: string | null;
   temporalUiUrl: string | null;
   stop(): Promise<void>;
 }
@@ -50,7 +58,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   return {
     temporalAddress: temporal.value.value.address,
     temporalUiUrl: temporal.value.value.uiUrl,
-    databaseUrl: postgres.value.value,
+    ...postgres.value.value,
     stop: () => {
       stopping ??= (async () => {
         const results = await Promise.allSettled([temporal.value.stop(), postgres.value.stop()]);
@@ -96,18 +104,29 @@ async function startTemporal(
   };
 }
 
-async function startPostgres(dataDir: string, logsDir: string, log: (line: string) => void): Promise<Service<string>> {
+type PostgresUrls = Pick<LocalStack, 'databaseUrl' | 'migrationDatabaseUrl' | 'adminDatabaseUrl' | 'passwordFilePath'>;
+
+async function startPostgres(dataDir: string, logsDir: string, log: (line: string) => void): Promise<Service<PostgresUrls>> {
   const external = nonEmptyEnv('DATABASE_URL');
   if (external !== null) {
-    log(`postgres: using DATABASE_URL=${redactPassword(external)}`);
-    return { value: external, stop: async () => undefined };
+    const migration = nonEmptyEnv('MIGRATION_DATABASE_URL');
+    log(`postgres: using DATABASE_URL=${maskUrlPassword(external, 'DATABASE_URL')}` + (migration ? `, migrating with MIGRATION_DATABASE_URL=${maskUrlPassword(migration, 'MIGRATION_DATABASE_URL')}` : ''));
+    return {
+      value: { databaseUrl: external, migrationDatabaseUrl: migration ?? external, adminDatabaseUrl: null, passwordFilePath: null },
+      stop: async () => undefined,
+    };
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, 'postgres.log');
   const server = await startEmbeddedPostgres({ dataDir: join(dataDir, 'postgres'), logFilePath });
-  log(`postgres: embedded server ready at ${redactPassword(server.databaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
+  log(`postgres: embedded server ready at ${maskUrlPassword(server.appDatabaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
   return {
-    value: server.databaseUrl,
+    value: {
+      databaseUrl: server.appDatabaseUrl,
+      migrationDatabaseUrl: server.ownerDatabaseUrl,
+      adminDatabaseUrl: server.databaseUrl,
+      passwordFilePath: server.passwordFilePath,
+    },
     stop: async () => {
       const stopStartedAtMs = Date.now();
       await server.stop();
@@ -119,14 +138,4 @@ async function startPostgres(dataDir: string, logsDir: string, log: (line: strin
 function nonEmptyEnv(name: string): string | null {
   const value = process.env[name];
   return value === undefined || value.trim() === '' ? null : value.trim();
-}
-
-function redactPassword(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url;
-  }
 }

@@ -10,7 +10,15 @@ import { bundleChargeWorkflows, createChargeWorker } from '../../src/worker/char
 
 export interface TestStack {
   temporalAddress: string;
+  /** The app role (rows and ledger functions, no DDL): what the worker and tests connect as, as the service does. */
   databaseUrl: string;
+  /** The schema owner, who ran the migrations. */
+  migrationDatabaseUrl: string;
+  /**
+   * May create databases and use superuser-only settings: scratch ledgers, fault injection. The
+   * embedded server's superuser; with an external PostgreSQL, the migration URL.
+   */
+  adminDatabaseUrl: string;
   /** The workflow bundle, built once, for workers that tests start themselves. */
   workflowBundlePath: string;
   dataDir: string;
@@ -31,7 +39,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
   await chmod(dataDir, 0o711);
   const stack = await startLocalStack({ dataDir, temporalUiPort: null });
-  await migrateLedger(stack.databaseUrl);
+  // As a deployment does it: the owner migrates, everything else runs as the app role.
+  await migrateLedger(stack.migrationDatabaseUrl);
 
   const bundle = await bundleChargeWorkflows();
   const workflowBundlePath = join(dataDir, 'workflow-bundle.js');
@@ -50,6 +59,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('stack', {
     temporalAddress: stack.temporalAddress,
     databaseUrl: stack.databaseUrl,
+    migrationDatabaseUrl: stack.migrationDatabaseUrl,
+    adminDatabaseUrl: stack.adminDatabaseUrl ?? stack.migrationDatabaseUrl,
     workflowBundlePath,
     dataDir,
   });

@@ -246,10 +246,16 @@ export interface ScratchLedger {
   drop(): Promise<void>;
 }
 
-export async function openScratchLedger(admin: LedgerPool, options: { maxConnections?: number } = {}): Promise<ScratchLedger> {
+/**
+ * The tests connect as the app role, which may not create databases; scratch ledgers are made, owned
+ * and dropped by the stack's admin role (superuser-only fault injection works in them). The pool
+ * argument is no longer used for that and is kept so callers read as before.
+ */
+export async function openScratchLedger(_callerPool: LedgerPool, options: { maxConnections?: number } = {}): Promise<ScratchLedger> {
   const name = `scratch_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+  const admin = createLedgerPool({ databaseUrl: inject('stack').adminDatabaseUrl, maxConnections: 1 });
   await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(inject('stack').databaseUrl);
+  const url = new URL(inject('stack').adminDatabaseUrl);
   url.pathname = `/${name}`;
   const databaseUrl = url.toString();
   await migrateLedger(databaseUrl);
@@ -259,7 +265,11 @@ export async function openScratchLedger(admin: LedgerPool, options: { maxConnect
     databaseUrl,
     drop: async () => {
       await pool.end();
-      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+      try {
+        await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+      } finally {
+        await admin.end();
+      }
     },
   };
 }

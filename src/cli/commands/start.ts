@@ -2,7 +2,34 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { startLocalRuntime } from '../../runtime/local-runtime.js';
 import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-safety.js';
+import type { LocalStack } from '../../stack/stack.js';
+import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
 import { waitForStopReason } from '../shutdown.js';
+
+/**
+ * How other terminals reach the same servers, without a password on screen or in a captured log:
+ * the embedded server's passwords stay in its password file, which PGPASSFILE points the clients at,
+ * so the lines work as printed; an external DATABASE_URL is shown with its password masked.
+ */
+export function connectionLines(stack: Pick<LocalStack, 'temporalAddress' | 'databaseUrl' | 'migrationDatabaseUrl' | 'passwordFilePath'>): string[] {
+  if (stack.passwordFilePath === null) {
+    return [
+      'Other terminals reach the same servers with (passwords masked: use the values you set):',
+      `  export TEMPORAL_ADDRESS=${stack.temporalAddress}`,
+      `  export DATABASE_URL=${maskUrlPassword(stack.databaseUrl, 'DATABASE_URL')}`,
+      ...(stack.migrationDatabaseUrl !== stack.databaseUrl
+        ? [`  export MIGRATION_DATABASE_URL=${maskUrlPassword(stack.migrationDatabaseUrl, 'MIGRATION_DATABASE_URL')}`]
+        : []),
+    ];
+  }
+  return [
+    'Other terminals reach the same servers with:',
+    `  export TEMPORAL_ADDRESS=${stack.temporalAddress}`,
+    `  export PGPASSFILE=${stack.passwordFilePath}`,
+    `  export DATABASE_URL=${withoutUrlPassword(stack.databaseUrl, 'DATABASE_URL')}`,
+    `  export MIGRATION_DATABASE_URL=${withoutUrlPassword(stack.migrationDatabaseUrl, 'MIGRATION_DATABASE_URL')}`,
+  ];
+}
 
 export function registerStartCommand(program: Command): void {
   program
@@ -30,9 +57,7 @@ export function registerStartCommand(program: Command): void {
             `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
             `  worker:          task queue "charges"`,
             '',
-            'Other terminals reach the same servers with:',
-            `  export TEMPORAL_ADDRESS=${runtime.stack.temporalAddress}`,
-            `  export DATABASE_URL=${runtime.stack.databaseUrl}`,
+            ...connectionLines(runtime.stack),
             'Ctrl-C stops everything.',
           ];
           process.stdout.write(`${lines.join('\n')}\n`);

@@ -65,6 +65,7 @@ export async function openCliContext(): Promise<AppContext> {
   return openAppContext(config, {
     temporalAddress: requireEndpoint('TEMPORAL_ADDRESS', config.TEMPORAL_ADDRESS),
     databaseUrl: requireEndpoint('DATABASE_URL', config.DATABASE_URL),
+    migrationDatabaseUrl: config.MIGRATION_DATABASE_URL,
   });
 }
 
@@ -72,7 +73,7 @@ export async function openCliContext(): Promise<AppContext> {
 export async function openCliLedger(): Promise<{ ledger: LedgerPool; accounts: AccountsService; close(): Promise<void> }> {
   const config = loadConfig();
   const databaseUrl = requireEndpoint('DATABASE_URL', config.DATABASE_URL);
-  await migrateLedger(databaseUrl);
+  await migrateLedger(config.MIGRATION_DATABASE_URL ?? databaseUrl);
   const ledger = createLedgerPool({ databaseUrl, maxConnections: 2 });
   return {
     ledger,

@@ -18,7 +18,7 @@ export function registerWorkerCommand(program: Command): void {
       }
       // Either server may still be starting (compose, a reboot): wait for it, within the limits.
       const wait = { limits: dependencyWaitLimitsFromConfig(config), log: (line: string) => process.stderr.write(`${line}\n`) };
-      await migrateLedgerWhenReachable(config.DATABASE_URL, wait);
+      await migrateLedgerWhenReachable(config.MIGRATION_DATABASE_URL ?? config.DATABASE_URL, wait);
       const ledger = await openLedgerPoolWhenReachable(config.DATABASE_URL, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
       let failure: unknown = undefined;
       try {
