@@ -144,6 +144,16 @@ describe('POST /v1/idempotency-tokens', () => {
     const { rows } = await h.pool.query('SELECT 1 FROM idempotency_tokens WHERE tenant = $1', [tenant]);
     expect(rows).toHaveLength(0);
   });
+  it('is in the OpenAPI document, and so is the Idempotency-Token header of a create', async () => {
+    const document = (await api.request('/openapi.json')).body;
+    const issue = document.paths['/v1/idempotency-tokens'].post;
+    expect(Object.keys(issue.responses).sort()).toEqual(['201', '400', '401', '413', '415', '503']);
+    expect(issue.responses['201'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/IdempotencyToken' });
+    expect(document.components.schemas.IssueIdempotencyTokenRequest.properties.ttl_seconds).toMatchObject({ type: 'integer', minimum: 1, maximum: 900 });
+    const header = document.paths['/v1/charges'].post.parameters.find((p: { name: string }) => p.name === 'idempotency-token');
+    expect(header).toMatchObject({ in: 'header', required: false, schema: { minLength: 47, maxLength: 47 } });
+    expect(new RegExp(header.schema.pattern).test((await issueToken((await fundedTenant('token-openapi')).apiKey)).token)).toBe(true);
+  });
 });
 
 describe('POST /v1/charges with Idempotency-Token', () => {
