@@ -5,9 +5,10 @@
 -- The signing secrets of each payment provider. They are kept in clear, unlike API keys (which
 -- are kept as SHA-256 hashes only): the server must compute HMAC-SHA256 with the very secret the
 -- provider holds, and a hash of it cannot do that. Whoever can read this table can forge
--- callbacks, so it is meant for the service's own database role alone: no privilege on it is
--- granted to anyone else (PUBLIC included), and a reporting or read-only role must not be given
--- one. The command line prints a secret once, when it is made, and never again.
+-- callbacks, so it is meant for the service's own database roles alone (the owner, which
+-- migrates, and the app role the service runs as): nothing is granted to PUBLIC, and a reporting
+-- or read-only role must not be given access. The command line prints a secret once, when it is
+-- made, and never again.
 --
 -- A secret verifies callbacks while it is neither revoked nor past expires_at. A rotation adds a
 -- new secret and gives the provider's current ones an expires_at a little in the future, so both
@@ -46,6 +47,9 @@ CREATE TABLE webhook_events (
   PRIMARY KEY (provider, event_id)
 );
 CREATE INDEX webhook_events_by_tenant ON webhook_events (tenant, received_at);
+-- The audit of a credit, like the postings it explains: corrections are new rows, never edits.
+CREATE TRIGGER webhook_events_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON webhook_events
+  FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
 -- Down Migration
 DROP TABLE webhook_events;
