@@ -1,7 +1,11 @@
 import { z } from 'zod';
 import { limits } from './domain/limits.js';
+import { rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
 
 const positiveMs = z.coerce.number().int().positive();
+const perSecond = z.coerce.number().int().min(1).max(rateLimitBounds.ratePerSecondMax);
+const burst = z.coerce.number().int().min(1).max(rateLimitBounds.burstMax);
+const openHolds = z.coerce.number().int().min(1).max(rateLimitBounds.maxOpenHoldsMax);
 
 /**
  * Every setting the service reads from its environment, validated at start so a typo fails loudly
@@ -37,6 +41,22 @@ const configSchema = z.object({
   DEPENDENCY_WAIT_INITIAL_DELAY_MS: positiveMs.default(250),
   DEPENDENCY_WAIT_MAX_DELAY_MS: positiveMs.default(2_000),
   DEPENDENCY_WAIT_BUDGET_MS: positiveMs.default(300_000),
+  /**
+   * Request rate limits (token buckets shared by every API process through the database) and open
+   * holds, per API key (a key's own limits, set with `api-keys create`, win) and per tenant: docs/limits.md.
+   */
+  RATE_LIMIT_KEY_PER_SECOND: perSecond.default(rateLimitDefaults.keyRatePerSecond),
+  RATE_LIMIT_KEY_BURST: burst.default(rateLimitDefaults.keyBurst),
+  RATE_LIMIT_TENANT_PER_SECOND: perSecond.default(rateLimitDefaults.tenantRatePerSecond),
+  RATE_LIMIT_TENANT_BURST: burst.default(rateLimitDefaults.tenantBurst),
+  OPEN_HOLDS_KEY_MAX: openHolds.default(rateLimitDefaults.keyMaxOpenHolds),
+  OPEN_HOLDS_TENANT_MAX: openHolds.default(rateLimitDefaults.tenantMaxOpenHolds),
+  /**
+   * Browser origins allowed to call /mcp, comma-separated (e.g. https://app.example.com). A request
+   * carrying any other Origin is refused with 403 (MCP's DNS rebinding rule); requests without one
+   * (non-browser clients) are served. Unset: no browser origin at all.
+   */
+  MCP_ALLOWED_ORIGINS: z.string().default(''),
 });
 
 export type ChargeguardConfig = z.infer<typeof configSchema>;

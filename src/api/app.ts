@@ -19,6 +19,7 @@ import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerMcpRoute } from '../mcp/http.js';
+import { rateLimitHook } from './rate-limit-hook.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -197,6 +198,9 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       const operation = request.routeOptions.config.operation;
       if (operation !== undefined) authorize(principal, operation);
     });
+    // Request rate and open holds of the key and its tenant (docs/limits.md): after authentication,
+    // so a request without a valid key spends nobody's tokens.
+    tenantScope.addHook('onRequest', rateLimitHook(context));
     // A key that requires signed requests: checked once the body is read, before any handler.
     tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.ledger));
     registerChargeRoutes(tenantScope, deps);

@@ -5,6 +5,7 @@ import {
   ForbiddenError,
   MandateExceededError,
   IdempotencyConflictError,
+  RateLimitedError,
   NotFoundError,
   UnavailableError,
   ValidationError,
@@ -56,6 +57,15 @@ export function problemFor(error: unknown, retryAfterSeconds: number): Problem {
   }
   if (e instanceof MandateExceededError) {
     return { body: problem(403, e.code, 'Mandate exceeded', e.message, { rule: e.rule }), headers: {} };
+  }
+  if (e instanceof RateLimitedError) {
+    // `violated-policies` is the member the RateLimit draft defines for this (its section 5.1); the
+    // RateLimit-Policy and RateLimit fields were set on the reply by the limiter (docs/limits.md).
+    const extensions = { scope: e.scope, ...(e.code === 'rate_limited' ? { 'violated-policies': [e.scope] } : {}) };
+    return {
+      body: { ...problem(429, e.code, 'Too many requests', e.message), ...extensions },
+      headers: { 'retry-after': String(e.retryAfterSeconds) },
+    };
   }
   if (e instanceof NotFoundError) return { body: problem(404, e.code, 'Not found', e.message), headers: {} };
   if (e instanceof ChargeStateConflictError) {

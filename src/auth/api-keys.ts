@@ -5,6 +5,8 @@ import {
   listApiKeys,
   principalForKeyHash,
   revokeApiKey,
+  defaultKeyLimits,
+  type ApiKeyLimits,
   type ApiKeyPrincipal,
   type ApiKeyRecord,
 } from '../ledger/api-keys.js';
@@ -30,11 +32,13 @@ export async function createApiKey(
   label: string | null = null,
   role: Role = defaultRole,
   mandate: Mandate = noMandate,
+  /** Its own request rate and open holds limits (docs/limits.md); null fields take the configured defaults. */
+  limits: ApiKeyLimits = defaultKeyLimits,
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   assertTenant(tenant);
   const key = apiKeyPrefix + randomBytes(secretBytes).toString('base64url');
   const id = `key_${randomBytes(8).toString('hex')}`;
-  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role, mandate });
+  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role, mandate, limits });
   return { key, record };
 }
 
@@ -50,4 +54,4 @@ export async function principalForApiKey(pool: LedgerPool, key: string): Promise
 }
 
 // Surfaces never import the ledger: they reach the whole key store through this module.
-export { getApiKey, listApiKeys, revokeApiKey, type ApiKeyPrincipal, type ApiKeyRecord };
+export { getApiKey, listApiKeys, revokeApiKey, type ApiKeyLimits, type ApiKeyPrincipal, type ApiKeyRecord };

@@ -21,6 +21,8 @@ export interface ApiKeyRecord {
   revokedAt: string | null;
   /** What the key may charge (every rule null: no mandate). */
   mandate: Mandate;
+  /** The key's own request rate and open holds limits (each null: the configured default; docs/limits.md). */
+  limits: ApiKeyLimits;
 }
 
 /** Who a presented key acts as. */
@@ -30,6 +32,15 @@ export interface ApiKeyPrincipal {
   role: ApiKeyRole;
   mandate: Mandate;
 }
+
+/** A key's own limits; null: the configured default (src/domain/rate-limits.ts). */
+export interface ApiKeyLimits {
+  ratePerSecond: number | null;
+  burst: number | null;
+  maxOpenHolds: number | null;
+}
+
+export const defaultKeyLimits: ApiKeyLimits = { ratePerSecond: null, burst: null, maxOpenHolds: null };
 
 interface MandateColumns {
   max_amount_minor: string | null;
@@ -58,6 +69,9 @@ interface ApiKeyRow extends MandateColumns {
   created_at: Date;
   last_used_at: Date | null;
   revoked_at: Date | null;
+  rate_limit_per_second: number | null;
+  rate_limit_burst: number | null;
+  max_open_holds: number | null;
 }
 
 function fromRow(row: ApiKeyRow): ApiKeyRecord {
@@ -71,20 +85,23 @@ function fromRow(row: ApiKeyRow): ApiKeyRecord {
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
     revokedAt: row.revoked_at?.toISOString() ?? null,
     mandate: mandateOf(row),
+    limits: { ratePerSecond: row.rate_limit_per_second, burst: row.rate_limit_burst, maxOpenHolds: row.max_open_holds },
   };
 }
 
 export async function insertApiKey(
   pool: LedgerPool,
-  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole; mandate: Mandate },
+  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole; mandate: Mandate; limits?: ApiKeyLimits },
 ): Promise<ApiKeyRecord> {
   const m = key.mandate;
   const result = await pool.query<ApiKeyRow>(
     `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label, role,
-                           max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+                           max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at,
+                           rate_limit_per_second, rate_limit_burst, max_open_holds)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
     [key.id, key.tenant, key.keyHash, key.keyPrefix, key.label, key.role,
-     m.maxAmountMinor, m.dailyLimitMinor, m.allowedPayeeAccountIds, m.currency, m.expiresAt],
+     m.maxAmountMinor, m.dailyLimitMinor, m.allowedPayeeAccountIds, m.currency, m.expiresAt,
+     key.limits?.ratePerSecond ?? null, key.limits?.burst ?? null, key.limits?.maxOpenHolds ?? null],
   );
   return fromRow(result.rows[0]!);
 }

@@ -1,37 +1,131 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.js';
+import { sendProblem } from '../api/problem.js';
+import { admit, mcpRateLimitSettings } from '../api/rate-limit-hook.js';
+import { idempotencyKeyPattern } from '../domain/limits.js';
+import { mcpBatchMaxCalls } from '../domain/rate-limits.js';
 import { createMcpServer } from './server.js';
+
+/** The origins a browser may call /mcp from: the configured list, comma-separated; empty by default. */
+export function allowedMcpOrigins(setting: string): ReadonlySet<string> {
+  return new Set(
+    setting
+      .split(',')
+      .map((origin) => origin.trim())
+      .filter((origin) => origin !== ''),
+  );
+}
+
+/**
+ * MCP requires servers to validate Origin against DNS rebinding: a page on another site that a
+ * browser was tricked into sending here carries its own Origin. Requests without one (agents, CLIs,
+ * desktop clients) are not browsers' and are served; an Origin not in the allow-list gets 403
+ * before the body is read. The SDK's own check (allowedOrigins) lets everything through when its
+ * list is empty, so this one is done here.
+ */
+function refuseForeignOrigin(allowed: ReadonlySet<string>) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const origin = request.headers.origin;
+    if (origin === undefined || allowed.has(origin)) return;
+    return sendProblem(reply, {
+      body: {
+        type: 'origin_not_allowed',
+        title: 'Forbidden',
+        status: 403,
+        detail:
+          `Origin ${JSON.stringify(origin.slice(0, 200))} may not call this MCP endpoint; ` +
+          'browser origins must be listed in MCP_ALLOWED_ORIGINS (clients that are not browsers send no Origin)',
+      },
+      headers: {},
+    });
+  };
+}
+
+/** What a POST body asks of the limiter: one token per JSON-RPC call, and the charges it would create. */
+export function callsOf(body: unknown): { calls: number; chargeKeys: string[] } {
+  const messages = Array.isArray(body) ? body : [body];
+  let calls = 0;
+  const chargeKeys: string[] = [];
+  for (const message of messages) {
+    if (message === null || typeof message !== 'object' || typeof (message as { method?: unknown }).method !== 'string') continue;
+    calls += 1;
+    const { method, params } = message as { method: string; params?: { name?: unknown; arguments?: { idempotency_key?: unknown } } };
+    const key = params?.arguments?.idempotency_key;
+    if (method === 'tools/call' && params?.name === 'create_charge' && typeof key === 'string' && idempotencyKeyPattern.test(key)) {
+      chargeKeys.push(key);
+    }
+  }
+  return { calls, chargeKeys };
+}
 
 /**
  * MCP over streamable HTTP at /mcp, stateless: each POST gets a fresh server bound to the tenant of
  * its API key, so any API instance can answer any request and nothing is kept between calls (the
  * idempotency keys carry all the state that matters).
+ *
+ * Limits: the tenant scope's hook took one request token; a JSON-RPC batch (which MCP 2025-06-18
+ * removed but the SDK still parses, up to 100 messages) takes one more per further call, so a batch
+ * of 20 tools/call costs what 20 requests cost. A batch over mcpBatchMaxCalls is refused whole,
+ * before any of it runs. A create_charge call is checked against the open holds limits like
+ * POST /v1/charges, the calls of one batch together.
  */
 export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
-  app.post('/mcp', { schema: { summary: 'Model Context Protocol (streamable HTTP, stateless)', tags: ['mcp'] } }, async (request, reply) => {
-    const server = createMcpServer({
-      charges: deps.context.charges,
-      accounts: deps.accounts,
-      // Checked by the API's authentication hook for this request; each tool call checks its role.
-      principal: async () => request.principal,
-      waitBudgetMs: deps.waitBudgetMs,
-    });
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    reply.hijack();
-    reply.raw.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(request.raw, reply.raw, request.body);
-  });
+  const settings = mcpRateLimitSettings(deps.context);
+  const onRequest = refuseForeignOrigin(allowedMcpOrigins(deps.context.config.MCP_ALLOWED_ORIGINS));
+
+  app.post(
+    '/mcp',
+    { onRequest, schema: { summary: 'Model Context Protocol (streamable HTTP, stateless)', tags: ['mcp'] } },
+    async (request, reply) => {
+      if (Array.isArray(request.body) && request.body.length > mcpBatchMaxCalls) {
+        return reply
+          .code(400)
+          .type('application/json')
+          .send({
+            jsonrpc: '2.0',
+            error: {
+              code: -32600,
+              message:
+                `Invalid Request: a batch of ${request.body.length} JSON-RPC messages; at most ${mcpBatchMaxCalls} ` +
+                '(mcpBatchMaxCalls) per request. Nothing in it was run: send them in smaller batches or one by one.',
+            },
+            id: null,
+          });
+      }
+      const { calls, chargeKeys } = callsOf(request.body);
+      if (calls > 1 || chargeKeys.length > 0) {
+        await admit(deps.context, settings, request, reply, { cost: Math.max(0, calls - 1), chargeKeys });
+      }
+
+      const server = createMcpServer({
+        charges: deps.context.charges,
+        accounts: deps.accounts,
+        // Checked by the API's authentication hook for this request; each tool call checks its role.
+        principal: async () => request.principal,
+        waitBudgetMs: deps.waitBudgetMs,
+      });
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      // The limiter's RateLimit fields go out with the transport's answer too.
+      for (const [name, value] of Object.entries(reply.getHeaders())) {
+        if (value !== undefined) reply.raw.setHeader(name, value);
+      }
+      reply.hijack();
+      reply.raw.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      await transport.handleRequest(request.raw, reply.raw, request.body);
+    },
+  );
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
   for (const method of ['GET', 'DELETE'] as const) {
     app.route({
       method,
       url: '/mcp',
+      onRequest,
       schema: { hide: true },
       handler: async (_request, reply) =>
         reply

@@ -99,3 +99,19 @@ export class UnavailableError extends ChargeguardError {
     super(message, options);
   }
 }
+
+/**
+ * Over a request rate limit (`rate_limited`) or an open holds limit (`open_holds_exceeded`) of the
+ * API key or of its tenant (`scope`); refused before anything was recorded or started.
+ */
+export class RateLimitedError extends ChargeguardError {
+  constructor(
+    readonly code: 'rate_limited' | 'open_holds_exceeded',
+    readonly scope: 'key' | 'tenant',
+    /** Whole seconds, at least 1: the Retry-After the refusal carries. */
+    readonly retryAfterSeconds: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -29,9 +29,23 @@ export interface TestResponse {
 
 export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & { temporalAddress?: string; env?: Record<string, string> };
 
+/**
+ * Tests make hundreds of requests a second with one key (100 concurrent charges, 100 token uses):
+ * the test API's limits are far above the production defaults (src/domain/rate-limits.ts), which
+ * test/api-rate-limits.test.ts exercises by setting its own through `env`.
+ */
+export const generousRateLimits = {
+  RATE_LIMIT_KEY_PER_SECOND: '100000',
+  RATE_LIMIT_KEY_BURST: '100000',
+  RATE_LIMIT_TENANT_PER_SECOND: '100000',
+  RATE_LIMIT_TENANT_BURST: '100000',
+  OPEN_HOLDS_KEY_MAX: '100000',
+  OPEN_HOLDS_TENANT_MAX: '100000',
+} as const;
+
 export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi> {
   const stack = inject('stack');
-  const config = loadConfig({ CHARGE_WAIT_BUDGET_MS: '30000', ...options.env });
+  const config = loadConfig({ CHARGE_WAIT_BUDGET_MS: '30000', ...generousRateLimits, ...options.env });
   const context = await openAppContext(config, {
     temporalAddress: options.temporalAddress ?? stack.temporalAddress,
     databaseUrl: stack.databaseUrl,

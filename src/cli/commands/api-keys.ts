@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { createApiKey, getApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '../../auth/api-keys.js';
+import { createApiKey, getApiKey, listApiKeys, revokeApiKey, type ApiKeyLimits, type ApiKeyRecord } from '../../auth/api-keys.js';
+import { rateLimitBounds } from '../../domain/rate-limits.js';
 import { defaultRole, isRole, roles, type Role } from '../../domain/permissions.js';
 import { NotFoundError, ValidationError, type FieldError } from '../../service/errors.js';
 import { accountIdProblem, assertTenant, assertText } from '../../service/validation.js';
@@ -19,9 +20,39 @@ function describeMandate(mandate: Mandate): string {
   return `mandate ${rules.filter((rule) => rule !== null).join(', ')}`;
 }
 
+function describeLimits(limits: ApiKeyLimits): string {
+  const or = (value: number | null) => (value === null ? 'default' : String(value));
+  return `limits ${or(limits.ratePerSecond)} req/s, burst ${or(limits.burst)}, open holds ${or(limits.maxOpenHolds)}`;
+}
+
+/** The key's own limits the flags ask for (absent: the configured default); every bad flag is named at once. */
+function limitsOptions(options: LimitOptions): ApiKeyLimits {
+  const errors: FieldError[] = [];
+  const whole = (text: string | undefined, field: string, max: number): number | null => {
+    if (text === undefined) return null;
+    const value = /^[0-9]{1,7}$/.test(text) ? Number(text) : NaN;
+    if (value >= 1 && value <= max) return value;
+    errors.push({ field, message: `must be a whole number from 1 to ${max}` });
+    return null;
+  };
+  const chosen = {
+    ratePerSecond: whole(options.ratePerSecond, '--rate-per-second', rateLimitBounds.ratePerSecondMax),
+    burst: whole(options.burst, '--burst', rateLimitBounds.burstMax),
+    maxOpenHolds: whole(options.maxOpenHolds, '--max-open-holds', rateLimitBounds.maxOpenHoldsMax),
+  };
+  if (errors.length > 0) throw new ValidationError(errors);
+  return chosen;
+}
+
+interface LimitOptions {
+  ratePerSecond?: string;
+  burst?: string;
+  maxOpenHolds?: string;
+}
+
 function describeKey(key: ApiKeyRecord): string {
   return (
-    `${key.id}  tenant ${key.tenant}  role ${key.role}  ${key.keyPrefix}…  ${key.label ?? ''}  ${describeMandate(key.mandate)}  ` +
+    `${key.id}  tenant ${key.tenant}  role ${key.role}  ${key.keyPrefix}…  ${key.label ?? ''}  ${describeMandate(key.mandate)}  ${describeLimits(key.limits)}  ` +
     `created ${key.createdAt}  last used ${key.lastUsedAt ?? 'never'}${key.revokedAt ? `  REVOKED ${key.revokedAt}` : ''}`
   );
 }
@@ -91,6 +122,7 @@ function keyToJson(key: ApiKeyRecord) {
     last_used_at: key.lastUsedAt,
     revoked_at: key.revokedAt,
     mandate: mandateToJson(key.mandate),
+    limits: { rate_per_second: key.limits.ratePerSecond, burst: key.limits.burst, max_open_holds: key.limits.maxOpenHolds },
   };
 }
 
@@ -119,18 +151,22 @@ export function registerApiKeysCommand(program: Command): void {
     .option('--daily-limit <minor>', 'mandate: the most the key may charge in any 24 h, in minor units')
     .option('--payees <ids>', 'mandate: the only payee accounts it may charge to, comma-separated')
     .option('--currency <code>', 'mandate: the only currency it may charge in')
-    .option('--expires-at <iso>', 'the key stops working at this instant (ISO 8601)');
+    .option('--expires-at <iso>', 'the key stops working at this instant (ISO 8601)')
+    .option('--rate-per-second <n>', 'requests per second this key may make, refilling its burst (default: RATE_LIMIT_KEY_PER_SECOND)')
+    .option('--burst <n>', 'requests this key may make at once (default: RATE_LIMIT_KEY_BURST)')
+    .option('--max-open-holds <n>', 'charges of this key holding money at once (default: OPEN_HOLDS_KEY_MAX)');
   addTenantOption(create);
   addOutputOption(create);
-  create.action((options: { tenant?: string; label?: string; role?: string; json?: boolean } & MandateOptions) =>
+  create.action((options: { tenant?: string; label?: string; role?: string; json?: boolean } & MandateOptions & LimitOptions) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
       const label = options.label === undefined ? null : assertText(options.label, '--label', { maxLength: limits.apiKeyLabelMaxLength });
       const role = roleOption(options.role);
       const mandate = mandateOptions(options, Date.now());
+      const keyLimits = limitsOptions(options);
       const cli = await openCliLedger();
       try {
-        const { key, record } = await createApiKey(cli.ledger, tenant, label, role, mandate);
+        const { key, record } = await createApiKey(cli.ledger, tenant, label, role, mandate, keyLimits);
         print(
           options,
           { ...keyToJson(record), key },
