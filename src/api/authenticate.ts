@@ -1,10 +1,18 @@
 import type { FastifyRequest } from 'fastify';
 import { principalForApiKey } from '../auth/api-keys.js';
 import type { Principal } from '../auth/principal.js';
+import { acceptSignedRequest, type SignatureKey } from '../auth/request-signatures.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { UnauthorizedError } from '../service/errors.js';
 
 export { UnauthorizedError };
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by authenticate for a key that requires signed requests (null: it does not). */
+    signatureKey: SignatureKey | null;
+  }
+}
 
 export function bearerToken(authorization: string | undefined): string | null {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
@@ -22,9 +30,30 @@ export async function authenticate(request: FastifyRequest, ledger: LedgerPool):
   if (token === null) {
     throw new UnauthorizedError('send an API key as "Authorization: Bearer <key>"; create one with `chargeguard api-keys create`');
   }
-  const principal = await principalForApiKey(ledger, token);
+  const found = await principalForApiKey(ledger, token);
   // An expired key is refused like a revoked one (401): it no longer authenticates anyone, so the
   // caller needs a new key, not another permission.
-  if (principal === null) throw new UnauthorizedError('the API key is unknown, revoked or expired');
+  if (found === null) throw new UnauthorizedError('the API key is unknown, revoked or expired');
+  // The signing secret stays with this request's signature check, out of the principal that the
+  // services and MCP tools receive.
+  const { signingSecret, ...principal } = found;
+  request.signatureKey = signingSecret === null ? null : { keyId: principal.keyId, secret: signingSecret };
   return principal;
+}
+
+/**
+ * For a key that requires signed requests: verifies the RFC 9421 signature over the request as
+ * received (method, URL as the Host header and path name it, body bytes through Content-Digest,
+ * Idempotency-Key) and consumes its nonce, or refuses with 401 naming what failed. Runs once the
+ * body is read and before any handler, so a refused request records nothing. A key without a
+ * signing secret is not checked: a signature it sends is ignored, there being no secret to check
+ * it against.
+ */
+export async function verifySignedRequest(request: FastifyRequest, ledger: LedgerPool): Promise<void> {
+  if (request.signatureKey === null) return;
+  await acceptSignedRequest(
+    ledger,
+    { method: request.method, targetUri: `${request.protocol}://${request.host}${request.url}`, headers: request.headers, body: request.rawBody },
+    request.signatureKey,
+  );
 }

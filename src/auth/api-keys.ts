@@ -14,6 +14,7 @@ import type { LedgerPool } from '../ledger/pool.js';
 import { defaultRole, type Role } from '../domain/permissions.js';
 import { noMandate, type Mandate } from '../domain/mandate.js';
 import { assertTenant } from '../service/validation.js';
+import { newSigningSecret } from './request-signatures.js';
 
 /** Every key starts with this, so a leaked key is recognisable by secret scanners and people. */
 export const apiKeyPrefix = 'cgk_';
@@ -25,21 +26,27 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
-/** Creates a key for the tenant and returns it in clear: the only time it is ever visible. */
+/**
+ * Creates a key for the tenant and returns it in clear: the only time it is ever visible. With
+ * `requireSignature` the key also gets a signing secret (returned here, and only here) and accepts
+ * only requests signed with it (src/auth/request-signatures.ts).
+ */
 export async function createApiKey(
   pool: LedgerPool,
   tenant: string,
   label: string | null = null,
   role: Role = defaultRole,
   mandate: Mandate = noMandate,
+  signing: { requireSignature?: boolean } = {},
   /** Its own request rate and open holds limits (docs/limits.md); null fields take the configured defaults. */
   limits: ApiKeyLimits = defaultKeyLimits,
-): Promise<{ key: string; record: ApiKeyRecord }> {
+): Promise<{ key: string; record: ApiKeyRecord; signingSecret: string | null }> {
   assertTenant(tenant);
   const key = apiKeyPrefix + randomBytes(secretBytes).toString('base64url');
   const id = `key_${randomBytes(8).toString('hex')}`;
-  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role, mandate, limits });
-  return { key, record };
+  const signingSecret = signing.requireSignature ? newSigningSecret() : null;
+  const record = await insertApiKey(pool, { id, tenant, keyHash: hashApiKey(key), keyPrefix: key.slice(0, shownPrefixLength), label, role, mandate, limits, signingSecret });
+  return { key, record, signingSecret };
 }
 
 /**

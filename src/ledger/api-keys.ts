@@ -23,6 +23,8 @@ export interface ApiKeyRecord {
   mandate: Mandate;
   /** The key's own request rate and open holds limits (each null: the configured default; docs/limits.md). */
   limits: ApiKeyLimits;
+  /** Only RFC 9421 signed requests are accepted (the key has a signing secret; never shown again). */
+  requiresSignature: boolean;
 }
 
 /** Who a presented key acts as. */
@@ -31,6 +33,11 @@ export interface ApiKeyPrincipal {
   tenant: string;
   role: ApiKeyRole;
   mandate: Mandate;
+  /**
+   * The secret requests must be signed with (null: the key does not require signed requests). For
+   * the verifier only: authentication takes it off before the principal goes anywhere else.
+   */
+  signingSecret: string | null;
 }
 
 /** A key's own limits; null: the configured default (src/domain/rate-limits.ts). */
@@ -72,6 +79,7 @@ interface ApiKeyRow extends MandateColumns {
   rate_limit_per_second: number | null;
   rate_limit_burst: number | null;
   max_open_holds: number | null;
+  signing_secret: string | null;
 }
 
 function fromRow(row: ApiKeyRow): ApiKeyRecord {
@@ -86,21 +94,23 @@ function fromRow(row: ApiKeyRow): ApiKeyRecord {
     revokedAt: row.revoked_at?.toISOString() ?? null,
     mandate: mandateOf(row),
     limits: { ratePerSecond: row.rate_limit_per_second, burst: row.rate_limit_burst, maxOpenHolds: row.max_open_holds },
+    requiresSignature: row.signing_secret !== null,
   };
 }
 
 export async function insertApiKey(
   pool: LedgerPool,
-  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole; mandate: Mandate; limits?: ApiKeyLimits },
+  key: { id: string; tenant: string; keyHash: string; keyPrefix: string; label: string | null; role: ApiKeyRole; mandate: Mandate; limits?: ApiKeyLimits; signingSecret?: string | null },
 ): Promise<ApiKeyRecord> {
   const m = key.mandate;
   const result = await pool.query<ApiKeyRow>(
     `INSERT INTO api_keys (id, tenant, key_hash, key_prefix, label, role,
                            max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at,
-                           rate_limit_per_second, rate_limit_burst, max_open_holds)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
+                           signing_secret, rate_limit_per_second, rate_limit_burst, max_open_holds)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING *`,
     [key.id, key.tenant, key.keyHash, key.keyPrefix, key.label, key.role,
      m.maxAmountMinor, m.dailyLimitMinor, m.allowedPayeeAccountIds, m.currency, m.expiresAt,
+     key.signingSecret ?? null,
      key.limits?.ratePerSecond ?? null, key.limits?.burst ?? null, key.limits?.maxOpenHolds ?? null],
   );
   return fromRow(result.rows[0]!);
@@ -114,10 +124,10 @@ export async function insertApiKey(
  * once a minute, not a thousand times.
  */
 export async function principalForKeyHash(pool: LedgerPool, keyHash: string): Promise<ApiKeyPrincipal | null> {
-  const result = await pool.query<{ id: string; tenant: string; role: ApiKeyRole } & MandateColumns>(
+  const result = await pool.query<{ id: string; tenant: string; role: ApiKeyRole; signing_secret: string | null } & MandateColumns>(
     `WITH found AS (
        SELECT id, tenant, role, last_used_at,
-              max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at
+              max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at, signing_secret
          FROM api_keys
         WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
      ), used AS (
@@ -126,12 +136,12 @@ export async function principalForKeyHash(pool: LedgerPool, keyHash: string): Pr
         WHERE api_keys.id = found.id
           AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
      )
-     SELECT id, tenant, role, max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at
+     SELECT id, tenant, role, max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at, signing_secret
        FROM found`,
     [keyHash],
   );
   const row = result.rows[0];
-  return row ? { keyId: row.id, tenant: row.tenant, role: row.role, mandate: mandateOf(row) } : null;
+  return row ? { keyId: row.id, tenant: row.tenant, role: row.role, mandate: mandateOf(row), signingSecret: row.signing_secret } : null;
 }
 
 export async function getApiKey(pool: LedgerPool, id: string): Promise<ApiKeyRecord | null> {

@@ -53,6 +53,7 @@ interface LimitOptions {
 function describeKey(key: ApiKeyRecord): string {
   return (
     `${key.id}  tenant ${key.tenant}  role ${key.role}  ${key.keyPrefix}…  ${key.label ?? ''}  ${describeMandate(key.mandate)}  ${describeLimits(key.limits)}  ` +
+    `signatures ${key.requiresSignature ? 'required' : 'not required'}  ` +
     `created ${key.createdAt}  last used ${key.lastUsedAt ?? 'never'}${key.revokedAt ? `  REVOKED ${key.revokedAt}` : ''}`
   );
 }
@@ -122,6 +123,7 @@ function keyToJson(key: ApiKeyRecord) {
     last_used_at: key.lastUsedAt,
     revoked_at: key.revokedAt,
     mandate: mandateToJson(key.mandate),
+    require_signature: key.requiresSignature,
     limits: { rate_per_second: key.limits.ratePerSecond, burst: key.limits.burst, max_open_holds: key.limits.maxOpenHolds },
   };
 }
@@ -152,12 +154,13 @@ export function registerApiKeysCommand(program: Command): void {
     .option('--payees <ids>', 'mandate: the only payee accounts it may charge to, comma-separated')
     .option('--currency <code>', 'mandate: the only currency it may charge in')
     .option('--expires-at <iso>', 'the key stops working at this instant (ISO 8601)')
+    .option('--require-signature', 'accept only requests signed (RFC 9421, hmac-sha256) with a signing secret, printed once with the key')
     .option('--rate-per-second <n>', 'requests per second this key may make, refilling its burst (default: RATE_LIMIT_KEY_PER_SECOND)')
     .option('--burst <n>', 'requests this key may make at once (default: RATE_LIMIT_KEY_BURST)')
     .option('--max-open-holds <n>', 'charges of this key holding money at once (default: OPEN_HOLDS_KEY_MAX)');
   addTenantOption(create);
   addOutputOption(create);
-  create.action((options: { tenant?: string; label?: string; role?: string; json?: boolean } & MandateOptions & LimitOptions) =>
+  create.action((options: { tenant?: string; label?: string; role?: string; json?: boolean; requireSignature?: boolean } & MandateOptions & LimitOptions) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
       const label = options.label === undefined ? null : assertText(options.label, '--label', { maxLength: limits.apiKeyLabelMaxLength });
@@ -166,11 +169,15 @@ export function registerApiKeysCommand(program: Command): void {
       const keyLimits = limitsOptions(options);
       const cli = await openCliLedger();
       try {
-        const { key, record } = await createApiKey(cli.ledger, tenant, label, role, mandate, keyLimits);
+        const signing = { requireSignature: options.requireSignature === true };
+        const { key, record, signingSecret } = await createApiKey(cli.ledger, tenant, label, role, mandate, signing, keyLimits);
         print(
           options,
-          { ...keyToJson(record), key },
-          `${key}\n(${record.id}, ${role} key for tenant ${tenant}, ${describeMandate(record.mandate)}: store it now, it is not kept in clear)`,
+          { ...keyToJson(record), key, ...(signingSecret !== null ? { signing_secret: signingSecret } : {}) },
+          signingSecret === null
+            ? `${key}\n(${record.id}, ${role} key for tenant ${tenant}, ${describeMandate(record.mandate)}: store it now, it is not kept in clear)`
+            : `${key}\n${signingSecret}\n(${record.id}, ${role} key for tenant ${tenant}, ${describeMandate(record.mandate)}, signed requests required: ` +
+              'store the key and its signing secret (second line) now, neither is shown again)',
         );
       } finally {
         await cli.close();
