@@ -129,7 +129,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   // JSON only: a text/plain body would otherwise arrive as a string and fail as "not an object".
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: bodyLimitBytes }, (request, body, done) => {
-    request.rawBody = body;
+    request.rawBody = typeof body === 'string' ? Buffer.from(body) : body;
     if (body.toString().trim() === '') {
       done(null, undefined);
       return;
