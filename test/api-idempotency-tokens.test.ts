@@ -113,7 +113,13 @@ describe('POST /v1/idempotency-tokens', () => {
     expect(ttlMs).toBeLessThan(limits.idempotencyTokenTtlMs + 5_000);
     expect(await tokenRow(tenant, issued.token)).toMatchObject({ consumed_at: null, issued_by_key_id: expect.stringMatching(/^key_/) });
 
+    const issuedAgain = await api.request('/v1/idempotency-tokens', { method: 'POST', apiKey, body: {} });
+    expect(issuedAgain.headers.get('cache-control')).toBe('no-store');
+
+    // Expired and never used: deleted the next time the tenant is issued a token.
+    await expireToken(tenant, issued.token);
     const short = await issueToken(apiKey, { ttl_seconds: 60 });
+    expect(await tokenRow(tenant, issued.token)).toBeUndefined();
     expect(Math.abs(Date.parse(short.expires_at) - Date.now() - 60_000)).toBeLessThan(5_000);
     expect(short.token).not.toBe(issued.token);
 
@@ -181,8 +187,11 @@ describe('POST /v1/charges with Idempotency-Token', () => {
     const read = await api.request(`/v1/charges/${encodeURIComponent(token)}`, { apiKey });
     expect(read.body).toEqual(first.body);
 
-    // Used, it never expires: a late retry still replays.
+    // Used, it never expires: a late retry still replays, even after the purge of expired tokens
+    // that issuing a new one runs.
     await expireToken(tenant, token);
+    await issueToken(apiKey);
+    expect(await tokenRow(tenant, token)).toBeDefined();
     const late = await chargeWithToken(apiKey, token, body);
     expect(late.status).toBe(200);
     expect(late.text).toBe(first.text);

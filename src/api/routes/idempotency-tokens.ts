@@ -31,6 +31,8 @@ export function registerIdempotencyTokenRoutes(app: FastifyInstance, deps: ApiDe
     },
     async (request, reply) => {
       const issued = await tokens.issue(request.tenant, request.principal.keyId, bodyOf(request));
+      // An unused token spends like a key: no cache along the way should keep a copy.
+      reply.header('cache-control', 'no-store');
       return reply.code(201).send(issued);
     },
   );
