@@ -124,14 +124,13 @@ export function requestRateRefusal(states: Partial<Record<LimitScope, BucketStat
     const state = states[scope];
     if (!state || state.allowed) continue;
     const whose = scope === 'key' ? "this API key's" : "this tenant's";
-    const calls = cost === 1 ? 'this request' : `these ${cost} calls`;
     const tooBig = cost > state.burst;
     return {
       type: 'rate_limited',
       scope,
       retryAfterSeconds: secondsUntilTokens(state, Math.min(cost, state.burst)),
       detail: tooBig
-        ? `${calls} need ${cost} requests at once, more than ${whose} request limit allows in a burst (${state.burst}); send fewer at a time`
+        ? `this batch needs ${cost} more request tokens at once, more than ${whose} request limit allows in a burst (${state.burst}); send fewer calls at a time`
         : `${whose} request limit is exhausted (${state.ratePerSecond} requests/s, burst ${state.burst}); retry after the Retry-After seconds`,
     };
   }
