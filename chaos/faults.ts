@@ -57,12 +57,16 @@ export interface FaultTargets {
 async function inject(kind: FaultKind, targets: FaultTargets, restarts: Promise<void>[]): Promise<void> {
   switch (kind) {
     case 'worker SIGKILL': {
-      const running = targets.workers.filter((worker) => worker.running);
-      const victim = running[Math.floor(Math.random() * running.length)];
+      // Only a worker that is serving: killing one that is still starting would test nothing more.
+      const serving = targets.workers.filter((worker) => worker.ready);
+      const victim = serving[Math.floor(Math.random() * serving.length)];
       if (victim === undefined) return;
       await victim.kill();
       // Started again in the background, as a supervisor would: the timeline goes on meanwhile.
-      restarts.push(victim.start());
+      const restart = victim.start();
+      // Awaited at the end of the run; a rejection must not go unhandled meanwhile.
+      restart.catch(() => undefined);
+      restarts.push(restart);
       return;
     }
     case 'PostgreSQL fast restart':

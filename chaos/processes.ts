@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { hasExited, killOnParentExit, terminate, waitForExit } from '../src/stack/child-process.js';
 import { repoRoot } from '../src/stack/repo-root.js';
 import { pollUntil } from '../src/stack/wait.js';
+import { bundleChargeWorkflows, compiledLayout } from '../src/worker/charge-worker.js';
 
 /**
  * Compiles the service with its workflow bundle, as `npm run build` does for a deployment, into
@@ -12,9 +13,13 @@ import { pollUntil } from '../src/stack/wait.js';
  */
 export async function buildCli(outDir: string): Promise<string> {
   const { buildDist } = await import('../build/build.js');
-  await buildDist({ outDir, workflowBundle: true });
+  await buildDist({ outDir, workflowBundle: false });
+  // A folder outside the repository still resolves the repository's packages, as ESM; the
+  // workflows are bundled from the build once they can (as the build itself does in the repository).
   await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');
   await symlink(join(repoRoot(), 'node_modules'), join(outDir, 'node_modules'), 'dir');
+  const { code } = await bundleChargeWorkflows(join(outDir, compiledLayout.workflowsIndex));
+  await writeFile(join(outDir, compiledLayout.workflowBundle), code);
   return join(outDir, 'src', 'cli', 'main.js');
 }
 
@@ -26,6 +31,8 @@ export interface AppProcess {
   kill(): Promise<void>;
   stop(): Promise<void>;
   readonly running: boolean;
+  /** Running and past its ready line. */
+  readonly ready: boolean;
 }
 
 export interface AppProcessOptions {
@@ -44,12 +51,16 @@ const stopGraceMs = 10_000;
 
 export function appProcess(options: AppProcessOptions): AppProcess {
   let child: ChildProcess | null = null;
+  let ready = false;
   let unhook: () => void = () => undefined;
   let log: WriteStream | null = null;
   return {
     name: options.name,
     get running() {
       return child !== null && !hasExited(child);
+    },
+    get ready() {
+      return ready && child !== null && !hasExited(child);
     },
     start: async () => {
       log ??= createWriteStream(join(options.logDir, `${options.name}.log`), { flags: 'a' });
@@ -68,16 +79,20 @@ export function appProcess(options: AppProcessOptions): AppProcess {
       };
       started.stdout!.on('data', collect);
       started.stderr!.on('data', collect);
-      const ready = await pollUntil(async () => options.readyLine.test(output), {
+      ready = false;
+      const readiness = await pollUntil(async () => options.readyLine.test(output), {
         deadlineMs: Date.now() + options.readyTimeoutMs,
         intervalMs: 50,
         shouldAbort: () => hasExited(started),
       });
-      if (!ready.ok) {
-        throw new Error(`${options.name} did not become ready within ${options.readyTimeoutMs} ms; its output:\n${output.slice(-4000)}`);
+      if (!readiness.ok) {
+        const why = hasExited(started) ? `exited (${started.signalCode ?? `code ${started.exitCode}`}) before it was ready` : `was not ready within ${options.readyTimeoutMs} ms`;
+        throw new Error(`${options.name} ${why}; its output:\n${output.slice(-4000)}`);
       }
+      ready = true;
     },
     kill: async () => {
+      ready = false;
       if (child === null || hasExited(child)) return;
       child.kill('SIGKILL');
       await waitForExit(child, stopGraceMs);
