@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { startTemporalCluster } from './temporal-cluster.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
 
 export interface LocalStackOptions {
@@ -9,7 +10,15 @@ export interface LocalStackOptions {
   log?: (line: string) => void;
   /** Temporal Web UI port; 8233 by default (docs/contract.md, Running). null runs without UI. */
   temporalUiPort?: number | null;
+  /**
+   * Which Temporal to start when TEMPORAL_ADDRESS is unset: `dev`, the CLI's dev server on SQLite;
+   * `cluster`, the real server on the embedded PostgreSQL (docs/operations.md, Running on a
+   * cluster). CHARGEGUARD_TEMPORAL by default, else `dev`.
+   */
+  temporal?: TemporalKind;
 }
+
+export type TemporalKind = 'dev' | 'cluster';
 
 export interface LocalStack {
   temporalAddress: string;
@@ -22,6 +31,8 @@ export interface LocalStack {
   /** The embedded server's password file (PGPASSFILE) for the two roles; null with an external DATABASE_URL. */
   passwordFilePath: string | null;
   temporalUiUrl: string | null;
+  /** What serves temporalAddress: one the stack started, or TEMPORAL_ADDRESS's. */
+  temporalKind: TemporalKind | 'external';
   stop(): Promise<void>;
 }
 
@@ -41,6 +52,8 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const dataDir = resolve(opts.dataDir);
   const logsDir = join(dataDir, 'logs');
   const log = opts.log ?? (() => undefined);
+  const temporalKind = opts.temporal ?? temporalKindFromEnv();
+  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log);
 
   const temporalStart = startTemporal(dataDir, logsDir, opts.temporalUiPort, log);
   const postgresStart = startPostgres(dataDir, logsDir, log);
@@ -58,6 +71,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   return {
     temporalAddress: temporal.value.value.address,
     temporalUiUrl: temporal.value.value.uiUrl,
+    temporalKind: nonEmptyEnv('TEMPORAL_ADDRESS') === null ? 'dev' : 'external',
     ...postgres.value.value,
     stop: () => {
       stopping ??= (async () => {
@@ -102,6 +116,66 @@ async function startTemporal(
       log(`temporal: dev server stopped (${Date.now() - stopStartedAtMs} ms)`);
     },
   };
+}
+
+/**
+ * The cluster shape: PostgreSQL first (Temporal's two databases live on it, beside the ledger's),
+ * then the Temporal server on it; stopped in the reverse order, so the server can still write
+ * while it shuts down.
+ */
+async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void): Promise<LocalStack> {
+  const postgres = await startPostgres(dataDir, logsDir, log);
+  const adminUrl = postgres.value.adminDatabaseUrl;
+  if (adminUrl === null) {
+    await postgres.stop();
+    throw new Error(
+      'CHARGEGUARD_TEMPORAL=cluster runs Temporal on the embedded PostgreSQL, but DATABASE_URL names an external one: ' +
+        'point TEMPORAL_ADDRESS at your Temporal cluster instead, or unset DATABASE_URL',
+    );
+  }
+  const startedAtMs = Date.now();
+  const logFilePath = join(logsDir, 'temporal-cluster.log');
+  let cluster;
+  try {
+    cluster = await startTemporalCluster({ workDir: join(dataDir, 'temporal-cluster'), postgresUrl: adminUrl, logFilePath });
+  } catch (error) {
+    await postgres.stop().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
+    throw error;
+  }
+  const { schemaMs, serverMs, namespaceMs } = cluster.startTimings;
+  log(
+    `temporal: cluster server ready at ${cluster.address} (${Date.now() - startedAtMs} ms: schema ${schemaMs} ms, ` +
+      `server ${serverMs} ms, namespace ${namespaceMs} ms; log ${logFilePath})`,
+  );
+  let stopping: Promise<void> | null = null;
+  return {
+    temporalAddress: cluster.address,
+    temporalUiUrl: null,
+    temporalKind: 'cluster',
+    ...postgres.value,
+    stop: () => {
+      stopping ??= (async () => {
+        const errors: unknown[] = [];
+        const stopStartedAtMs = Date.now();
+        await cluster.stop().then(
+          () => log(`temporal: cluster server stopped (${Date.now() - stopStartedAtMs} ms)`),
+          (error: unknown) => errors.push(error),
+        );
+        await postgres.stop().catch((error: unknown) => errors.push(error));
+        if (errors.length > 0) throw new AggregateError(errors, 'Failed to stop the local stack cleanly');
+        log('local stack stopped');
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** CHARGEGUARD_TEMPORAL: `dev` (the default) or `cluster`; anything else is refused, not guessed. */
+export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): TemporalKind {
+  const value = env.CHARGEGUARD_TEMPORAL?.trim() ?? '';
+  if (value === '' || value === 'dev') return 'dev';
+  if (value === 'cluster') return 'cluster';
+  throw new Error(`CHARGEGUARD_TEMPORAL=${value} is not one of dev, cluster`);
 }
 
 type PostgresUrls = Pick<LocalStack, 'databaseUrl' | 'migrationDatabaseUrl' | 'adminDatabaseUrl' | 'passwordFilePath'>;
