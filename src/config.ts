@@ -17,6 +17,21 @@ const configSchema = z.object({
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   /** postgres:// URL; unset means start the embedded PostgreSQL. */
   DATABASE_URL: z.string().min(1).optional(),
+  /**
+   * Security of the connections to TEMPORAL_ADDRESS, in the Temporal CLI's and SDKs' own names
+   * (TLS, mTLS, API key); built and checked by runtime/temporal-connection.ts, which reads the files
+   * at start. docs/operations.md, Connecting to Temporal securely.
+   */
+  TEMPORAL_API_KEY: z.string().optional(),
+  TEMPORAL_TLS: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_CERT_PATH: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_CERT_DATA: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_KEY_PATH: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_KEY_DATA: z.string().optional(),
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: z.string().optional(),
+  TEMPORAL_TLS_SERVER_CA_CERT_DATA: z.string().optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().optional(),
+  TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: z.string().optional(),
   /** Where the embedded servers keep their data. */
   CHARGEGUARD_DATA_DIR: z.string().min(1).default('.data'),
   CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(limits.amountMinorMaxDefault),

@@ -14,6 +14,7 @@ import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../ledger/pool.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { clientConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
 
 /** Addresses of the two servers everything talks to. */
 export interface Endpoints {
@@ -69,9 +70,10 @@ const temporalCallRetry = { maxAttempts: 10, initialDelayMs: 100, factor: 1.7, m
 /** Bound on one attempt to reach Temporal at start; attempts repeat within the wait budget. */
 const temporalConnectAttemptMs = 3_000;
 
-export function temporalConnectionOptions(address: string): ConnectionOptions {
+export function temporalConnectionOptions(address: string, security: TemporalConnectionSecurity = plaintextTemporal): ConnectionOptions {
   return {
     address,
+    ...clientConnectionSecurity(security),
     connectTimeout: temporalConnectAttemptMs,
     channelArgs: {
       'grpc.initial_reconnect_backoff_ms': temporalReconnectBackoff.initialMs,
@@ -148,12 +150,16 @@ export async function openLedgerPoolWhenReachable(
 }
 
 /** A Temporal client connection that answered, and whose namespace exists, waiting within the limits. */
-export async function connectTemporalWhenReachable(address: string, namespace: string, options: WaitOptions): Promise<Connection> {
+export async function connectTemporalWhenReachable(
+  address: string,
+  namespace: string,
+  options: WaitOptions & { security?: TemporalConnectionSecurity },
+): Promise<Connection> {
   return waitForDependency(
     { dependency: 'temporal', address, purpose: `connect (namespace ${namespace})` },
     async () => {
       // Not Connection.connect(): a failed connect leaves its gRPC channel open, one per attempt.
-      const connection = Connection.lazy(temporalConnectionOptions(address));
+      const connection = Connection.lazy(temporalConnectionOptions(address, options.security));
       try {
         await connection.ensureConnected();
         await connection.withDeadline(Date.now() + temporalConnectAttemptMs, () => connection.workflowService.describeNamespace({ namespace }));
@@ -201,13 +207,15 @@ export async function openAppContext(
   options: { workerConnection?: ConnectionLike; log?: (line: string) => void; waitLimits?: DependencyWaitLimits } = {},
 ): Promise<AppContext> {
   const wait: WaitOptions = { limits: options.waitLimits ?? noWaiting, log: options.log ?? (() => {}) };
+  // Before anything is opened: a certificate file that cannot be read stops the start here.
+  const temporalSecurity = temporalConnectionSecurity(config);
   await migrateLedgerWhenReachable(endpoints.migrationDatabaseUrl ?? endpoints.databaseUrl, wait);
   const ledger = await openLedgerPoolWhenReachable(endpoints.databaseUrl, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
   let ownConnection: Connection | null = null;
   try {
     ownConnection = options.workerConnection
       ? null
-      : await connectTemporalWhenReachable(endpoints.temporalAddress, config.TEMPORAL_NAMESPACE, wait);
+      : await connectTemporalWhenReachable(endpoints.temporalAddress, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
   } catch (error) {
     await ledger.end().catch((endError: unknown) => wait.log(`closing the ledger pool failed: ${(endError as Error).message}`));
     throw error;

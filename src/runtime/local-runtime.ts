@@ -6,6 +6,7 @@ import { startLocalStack, type LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
 import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
 import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { nativeConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
 
 export interface LocalRuntime {
   stack: LocalStack;
@@ -27,12 +28,12 @@ const workerConnectAttemptMs = 3_000;
 export async function connectWorkerWhenReachable(
   address: string,
   namespace: string,
-  options: { limits: DependencyWaitLimits; log: (line: string) => void },
+  options: { limits: DependencyWaitLimits; log: (line: string) => void; security?: TemporalConnectionSecurity },
 ): Promise<NativeConnection> {
   return waitForDependency(
     { dependency: 'temporal', address, purpose: `connect the worker (namespace ${namespace})` },
     async () => {
-      const connection = await NativeConnection.connect({ address });
+      const connection = await NativeConnection.connect({ address, ...nativeConnectionSecurity(options.security ?? plaintextTemporal) });
       try {
         await connection.withDeadline(Date.now() + workerConnectAttemptMs, () => connection.workflowService.describeNamespace({ namespace }));
         return connection;
@@ -71,6 +72,8 @@ export async function startLocalRuntime(
   options: { temporalUiPort?: number | null; log?: (line: string) => void } = {},
 ): Promise<LocalRuntime> {
   const log = options.log ?? ((line: string) => process.stderr.write(`  ${line}\n`));
+  // Before anything starts: a certificate file that cannot be read stops the start here.
+  const temporalSecurity = temporalConnectionSecurity(config);
   const stack = await step('starting Temporal and PostgreSQL', () =>
     startLocalStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
@@ -85,7 +88,7 @@ export async function startLocalRuntime(
   try {
     const wait = { limits: dependencyWaitLimitsFromConfig(config), log };
     const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl, migrationDatabaseUrl: stack.migrationDatabaseUrl };
-    const connection = await connectWorkerWhenReachable(stack.temporalAddress, config.TEMPORAL_NAMESPACE, wait);
+    const connection = await connectWorkerWhenReachable(stack.temporalAddress, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
     undo.push(['close the worker connection', () => connection.close()]);
     const context = await step('migrating the ledger', () =>
       openAppContext(config, endpoints, { workerConnection: connection, log, waitLimits: wait.limits }),

@@ -3,6 +3,7 @@ import { loadConfig } from '../../config.js';
 import { dependencyWaitLimitsFromConfig, migrateLedgerWhenReachable, openLedgerPoolWhenReachable } from '../../runtime/app-context.js';
 import { connectWorkerWhenReachable } from '../../runtime/local-runtime.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
+import { temporalConnectionSecurity } from '../../runtime/temporal-connection.js';
 import { createChargeWorker } from '../../worker/charge-worker.js';
 import { waitForStopReason } from '../shutdown.js';
 
@@ -16,16 +17,18 @@ export function registerWorkerCommand(program: Command): void {
       if (!config.TEMPORAL_ADDRESS || !config.DATABASE_URL) {
         throw new Error('worker needs TEMPORAL_ADDRESS and DATABASE_URL; for everything on one machine use `start`');
       }
+      // Before anything is opened: a certificate file that cannot be read stops the start here.
+      const temporalSecurity = temporalConnectionSecurity(config);
       // Either server may still be starting (compose, a reboot): wait for it, within the limits.
       const wait = { limits: dependencyWaitLimitsFromConfig(config), log: (line: string) => process.stderr.write(`${line}\n`) };
       await migrateLedgerWhenReachable(config.MIGRATION_DATABASE_URL ?? config.DATABASE_URL, wait);
       const ledger = await openLedgerPoolWhenReachable(config.DATABASE_URL, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
       let failure: unknown = undefined;
       try {
-        const connection = await connectWorkerWhenReachable(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, wait);
+        const connection = await connectWorkerWhenReachable(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
         try {
           const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger });
-          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS}\n`);
+          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary})\n`);
           const running = worker.run();
           const stop = await waitForStopReason(safety, { 'the worker': running });
           failure = stop.error;
