@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { limits } from './domain/limits.js';
+import { codecTokenMinLength } from './codec/codec-token.js';
+import { parsePayloadKeyRing } from './codec/key-ring.js';
 import { rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
 
 const positiveMs = z.coerce.number().int().positive();
@@ -49,6 +51,21 @@ const configSchema = z.object({
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */
   HOLD_TTL_MS: positiveMs.default(7 * 24 * 60 * 60 * 1000),
   LEDGER_POOL_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(500).default(20),
+  /**
+   * Payload encryption keys, `<id>:<base64 of 32 bytes>` comma-separated, the first encrypting and
+   * every one decrypting (docs/back-door.md). Unset: payloads go to Temporal in clear.
+   */
+  CHARGEGUARD_PAYLOAD_KEYS: z.string().optional().superRefine((value, ctx) => {
+    try {
+      parsePayloadKeyRing(value);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  }),
+  /** Bearer token of the API's /codec endpoint (Temporal's remote codec protocol); unset: no endpoint. */
+  CHARGEGUARD_CODEC_TOKEN: z.string().min(codecTokenMinLength).optional(),
+  /** Browser origins (the Temporal Web UI's) allowed to call /codec, comma-separated. */
+  CHARGEGUARD_CODEC_CORS_ORIGINS: z.string().default('http://127.0.0.1:8233,http://localhost:8233'),
   /**
    * Waiting for Temporal or PostgreSQL at start (worker, API, MCP, start with external servers):
    * the first retry after this delay, doubling up to the max delay, giving up after the budget.

@@ -19,6 +19,7 @@ import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerMcpRoute } from '../mcp/http.js';
+import { registerCodecRoutesFromConfig } from '../codec/codec-routes.js';
 import { rateLimitHook } from './rate-limit-hook.js';
 
 declare module 'fastify' {
@@ -185,6 +186,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
 
   await registerOpenApi(app, { amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX, version: options.version ?? '0.1.0' });
   registerHealthRoutes(app, deps);
+  // Temporal's remote codec protocol for the Web UI, with the operator's token (docs/back-door.md).
+  await registerCodecRoutesFromConfig(app, context.config);
   // Provider callbacks: authenticated by their signature, not by an API key, so outside the tenant scope.
   await registerWebhookRoutes(app, deps);
 

@@ -15,6 +15,7 @@ import { createLedgerPool, type LedgerPool } from '../ledger/pool.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 import { clientConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
+import { payloadDataConverterFromConfig } from '../codec/data-converter.js';
 
 /** Addresses of the two servers everything talks to. */
 export interface Endpoints {
@@ -225,6 +226,8 @@ export async function openAppContext(
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     interceptors: { workflow: [workerAttributionInterceptor(connection)] },
+    // Payloads encrypted as the workers expect them (CHARGEGUARD_PAYLOAD_KEYS; docs/back-door.md).
+    dataConverter: payloadDataConverterFromConfig(config),
   });
   const charges = new ChargeService({
     temporal,

@@ -10,6 +10,8 @@ import {
   type RefundActivityHooks,
   type WorkflowRunningProbe,
 } from '../../activities/index.js';
+import type { DataConverter } from '@temporalio/common';
+import { payloadDataConverterFromEnvironment } from '../codec/data-converter.js';
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
@@ -57,6 +59,11 @@ export interface ChargeWorkerOptions {
    * commands that register them.
    */
   checkSearchAttributes?: boolean;
+  /**
+   * How payloads are encoded (encrypted, docs/back-door.md); by default as CHARGEGUARD_PAYLOAD_KEYS
+   * in this process's environment says, which is what the service's clients read too.
+   */
+  dataConverter?: DataConverter;
 }
 
 /** Bundles the deterministic workflow code once, for workers that start many times (and for the build). */
@@ -104,13 +111,15 @@ function workflowRunningProbe(temporal: Client): WorkflowRunningProbe {
 export async function createChargeWorker(options: ChargeWorkerOptions): Promise<Worker> {
   const taskQueue = options.taskQueue ?? chargeTaskQueue;
   if (options.checkSearchAttributes !== false) await assertChargeSearchAttributes(options.connection, options.namespace);
-  const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace });
+  const dataConverter = options.dataConverter ?? payloadDataConverterFromEnvironment();
+  const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace, dataConverter });
   const sweeper = options.holdSweeper ?? (taskQueue === chargeTaskQueue ? {} : false);
   if (sweeper !== false) await ensureHoldSweeperSchedule(temporal, { taskQueue, ...sweeper });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue,
+    dataConverter,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : defaultWorkflowSource()),
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),

@@ -1,0 +1,172 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Payload } from '@temporalio/common';
+import { sendProblem } from '../api/problem.js';
+import { bearerToken } from '../api/authenticate.js';
+import { codecTokenMatches } from './codec-token.js';
+import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
+import { parsePayloadKeyRing, type PayloadKeyRing } from './key-ring.js';
+
+/**
+ * Temporal's remote codec protocol, so the Web UI and `temporal workflow show --codec-endpoint`
+ * can show encrypted payloads in clear: POST <base>/encode and <base>/decode, each taking and
+ * answering `{"payloads": [...]}`, Payload messages in protobuf's JSON form (metadata values and
+ * data in base64). Served by the API under /codec: it is the process that already holds the key
+ * ring, listens where operators reach it and answers problem documents; a separate server would
+ * be one more port and one more copy of the keys.
+ */
+export const codecPrefix = '/codec';
+
+/** A history's worth of payloads per request: the UI decodes a page of events at once. */
+export const codecBodyLimitBytes = 8 * 1024 * 1024;
+/** Browsers may cache a preflight's answer this long. */
+const preflightMaxAgeSeconds = 600;
+
+export interface CodecRouteOptions {
+  ring: PayloadKeyRing;
+  /** The bearer token callers must present (CHARGEGUARD_CODEC_TOKEN). */
+  token: string;
+  /** Origins (scheme://host:port) whose browsers may call the endpoint: the Web UI's. */
+  corsOrigins: readonly string[];
+}
+
+interface JsonPayload {
+  metadata?: Record<string, string>;
+  data?: string;
+}
+
+/** Proto3 JSON writes bytes as base64 and accepts the URL-safe alphabet, padded or not. */
+const base64Pattern = /^[A-Za-z0-9+/_-]*={0,2}$/;
+
+class CodecRequestError extends Error {
+  constructor(readonly errors: { field: string; message: string }[]) {
+    super(errors.map((e) => `${e.field} ${e.message}`).join('; '));
+  }
+}
+
+function bytesOf(value: unknown, field: string, errors: { field: string; message: string }[]): Uint8Array | undefined {
+  if (typeof value !== 'string' || !base64Pattern.test(value)) {
+    errors.push({ field, message: 'is not base64' });
+    return undefined;
+  }
+  return Buffer.from(value, 'base64');
+}
+
+/** The request's payloads, or every field that is wrong with it. */
+function payloadsOf(body: unknown): Payload[] {
+  if (typeof body !== 'object' || body === null || !Array.isArray((body as { payloads?: unknown }).payloads)) {
+    throw new CodecRequestError([{ field: 'payloads', message: 'must be an array of payloads' }]);
+  }
+  const errors: { field: string; message: string }[] = [];
+  const payloads = ((body as { payloads: unknown[] }).payloads).map((raw, index): Payload => {
+    const at = `payloads[${index}]`;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      errors.push({ field: at, message: 'must be an object with metadata and data' });
+      return {};
+    }
+    const { metadata, data } = raw as { metadata?: unknown; data?: unknown };
+    const payload: Payload = { metadata: {} };
+    if (metadata !== undefined && metadata !== null) {
+      if (typeof metadata !== 'object' || Array.isArray(metadata)) {
+        errors.push({ field: `${at}.metadata`, message: 'must be an object of base64 values' });
+      } else {
+        for (const [name, value] of Object.entries(metadata)) {
+          const bytes = bytesOf(value, `${at}.metadata.${name}`, errors);
+          if (bytes) payload.metadata![name] = bytes;
+        }
+      }
+    }
+    if (data !== undefined && data !== null) payload.data = bytesOf(data, `${at}.data`, errors);
+    return payload;
+  });
+  if (errors.length > 0) throw new CodecRequestError(errors);
+  return payloads;
+}
+
+function toJson(payload: Payload): JsonPayload {
+  const base64 = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+  const metadata = Object.fromEntries(Object.entries(payload.metadata ?? {}).flatMap(([name, value]) => (value ? [[name, base64(value)]] : [])));
+  return { metadata, ...(payload.data ? { data: base64(payload.data) } : {}) };
+}
+
+function refuse(reply: FastifyReply, status: number, type: string, title: string, detail: string, extra: object = {}, headers: Record<string, string> = {}) {
+  return sendProblem(reply, { body: { type, title, status, detail, instance: reply.request.url, ...extra }, headers });
+}
+
+export async function registerCodecRoutes(app: FastifyInstance, options: CodecRouteOptions): Promise<void> {
+  const codec = new EncryptionCodec(options.ring);
+  const allowedOrigins = new Set(options.corsOrigins);
+
+  await app.register(
+    async (scope) => {
+      // Bodies far larger than the API's own limit, parsed here only.
+      scope.removeContentTypeParser('application/json');
+      scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: codecBodyLimitBytes }, scope.getDefaultJsonParser('error', 'error'));
+
+      // CORS for the Web UI: only listed origins get the headers a browser needs to read the answer.
+      scope.addHook('onRequest', async (request, reply) => {
+        const origin = request.headers.origin;
+        reply.header('vary', 'Origin');
+        if (origin !== undefined && allowedOrigins.has(origin)) {
+          reply.header('access-control-allow-origin', origin);
+          reply.header('access-control-allow-credentials', 'true');
+        }
+      });
+
+      const preflight = async (request: FastifyRequest, reply: FastifyReply) => {
+        const origin = request.headers.origin;
+        if (origin === undefined || !allowedOrigins.has(origin)) {
+          return refuse(reply, 403, 'origin_not_allowed', 'Origin not allowed', `origin ${origin ?? '(none)'} may not call the codec endpoint; allowed: ${[...allowedOrigins].join(', ') || 'none'} (CHARGEGUARD_CODEC_CORS_ORIGINS)`);
+        }
+        return reply
+          .code(204)
+          .header('access-control-allow-methods', 'POST, OPTIONS')
+          .header('access-control-allow-headers', 'Authorization, Content-Type, X-Namespace')
+          .header('access-control-max-age', String(preflightMaxAgeSeconds))
+          .send();
+      };
+
+      // Checked before the body is read: a caller without the token costs no parsing.
+      const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+        if (codecTokenMatches(options.token, bearerToken(request.headers.authorization))) return;
+        return refuse(reply, 401, 'unauthorized', 'Unauthenticated', 'the codec endpoint needs Authorization: Bearer <CHARGEGUARD_CODEC_TOKEN>', {}, {
+          'www-authenticate': 'Bearer realm="chargeguard-codec"',
+        });
+      };
+
+      const handle = (operation: 'encode' | 'decode') => async (request: FastifyRequest, reply: FastifyReply) => {
+        let payloads: Payload[];
+        try {
+          payloads = payloadsOf(request.body);
+        } catch (error) {
+          if (!(error instanceof CodecRequestError)) throw error;
+          return refuse(reply, 400, 'validation_error', 'Invalid request', error.message, { errors: error.errors });
+        }
+        try {
+          const result = operation === 'encode' ? await codec.encode(payloads) : await codec.decode(payloads);
+          return reply.code(200).type('application/json').send({ payloads: result.map(toJson) });
+        } catch (error) {
+          // The protocol's answer to a payload that cannot be decoded: 400, naming why.
+          if (!(error instanceof PayloadDecryptionError)) throw error;
+          return refuse(reply, 400, 'payload_not_decodable', 'Payload not decodable', error.message);
+        }
+      };
+
+      for (const operation of ['encode', 'decode'] as const) {
+        scope.options(`/${operation}`, preflight);
+        scope.post(`/${operation}`, { onRequest: authenticate, bodyLimit: codecBodyLimitBytes, schema: { hide: true } }, handle(operation));
+      }
+    },
+    { prefix: codecPrefix },
+  );
+}
+
+/** Serves the endpoint when the configuration has both a key ring and a codec token; otherwise /codec is a 404. */
+export async function registerCodecRoutesFromConfig(
+  app: FastifyInstance,
+  config: { CHARGEGUARD_PAYLOAD_KEYS?: string | undefined; CHARGEGUARD_CODEC_TOKEN?: string | undefined; CHARGEGUARD_CODEC_CORS_ORIGINS: string },
+): Promise<void> {
+  const ring = parsePayloadKeyRing(config.CHARGEGUARD_PAYLOAD_KEYS);
+  if (ring === null || config.CHARGEGUARD_CODEC_TOKEN === undefined) return;
+  const corsOrigins = config.CHARGEGUARD_CODEC_CORS_ORIGINS.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '');
+  await registerCodecRoutes(app, { ring, token: config.CHARGEGUARD_CODEC_TOKEN, corsOrigins });
+}
