@@ -150,6 +150,14 @@ describe('verifyRequestSignature (no database: the nonce is consumed separately)
       ['stale', () => verifyRequestSignature(signed({ created: created - 301 }), key, nowMs), /created is 301 s old; .*300 s \(signatureMaxSkewSeconds\)/],
       ['future', () => verifyRequestSignature(signed({ created: created + 301 }), key, nowMs), /created is 301 s in the future/],
       ['uncovered idempotency key', () => verifyRequestSignature(signed({ components: ['@method', '@target-uri', 'content-digest'] }), key, nowMs), /does not cover idempotency-key/],
+      [
+        'uncovered idempotency token',
+        () => {
+          const request = signed({ headers: { 'idempotency-token': 'idt_x' }, components: ['@method', '@target-uri', 'content-digest', 'idempotency-key'] });
+          return verifyRequestSignature(request, key, nowMs);
+        },
+        /does not cover idempotency-token; it must cover @method, @target-uri, content-digest, idempotency-key, idempotency-token/,
+      ],
       ['wrong secret', () => verifyRequestSignature(signed({ secret: `${key.secret.slice(0, -1)}B` }), key, nowMs), /signature does not match/],
       ['other keyid', () => verifyRequestSignature(signed({ keyId: 'key_ffffffffffffffff' }), key, nowMs), /no Signature-Input member has keyid "key_0123456789abcdef".*"key_ffffffffffffffff"/],
     ];

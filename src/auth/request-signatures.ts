@@ -78,9 +78,10 @@ export interface VerifiedSignature {
   nonceExpiresAt: Date;
 }
 
-/** Components every signature must cover; `idempotency-key` too whenever the request has one. */
+/** Components every signature must cover. */
 export const requiredComponents = ['@method', '@target-uri', 'content-digest'] as const;
-export const idempotencyKeyComponent = 'idempotency-key';
+/** Headers a signature must cover whenever the request has them: they choose which charge a request makes. */
+export const idempotencyComponents = ['idempotency-key', 'idempotency-token'] as const;
 
 const noncePattern = new RegExp(`^[\\x21-\\x7e]{1,${signatureLimits.signatureNonceMaxLength}}$`);
 
@@ -179,8 +180,8 @@ export function verifyRequestSignature(request: SignedRequest, key: SignatureKey
 
   const covered = coveredNames(label, input);
   const required: string[] = [...requiredComponents];
-  // Uncovered, an Idempotency-Key could be swapped for another and the same signed charge made twice.
-  if (headerText(request.headers, idempotencyKeyComponent) !== undefined) required.push(idempotencyKeyComponent);
+  // Uncovered, an Idempotency-Key (or token) could be swapped for another and the same signed charge made twice.
+  for (const name of idempotencyComponents) if (headerText(request.headers, name) !== undefined) required.push(name);
   const missing = required.filter((name) => !covered.includes(`"${name}"`));
   if (missing.length > 0) {
     refuse(`the signature does not cover ${missing.join(', ')}; it must cover ${required.join(', ')}`);

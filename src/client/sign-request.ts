@@ -14,7 +14,7 @@ export interface SignRequestInput {
   method: string;
   /** The absolute URL the request is sent to, query included, as the client sends it. */
   url: string;
-  /** The request's other headers; an Idempotency-Key among them is covered by the signature. */
+  /** The request's other headers; an Idempotency-Key or Idempotency-Token among them is covered by the signature. */
   headers?: Record<string, string>;
   /** The exact body bytes sent (a string is sent as UTF-8); none for a GET. */
   body?: string | Uint8Array;
@@ -54,7 +54,7 @@ export function signRequest(input: SignRequestInput): SignatureHeaders {
   const headers: Record<string, string> = { ...input.headers, 'content-digest': contentDigest };
   const components =
     input.components ??
-    ['@method', '@target-uri', 'content-digest', ...(headerValue(headers, 'idempotency-key') !== undefined ? ['idempotency-key'] : [])];
+    ['@method', '@target-uri', 'content-digest', ...['idempotency-key', 'idempotency-token'].filter((name) => headerValue(headers, name) !== undefined)];
 
   const valueOf = (component: string): string => {
     switch (component) {
