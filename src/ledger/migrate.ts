@@ -67,8 +67,18 @@ export async function migrateLedger(
 
 const migrationsTable = 'ledger_migrations';
 
+/**
+ * Creating objects is not enough: migrating re-creates the ledger functions, which only their owner
+ * may. So a role migrates when it may create in the schema and acts as the owner of what the
+ * migrations made before (a member of that role, or a superuser); on PostgreSQL before 15, where
+ * every role may create in `public`, an app role that the operator forgot to restrict only checks.
+ */
 async function mayChangeSchema(client: pg.Client): Promise<boolean> {
-  const { rows } = await client.query<{ may: boolean }>("SELECT has_schema_privilege(current_user, 'public', 'CREATE') AS may");
+  const { rows } = await client.query<{ may: boolean }>(
+    `SELECT has_schema_privilege(current_user, 'public', 'CREATE')
+        AND coalesce((SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = to_regclass($1)), true) AS may`,
+    [migrationsTable],
+  );
   return rows[0]!.may;
 }
 

@@ -1,3 +1,4 @@
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import type pg from 'pg';
 
 /**
@@ -33,7 +34,7 @@ export async function provisionLedgerRoles(superuser: pg.ClientBase, databaseNam
       if (exists.rowCount === 0) await superuser.query(`CREATE ROLE ${name}`);
       // Stated every time: a role someone widened by hand is narrowed again.
       await superuser.query(
-        `ALTER ROLE ${name} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${superuser.escapeLiteral(role.password)}`,
+        `ALTER ROLE ${name} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${superuser.escapeLiteral(scramVerifier(role.password))}`,
       );
     }
     await superuser.query(`ALTER DATABASE ${database} OWNER TO ${owner}`);
@@ -55,6 +56,22 @@ export async function provisionLedgerRoles(superuser: pg.ClientBase, databaseNam
     await superuser.query('ROLLBACK').catch(() => undefined);
     throw error;
   }
+}
+
+/** RFC 7677 / PostgreSQL's default iteration count. */
+const scramIterations = 4096;
+
+/**
+ * The SCRAM-SHA-256 verifier PostgreSQL stores for `password`, computed here so the statement (and
+ * the server log, should the statement fail) never carries the password itself. The passwords this
+ * is used for are ASCII, for which SASLprep changes nothing.
+ */
+export function scramVerifier(password: string, salt: Buffer = randomBytes(16)): string {
+  const salted = pbkdf2Sync(password, salt, scramIterations, 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  const storedKey = createHash('sha256').update(clientKey).digest();
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  return `SCRAM-SHA-256$${scramIterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
 }
 
 /** Row access only: no TRUNCATE (it skips row triggers), no REFERENCES, no TRIGGER. */
