@@ -5,6 +5,7 @@ import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-s
 import type { LocalStack } from '../../stack/stack.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
 import { waitForStopReason } from '../shutdown.js';
+import { clusterApiPorts, maxClusterProcessesPerKind, parseCount, runClusterStart } from './start-cluster.js';
 
 /**
  * How other terminals reach the same servers, without a password on screen or in a captured log:
@@ -39,10 +40,26 @@ export function registerStartCommand(program: Command): void {
     )
     .option('--ui-port <port>', 'Temporal Web UI port', '8233')
     .option('--host <host>', 'HTTP API host', '127.0.0.1')
-    .option('--port <port>', 'HTTP API port', '3000')
-    .action(async (options: { uiPort: string; host: string; port: string }) => {
+    .option('--port <port>', 'HTTP API port (with --cluster: of the first API process, the others on the next ports)', '3000')
+    .option('--cluster', 'the production shape: the real Temporal server on PostgreSQL, worker and API processes of their own (docs/operations.md, Running on a cluster)')
+    .option('--workers <count>', `with --cluster: worker processes (1-${maxClusterProcessesPerKind})`, '2')
+    .option('--apis <count>', `with --cluster: API processes on consecutive ports from --port (1-${maxClusterProcessesPerKind})`, '2')
+    .option('--api-ports <ports>', 'with --cluster: one API process per port of this comma-separated list, instead of --port/--apis')
+    .action(async (options: { uiPort: string; host: string; port: string; cluster?: boolean; workers: string; apis: string; apiPorts?: string }) => {
       const safety = installProcessSafetyNet({ command: 'start' });
       const config = loadConfig();
+      if (options.cluster === true) {
+        // Checked before anything starts: a typo in a flag should not cost a server start.
+        const apiPorts = clusterApiPorts(options);
+        const workerCount = parseCount(options.workers, '--workers');
+        try {
+          await runClusterStart(config, safety, { host: options.host, apiPorts, workerCount, connectionLines });
+        } catch (error) {
+          if (process.exitCode === undefined) keepExitStatus(1);
+          throw error;
+        }
+        return;
+      }
       // Cleans up after itself if it fails part-way.
       const runtime = await startLocalRuntime(config, { temporalUiPort: Number(options.uiPort) });
       let failure: unknown = undefined;

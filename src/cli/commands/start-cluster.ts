@@ -1,0 +1,160 @@
+import { join, resolve } from 'node:path';
+import type { ChargeguardConfig } from '../../config.js';
+import { dependencyWaitLimitsFromConfig, migrateLedgerWhenReachable } from '../../runtime/app-context.js';
+import { runAll } from '../../runtime/local-runtime.js';
+import type { ProcessSafetyNet } from '../../runtime/process-safety.js';
+import {
+  apiReadyLine,
+  currentCliInvocation,
+  startChargeguardProcess,
+  workerReadyLine,
+  type ChargeguardProcess,
+} from '../../stack/chargeguard-processes.js';
+import { startLocalStack, type LocalStack } from '../../stack/stack.js';
+import { step } from '../../support/progress.js';
+import { waitForStopReason } from '../shutdown.js';
+
+export interface ClusterStartOptions {
+  host: string;
+  /** One API process per port. */
+  apiPorts: readonly number[];
+  workerCount: number;
+  /** How other terminals reach the same servers (start.ts's lines, shared with the dev shape). */
+  connectionLines: (stack: LocalStack) => string[];
+}
+
+/** More would only compete for the same cores; a real deployment scales on more machines. */
+export const maxClusterProcessesPerKind = 8;
+/** A worker bundles the workflows (webpack) at start unless it runs from the build. */
+const processStartTimeoutMs = 180_000;
+/** A worker drains its in-flight tasks on SIGTERM; this long before SIGKILL. */
+const processStopTimeoutMs = 30_000;
+
+/**
+ * `start --cluster`: the production shape on one machine. PostgreSQL and the real Temporal server
+ * on it (src/stack/temporal-cluster.ts), the ledger migrated once, then chargeguard's own
+ * processes as children: `workerCount` workers and one API per port. A child that dies is
+ * reported and the rest go on (that is the point of running two); everything stops when no worker
+ * or no API is left, on Ctrl-C or SIGTERM.
+ */
+export async function runClusterStart(config: ChargeguardConfig, safety: ProcessSafetyNet, options: ClusterStartOptions): Promise<void> {
+  const log = (line: string): void => void process.stderr.write(`  ${line}\n`);
+  const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
+  const logsDir = join(dataDir, 'logs');
+  const stack = await step('starting PostgreSQL and the Temporal server', () =>
+    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', log }),
+  );
+  const processes: ChargeguardProcess[] = [];
+  let failure: unknown = undefined;
+  try {
+    await step('migrating the ledger', () =>
+      migrateLedgerWhenReachable(stack.migrationDatabaseUrl, { limits: dependencyWaitLimitsFromConfig(config), log }),
+    );
+    // Through the environment, not the command line: the URLs carry the roles' passwords.
+    const env = { TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl };
+    const cli = currentCliInvocation();
+    const common = { cli, env, startTimeoutMs: processStartTimeoutMs, stopTimeoutMs: processStopTimeoutMs };
+    const starts = [
+      ...Array.from({ length: options.workerCount }, (_, i) => ({ name: `worker-${i + 1}`, commandArgs: ['worker'], readyLine: workerReadyLine })),
+      ...options.apiPorts.map((port, i) => ({
+        name: `api-${i + 1}`,
+        commandArgs: ['api', '--host', options.host, '--port', String(port), '--log-level', 'warn'],
+        readyLine: apiReadyLine,
+      })),
+    ];
+    const started = await step(`starting ${options.workerCount} worker and ${options.apiPorts.length} API processes`, () =>
+      Promise.allSettled(starts.map((s) => startChargeguardProcess({ ...common, ...s, logFilePath: join(logsDir, `${s.name}.log`) }))),
+    );
+    for (const result of started) if (result.status === 'fulfilled') processes.push(result.value);
+    const failed = started.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
+    if (failed.length > 0) throw new AggregateError(failed, failed.map((e) => e.message).join('\n\n'));
+
+    process.stdout.write(`${[...runningLines(stack, processes, logsDir), '', ...options.connectionLines(stack), 'Ctrl-C stops everything.'].join('\n')}\n`);
+    const stop = await waitForStopReason(safety, { 'the cluster': lastOfAKindExits(processes) });
+    failure = stop.error;
+    process.stderr.write(`stopping (${stop.reason})…\n`);
+  } catch (error) {
+    failure ??= error;
+  } finally {
+    // APIs first (no new charges), then the workers drain, then Temporal and PostgreSQL.
+    await runAll(
+      [
+        ['stop the API processes', () => stopEach(processes.filter((p) => p.name.startsWith('api-')))],
+        ['stop the worker processes', () => stopEach(processes.filter((p) => p.name.startsWith('worker-')))],
+        ['stop Temporal and PostgreSQL', () => stack.stop()],
+      ],
+      log,
+    ).catch((error: unknown) => {
+      failure ??= error;
+    });
+  }
+  if (failure !== undefined) throw failure;
+}
+
+async function stopEach(processes: readonly ChargeguardProcess[]): Promise<void> {
+  const results = await Promise.allSettled(processes.map((p) => p.stop()));
+  const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  if (errors.length > 0) throw new AggregateError(errors, `${errors.length} process(es) did not stop`);
+}
+
+/**
+ * Logs every child that exits, and rejects once the last worker or the last API is gone: until
+ * then the cluster still serves, which is what running two of each is for.
+ */
+function lastOfAKindExits(processes: readonly ChargeguardProcess[]): Promise<never> {
+  return new Promise<never>((_, reject) => {
+    const alive = new Set(processes);
+    for (const child of processes) {
+      void child.exited.then(({ code, signal }) => {
+        alive.delete(child);
+        process.stderr.write(`${child.name} (pid ${child.pid}) exited (code ${code ?? 'null'}, signal ${signal ?? 'null'}); log in ${child.name}.log\n`);
+        const kind = child.name.split('-')[0]!;
+        if (![...alive].some((p) => p.name.startsWith(`${kind}-`))) reject(new Error(`no ${kind} process is left`));
+      });
+    }
+  });
+}
+
+function runningLines(stack: LocalStack, processes: readonly ChargeguardProcess[], logsDir: string): string[] {
+  const apis = processes.filter((p) => p.name.startsWith('api-'));
+  const workers = processes.filter((p) => p.name.startsWith('worker-'));
+  return [
+    `chargeguard is running on a cluster: Temporal server on PostgreSQL, ${workers.length} worker and ${apis.length} API processes`,
+    ...apis.map((p, i) => `  ${i === 0 ? 'HTTP API:' : '         '}        ${p.url}  (${p.name}, pid ${p.pid}; OpenAPI ${p.url}/openapi.json)`),
+    `  workers:         ${workers.map((p) => `${p.name} (pid ${p.pid})`).join(', ')}, task queue "charges"`,
+    `  Temporal:        ${stack.temporalAddress} (the server has no Web UI: use \`temporal workflow list --address ${stack.temporalAddress}\`)`,
+    `  logs:            ${logsDir}`,
+  ];
+}
+
+/**
+ * The API ports: the given list, else `count` consecutive ports from `firstPort` (0: each API on a
+ * free port of its own). Refuses what is not a port or more processes than the limit.
+ */
+export function clusterApiPorts(options: { apiPorts?: string; port: string; apis: string }): number[] {
+  if (options.apiPorts !== undefined) {
+    const ports = options.apiPorts.split(',').map((part) => parsePort(part.trim(), '--api-ports'));
+    if (ports.length > maxClusterProcessesPerKind) throw new Error(`--api-ports: at most ${maxClusterProcessesPerKind} API processes, got ${ports.length}`);
+    const nonZero = ports.filter((p) => p !== 0);
+    if (new Set(nonZero).size !== nonZero.length) throw new Error(`--api-ports: ${options.apiPorts} names a port twice`);
+    return ports;
+  }
+  const count = parseCount(options.apis, '--apis');
+  const first = parsePort(options.port, '--port');
+  if (first !== 0 && first + count - 1 > 65_535) throw new Error(`--port ${first} with --apis ${count} runs past port 65535`);
+  return Array.from({ length: count }, (_, i) => (first === 0 ? 0 : first + i));
+}
+
+export function parseCount(value: string, flag: string): number {
+  const count = Number(value);
+  if (!/^\d+$/.test(value) || count < 1 || count > maxClusterProcessesPerKind) {
+    throw new Error(`${flag} must be a whole number from 1 to ${maxClusterProcessesPerKind}, got "${value}"`);
+  }
+  return count;
+}
+
+function parsePort(value: string, flag: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65_535) throw new Error(`${flag}: "${value}" is not a port (0-65535)`);
+  return port;
+}
