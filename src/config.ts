@@ -17,8 +17,6 @@ const configSchema = z.object({
   /** host:port of a Temporal frontend; unset means start the local dev server. */
   TEMPORAL_ADDRESS: z.string().min(1).optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
-  /** postgres:// URL; unset means start the embedded PostgreSQL. */
-  DATABASE_URL: z.string().min(1).optional(),
   /**
    * Security of the connections to TEMPORAL_ADDRESS, in the Temporal CLI's and SDKs' own names
    * (TLS, mTLS, API key); built and checked by runtime/temporal-connection.ts, which reads the files
@@ -34,18 +32,20 @@ const configSchema = z.object({
   TEMPORAL_TLS_SERVER_CA_CERT_DATA: z.string().optional(),
   TEMPORAL_TLS_SERVER_NAME: z.string().optional(),
   TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: z.string().optional(),
-  /** Where the embedded servers keep their data. */
-  CHARGEGUARD_DATA_DIR: z.string().min(1).default('.data'),
-  CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(limits.amountMinorMaxDefault),
-  /** How long a charge call waits for the outcome before answering "still processing". */
-  CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
-  ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),
+  /** postgres:// URL; unset means start the embedded PostgreSQL. */
+  DATABASE_URL: z.string().min(1).optional(),
   /**
    * postgres:// URL of the ledger schema's owner, used only to run migrations; DATABASE_URL is then
    * the app role's (no DDL: docs/operations.md, Database roles). Unset: migrations run through
    * DATABASE_URL when its role may change the schema, and are only checked when it may not.
    */
   MIGRATION_DATABASE_URL: z.string().min(1).optional(),
+  /** Where the embedded servers keep their data. */
+  CHARGEGUARD_DATA_DIR: z.string().min(1).default('.data'),
+  CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(limits.amountMinorMaxDefault),
+  /** How long a charge call waits for the outcome before answering "still processing". */
+  CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
+  ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),
   TRY_BUDGET_MS: positiveMs.default(300_000),
   CONFIRM_BUDGET_MS: positiveMs.default(300_000),
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */

@@ -20,11 +20,11 @@ import { payloadDataConverterFromConfig } from '../codec/data-converter.js';
 /** Addresses of the two servers everything talks to. */
 export interface Endpoints {
   temporalAddress: string;
-  databaseUrl: string;
   /** The app role's URL: every query the service makes. */
-}
+  databaseUrl: string;
   /** The schema owner's URL, for migrations only; without it migrations go through databaseUrl (see migrateLedger). */
   migrationDatabaseUrl?: string;
+}
 
 /** What a surface needs to serve callers: the charge service and the ledger pool behind it. */
 export interface AppContext {
