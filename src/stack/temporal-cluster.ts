@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -355,6 +355,12 @@ async function setUpSchema(
   versionedDir: string,
   sink: LogSink,
 ): Promise<void> {
+  const newest = await newestSchemaVersion(versionedDir);
+  const current = await currentSchemaVersion(postgres, database);
+  if (current === newest) {
+    sink.note(`${database}: schema at ${current}, the newest the installed server ships; nothing to apply`);
+    return;
+  }
   const base = ['--plugin', 'postgres12', '--ep', postgres.host, '-p', String(postgres.port), '-u', postgres.user, '--db', database];
   // The password goes through the tool's SQL_PASSWORD variable: it stays off the command line (ps).
   const env = { ...process.env, SQL_PASSWORD: postgres.password };
@@ -373,6 +379,35 @@ async function setUpSchema(
       sink.write(failed.stderr ?? '');
       throw new Error(`temporal-sql-tool ${command[0]} on ${database} failed: ${failed.message.split('\n')[0]}\n${lastLines(failed.stderr ?? failed.stdout ?? '', 10)}`);
     }
+  }
+}
+
+/** The highest `vX.Y` folder of the installed schema, as "X.Y" (what the schema tool records). */
+async function newestSchemaVersion(versionedDir: string): Promise<string> {
+  const versions = (await readdir(versionedDir))
+    .map((name) => /^v(\d+)\.(\d+)$/.exec(name))
+    .flatMap((m) => (m === null ? [] : [[Number(m[1]), Number(m[2])] as const]))
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const last = versions.at(-1);
+  if (last === undefined) throw new Error(`no vX.Y schema folders in ${versionedDir}`);
+  return `${last[0]}.${last[1]}`;
+}
+
+/**
+ * The version the schema tool recorded in the database (its own schema_version table), or null
+ * when it never ran there. Only an exact match with the newest installed version skips the tool:
+ * the four tool runs cost seconds on every start.
+ */
+async function currentSchemaVersion(postgres: ReturnType<typeof parsePostgresUrl>, database: string): Promise<string | null> {
+  const client = new pg.Client({ host: postgres.host, port: postgres.port, user: postgres.user, password: postgres.password, database });
+  await client.connect();
+  try {
+    const table = await client.query<{ present: boolean }>(`select to_regclass('public.schema_version') is not null as present`);
+    if (table.rows[0]?.present !== true) return null;
+    const row = await client.query<{ curr_version: string }>('select curr_version from schema_version where version_partition = 0 and db_name = $1', [database]);
+    return row.rows[0]?.curr_version ?? null;
+  } finally {
+    await client.end();
   }
 }
 
