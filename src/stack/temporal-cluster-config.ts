@@ -39,8 +39,8 @@ export interface TemporalClusterConfigInput {
   /** Database holding the visibility index (list / count queries, search attributes). */
   visibilityDatabaseName: string;
   /**
-   * Fixed for the life of the databases: the server refuses to start when it differs from the
-   * value the schema was first used with. Small because one history host owns every shard here.
+   * Fixed for the life of the databases: the server keeps the value recorded at their first use
+   * and ignores (with a warning) another one here. Small because one history host owns every shard.
    */
   numHistoryShards: number;
   /** Absolute path of the dynamic config file the server polls. */
