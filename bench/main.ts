@@ -9,12 +9,14 @@ import { Command } from 'commander';
 import { defaultSqlitePragmas } from '../src/stack/temporal-dev-server.js';
 import { renderMarkdown } from './report/markdown.js';
 import { docsRefusal, updateDocs, writeReport } from './report/write.js';
+import { temporalKinds, type TemporalKind } from './lib/bench-stack.js';
 import { defaultTuning, extraSelectors, runBench, scenarioIds, type BenchOptions, type ScenarioId } from './run.js';
 
 interface BenchFlags {
   quick?: boolean;
   only?: string;
   worker: string;
+  temporal?: string;
   sqlitePragma: string[];
   phaseS?: string;
   eagerStart: boolean;
@@ -42,6 +44,7 @@ const program = new Command()
     .option('--quick', 'short phases and small counts: a smoke run of the harness, not a measurement')
     .option('--only <ids>', `comma-separated scenarios (${[...scenarioIds, ...extraSelectors].join(', ')}); P3 runs with P5`)
     .option('--worker <placement>', 'in-process | process', 'in-process')
+    .option('--temporal <kinds>', `comma-separated Temporal servers P1, P3 and P5 run on, each fresh, side by side in the report (${temporalKinds.join(', ')}; default: both, or dev when TEMPORAL_ADDRESS is set); the first also runs P4 end to end and M1`)
     .option('--sqlite-pragma <pragma>', `dev server SQLite pragma NAME=VALUE (repeatable; default: ${defaultSqlitePragmas.join(' ')}, as chargeguard start runs it)`, collect, [])
     .option('--no-eager-start', 'do not ask for eager workflow start')
     .option('--baseline-activities <kind>', 'mirror | local | remote: the P1 baseline\'s steps (mirror: as ChargeWorkflow runs them)', 'mirror')
@@ -110,6 +113,7 @@ function toOptions(flags: BenchFlags): BenchOptions {
     quick: Boolean(flags.quick),
     scenarios,
     placement: flags.worker,
+    temporalKinds: parseTemporalKinds(flags.temporal),
     sqlitePragmas: flags.sqlitePragma.length > 0 ? flags.sqlitePragma : [...defaultSqlitePragmas],
     eagerStart: flags.eagerStart,
     tuning: {
@@ -126,6 +130,22 @@ function toOptions(flags: BenchFlags): BenchOptions {
     label: flags.label ?? null,
     phaseSeconds: flags.phaseS === undefined ? null : positiveInt(flags.phaseS, '--phase-s'),
   };
+}
+
+function parseTemporalKinds(text: string | undefined): TemporalKind[] {
+  const external = Boolean(process.env.TEMPORAL_ADDRESS?.trim());
+  // An external server is one server: the bench can neither start a second kind nor tell which it is.
+  if (text === undefined) return external ? ['dev'] : [...temporalKinds];
+  const kinds = text.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+  if (kinds.length === 0) throw new Error(`--temporal: name at least one of ${temporalKinds.join(', ')}`);
+  for (const kind of kinds) {
+    if (!temporalKinds.includes(kind as TemporalKind)) throw new Error(`--temporal: unknown server ${kind} (expected ${temporalKinds.join(', ')})`);
+  }
+  if (new Set(kinds).size !== kinds.length) throw new Error('--temporal: a server is named twice');
+  if (external && (kinds.length > 1 || kinds[0] !== 'dev')) {
+    throw new Error('--temporal: TEMPORAL_ADDRESS is set, so the bench runs on that one server; unset it to start the cluster, or pass --temporal dev');
+  }
+  return kinds as TemporalKind[];
 }
 
 function positiveInt(text: string, flag: string): number {

@@ -3,19 +3,51 @@ import { join, resolve } from 'node:path';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
 import { readFileIfPresent } from '../../src/support/files.js';
-import { startBenchTemporal, type BenchTemporal } from './bench-temporal.js';
+import { startBenchTemporal } from './bench-temporal.js';
+import { startBenchCluster } from './bench-cluster.js';
+
+/**
+ * Which Temporal server the Temporal-facing scenarios run against: `dev` is the CLI's dev server
+ * on a SQLite file (what `chargeguard start` runs), `cluster` the real server persisted to the
+ * run's PostgreSQL (what `chargeguard start --cluster` runs).
+ */
+export type TemporalKind = 'dev' | 'cluster';
+export const temporalKinds: readonly TemporalKind[] = ['dev', 'cluster'];
+
+/** What the bench needs of a Temporal server it started, whichever kind. */
+export interface RunningTemporal {
+  address: string;
+  /** Prometheus endpoint; null when the server has none (the cluster stack runs without). */
+  metricsUrl: string | null;
+  /** The server's pid for CPU accounting; null when it cannot be known. */
+  pid: number | null;
+  /** How the server was started, for the report (e.g. `dev server, pragmas [...]`). */
+  description: string;
+  stop(): Promise<void>;
+}
 
 export interface BenchStack {
   databaseUrl: string;
   temporalAddress: string;
   /** null when TEMPORAL_ADDRESS names a server the bench did not start (no metrics, no pragmas). */
   temporalMetricsUrl: string | null;
-  /** The SQLite pragmas the current Temporal server runs with; null for an external server. */
+  /** The SQLite pragmas the current Temporal server runs with; null for an external server or the cluster. */
   sqlitePragmas: readonly string[] | null;
+  /** The kind of the current Temporal server (an external one counts as `dev`: the bench cannot tell). */
+  temporalKind: TemporalKind;
+  /** Whether TEMPORAL_ADDRESS names the server: then the bench can neither restart nor switch it. */
+  temporalExternal: boolean;
+  /** How the current Temporal server was started, for the report. */
+  temporalDescription: string;
   /** Process ids of the servers the bench started, for CPU accounting. */
   serverPids: { temporal: number | null; postgres: number | null };
-  /** Replaces the Temporal server by a fresh one with these pragmas (embedded only). */
+  /** Replaces the Temporal server by a fresh dev server with these pragmas (embedded only). */
   restartTemporal(sqlitePragmas: readonly string[]): Promise<void>;
+  /**
+   * Replaces the Temporal server by a fresh one of `kind` (a no-op when it already is that kind):
+   * the new server starts empty, the ledger keeps what it holds.
+   */
+  switchTemporal(kind: TemporalKind): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -27,6 +59,8 @@ export interface BenchStack {
 export async function startBenchStack(options: {
   dataDir: string;
   sqlitePragmas: readonly string[];
+  /** The kind started first; `dev` by default. */
+  temporalKind?: TemporalKind;
   keepData: boolean;
   log: (line: string) => void;
 }): Promise<BenchStack> {
@@ -43,39 +77,71 @@ export async function startBenchStack(options: {
   options.log(externalDatabase === null ? 'postgres: embedded, fresh cluster' : 'postgres: DATABASE_URL');
   await migrateLedger(databaseUrl);
 
-  let temporal: BenchTemporal | null = null;
+  let temporal: RunningTemporal | null = null;
   let generation = 0;
-  const startTemporal = async (pragmas: readonly string[]): Promise<BenchTemporal> =>
-    startBenchTemporal({
-      dbFilePath: join(dataDir, `temporal-${++generation}.sqlite`),
+  const startTemporal = async (kind: TemporalKind, pragmas: readonly string[]): Promise<RunningTemporal> => {
+    generation++;
+    if (kind === 'cluster') {
+      return startBenchCluster({
+        workDir: join(dataDir, `temporal-cluster-${generation}`),
+        postgresUrl: databaseUrl,
+        // Names of this start alone: on an external DATABASE_URL an earlier run's databases may remain.
+        databaseName: `bench_temporal_${generation}`,
+        visibilityDatabaseName: `bench_temporal_visibility_${generation}`,
+        dropDatabasesOnStop: externalDatabase !== null && !options.keepData,
+        logFilePath: join(logsDir, 'temporal-cluster.log'),
+      });
+    }
+    const dev = await startBenchTemporal({
+      dbFilePath: join(dataDir, `temporal-${generation}.sqlite`),
       sqlitePragmas: pragmas,
       logFilePath: join(logsDir, 'temporal.log'),
     });
+    return { ...dev, description: `dev server, pragmas [${pragmas.join(', ')}]` };
+  };
+  const firstKind = options.temporalKind ?? 'dev';
   try {
-    if (externalTemporal === null) temporal = await startTemporal(options.sqlitePragmas);
+    if (externalTemporal === null) temporal = await startTemporal(firstKind, options.sqlitePragmas);
   } catch (error) {
     await postgres?.stop();
     throw error;
   }
-  options.log(externalTemporal === null ? `temporal: dev server, pragmas [${options.sqlitePragmas.join(', ')}]` : 'temporal: TEMPORAL_ADDRESS');
+  options.log(externalTemporal === null ? `temporal: ${temporal!.description}` : 'temporal: TEMPORAL_ADDRESS');
 
+  const replace = async (kind: TemporalKind, pragmas: readonly string[]): Promise<void> => {
+    if (temporal === null) throw new Error('TEMPORAL_ADDRESS is set: the bench cannot restart or replace that server');
+    await temporal.stop();
+    temporal = null;
+    temporal = await startTemporal(kind, pragmas);
+    stack.temporalAddress = temporal.address;
+    stack.temporalMetricsUrl = temporal.metricsUrl;
+    stack.sqlitePragmas = kind === 'dev' ? pragmas : null;
+    stack.temporalKind = kind;
+    stack.temporalDescription = temporal.description;
+    stack.serverPids.temporal = temporal.pid;
+    options.log(`temporal: ${temporal.description}`);
+  };
   const stack: BenchStack = {
     databaseUrl,
     temporalAddress: externalTemporal ?? temporal!.address,
     temporalMetricsUrl: temporal?.metricsUrl ?? null,
-    sqlitePragmas: externalTemporal === null ? options.sqlitePragmas : null,
+    sqlitePragmas: externalTemporal === null && firstKind === 'dev' ? options.sqlitePragmas : null,
+    temporalKind: externalTemporal === null ? firstKind : 'dev',
+    temporalExternal: externalTemporal !== null,
+    temporalDescription: temporal?.description ?? `TEMPORAL_ADDRESS ${externalTemporal}`,
     serverPids: { temporal: temporal?.pid ?? null, postgres: await postmasterPid(databaseUrl, postgres !== null) },
     restartTemporal: async (pragmas) => {
-      if (temporal === null) throw new Error('TEMPORAL_ADDRESS is set: the bench cannot restart that server');
-      await temporal.stop();
-      temporal = await startTemporal(pragmas);
-      stack.temporalAddress = temporal.address;
-      stack.temporalMetricsUrl = temporal.metricsUrl;
-      stack.sqlitePragmas = pragmas;
-      stack.serverPids.temporal = temporal.pid;
+      if (stack.temporalKind !== 'dev') throw new Error('only the dev server takes SQLite pragmas');
+      await replace('dev', pragmas);
+    },
+    switchTemporal: async (kind) => {
+      if (kind === stack.temporalKind) return;
+      await replace(kind, options.sqlitePragmas);
     },
     stop: async () => {
-      await Promise.allSettled([temporal?.stop(), postgres?.stop()]);
+      // Temporal first: the cluster persists to this PostgreSQL and would log errors as it went away.
+      await Promise.allSettled([temporal?.stop()]);
+      await Promise.allSettled([postgres?.stop()]);
       if (!options.keepData) await rm(dataDir, { recursive: true, force: true });
     },
   };

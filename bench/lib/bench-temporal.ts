@@ -6,6 +6,7 @@ import { hasExited, killOnParentExit, terminate } from '../../src/stack/child-pr
 import { findFreePorts } from '../../src/stack/free-port.js';
 import { LogSink } from '../../src/stack/log-sink.js';
 import { resolveTemporalCliPath } from '../../src/stack/temporal-cli.js';
+import { chargeSearchAttributes } from '../../src/stack/temporal-dev-server.js';
 import { pollUntil } from '../../src/stack/wait.js';
 
 export interface BenchTemporalOptions {
@@ -38,6 +39,9 @@ export async function startBenchTemporal(options: BenchTemporalOptions): Promise
     'server', 'start-dev', '--db-filename', options.dbFilePath, '--ip', host, '--port', String(port),
     '--metrics-port', String(metricsPort), '--http-port', String(httpPort), '--headless', '--log-level', 'error',
     ...options.sqlitePragmas.flatMap((pragma) => ['--sqlite-pragma', pragma]),
+    // The charge worker refuses a namespace without them; the dev server applies them as it creates
+    // the namespace, which it does on every bench start (a new SQLite file each time).
+    ...Object.entries(chargeSearchAttributes).flatMap(([name, kind]) => ['--search-attribute', `${name}=${kind}`]),
   ];
   const sink = new LogSink(options.logFilePath);
   sink.note(`starting temporal ${args.join(' ')}`);

@@ -31,6 +31,8 @@ export interface BenchSettings {
   variantConcurrency: number;
   /** Ledger-only charges made (unmeasured) before ANALYZE, so plans are those of a ledger with history. */
   historyCharges: number;
+  /** Closed-loop callers of the cluster scale-out phases (1 worker process against 2). */
+  scaleOutConcurrency: number;
 }
 
 export const fullSettings: BenchSettings = {
@@ -47,6 +49,7 @@ export const fullSettings: BenchSettings = {
   tpcbScale: 32,
   variantConcurrency: 32,
   historyCharges: 3_000,
+  scaleOutConcurrency: 32,
 };
 
 export const quickSettings: BenchSettings = {
@@ -63,6 +66,7 @@ export const quickSettings: BenchSettings = {
   tpcbScale: 4,
   variantConcurrency: 8,
   historyCharges: 500,
+  scaleOutConcurrency: 32,
 };
 
 export interface BenchContext {
@@ -82,9 +86,15 @@ export async function measured(
   ctx: BenchContext,
   session: TemporalSession | null,
   phase: () => Promise<PhaseResult>,
+  options: { machine?: boolean } = {},
 ): Promise<PhaseFigure> {
   const { value, cpuPercent } = await withCpu(
-    { temporal: ctx.stack.serverPids.temporal, postgres: ctx.stack.serverPids.postgres, worker: session?.workers.pid ?? null },
+    {
+      temporal: ctx.stack.serverPids.temporal,
+      postgres: ctx.stack.serverPids.postgres,
+      worker: session?.workers.pids ?? null,
+      machine: options.machine ?? false,
+    },
     phase,
   );
   return { ...value, cpuPercent };

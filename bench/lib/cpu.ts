@@ -5,8 +5,10 @@ import { readFileIfPresent } from '../../src/support/files.js';
 export interface CpuSubjects {
   temporal: number | null;
   postgres: number | null;
-  /** Worker process (when the worker runs apart from the load generator). */
-  worker: number | null;
+  /** Worker process(es) when the worker runs apart from the load generator; several are summed. */
+  worker: number | readonly number[] | null;
+  /** Also read the whole machine's busy time (reported as `machine`, percent of one core). */
+  machine?: boolean;
 }
 
 export type CpuSnapshot = { atMs: number; secondsBy: Record<string, number> };
@@ -43,12 +45,32 @@ async function processTreeSeconds(rootPid: number): Promise<number> {
   return total;
 }
 
+/**
+ * CPU time every process of the machine spent busy (all cores, from /proc/stat): set beside the
+ * components', it tells whether the cores were full and how much of them went to processes outside
+ * the run (on a shared machine, other people's work).
+ */
+async function machineBusySeconds(): Promise<number | null> {
+  const text = await readFileIfPresent('/proc/stat');
+  const fields = text?.split('\n')[0]?.trim().split(/\s+/).slice(1, 9).map(Number);
+  if (fields === undefined || fields.length < 5 || fields.some((n) => !Number.isFinite(n))) return null;
+  // user nice system idle iowait irq softirq steal (guest time is inside user): busy is everything but idle and iowait.
+  const busyTicks = fields.reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0);
+  return busyTicks / ticksPerSecond;
+}
+
 export async function takeCpuSnapshot(subjects: CpuSubjects): Promise<CpuSnapshot> {
   const usage = process.cpuUsage();
   const secondsBy: Record<string, number> = { bench: (usage.user + usage.system) / 1e6 };
   if (subjects.temporal !== null) secondsBy.temporal = (await readStat(subjects.temporal))?.seconds ?? Number.NaN;
   if (subjects.postgres !== null) secondsBy.postgres = await processTreeSeconds(subjects.postgres);
-  if (subjects.worker !== null) secondsBy.worker = (await readStat(subjects.worker))?.seconds ?? Number.NaN;
+  const workers = subjects.worker === null ? [] : typeof subjects.worker === 'number' ? [subjects.worker] : subjects.worker;
+  if (workers.length > 0) {
+    const stats = await Promise.all(workers.map(readStat));
+    secondsBy.worker = stats.reduce((sum, stat) => sum + (stat?.seconds ?? Number.NaN), 0);
+  }
+  const machine = subjects.machine === true ? await machineBusySeconds() : null;
+  if (machine !== null) secondsBy.machine = machine;
   return { atMs: performance.now(), secondsBy };
 }
 

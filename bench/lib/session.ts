@@ -3,7 +3,7 @@ import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import type { BenchStack } from './bench-stack.js';
-import { startWorkersInChild, startWorkersInProcess, type BenchWorkers, type WorkerTuning } from './workers.js';
+import { startWorkerProcesses, startWorkersInProcess, type BenchWorkers, type WorkerTuning } from './workers.js';
 
 /** Budgets as `chargeguard start` uses them (src/config.ts defaults). */
 export const benchPolicy: ChargePolicy = {
@@ -18,6 +18,8 @@ const chargeWaitBudgetMs = 30_000;
 
 export interface SessionOptions {
   placement: 'in-process' | 'process';
+  /** With placement 'process': how many worker processes share the task queues (1 by default). */
+  workerProcesses?: number;
   tuning: WorkerTuning;
   /** Ask the server to hand the first workflow task straight back (in-process workers only). */
   eagerStart: boolean;
@@ -47,7 +49,9 @@ export async function openTemporalSession(stack: BenchStack, options: SessionOpt
     ...options.bundles,
     tuning: options.tuning,
   };
-  const workers = options.placement === 'process' ? await startWorkersInChild(config) : await startWorkersInProcess(config);
+  const workers = options.placement === 'process'
+    ? await startWorkerProcesses(config, options.workerProcesses ?? 1)
+    : await startWorkersInProcess(config);
   try {
     const eagerStart = options.eagerStart && workers.nativeConnection !== null;
     // Eager start needs the client on the workers' own (native) connection; otherwise a plain one.

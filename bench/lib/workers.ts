@@ -33,8 +33,10 @@ export interface BenchWorkers {
   placement: 'in-process' | 'process';
   /** The in-process workers' connection: a client on it can ask for eager workflow start. */
   nativeConnection: NativeConnection | null;
-  /** The child's pid, for CPU and memory readings; null in process. */
+  /** The child's pid, for CPU and memory readings; null in process (the first child's when several). */
   pid: number | null;
+  /** Every worker process's pid (empty in process): CPU is charged to all of them together. */
+  pids: readonly number[];
   /** How the workers' process was started: node, its flags and the entry (or 'in the bench process'). */
   command: string;
   /** The worker process's own view of its memory (main isolate heap, external, array buffers). */
@@ -78,6 +80,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
     placement: 'in-process',
     nativeConnection: connection,
     pid: null,
+    pids: [],
     command: 'in the bench process',
     memoryUsage: async () => process.memoryUsage(),
     stop: () =>
@@ -171,6 +174,7 @@ export async function startWorkersInChild(config: BenchWorkersConfig, startTimeo
     placement: 'process',
     nativeConnection: null,
     pid: child.pid ?? null,
+    pids: child.pid === undefined ? [] : [child.pid],
     command: ['node', ...nodeFlags, relative(dirname(config.chargeBundlePath), entry)].join(' '),
     memoryUsage: () =>
       new Promise((resolve, reject) => {
@@ -188,6 +192,33 @@ export async function startWorkersInChild(config: BenchWorkersConfig, startTimeo
       if (child.connected) child.send({ type: 'stop' });
       const stopped = await waitForMessage(child, 'stopped', 30_000).then(() => true, () => false);
       if (!stopped) await terminate(child, { signal: 'SIGTERM', graceMs: 5_000 });
+    },
+  };
+}
+
+/**
+ * `count` worker processes polling the same task queues, as `count` replicas of the worker service
+ * would: the server spreads the tasks between them. Started together; if one fails, all stop.
+ */
+export async function startWorkerProcesses(config: BenchWorkersConfig, count: number): Promise<BenchWorkers> {
+  if (count === 1) return startWorkersInChild(config);
+  const started = await Promise.allSettled(Array.from({ length: count }, () => startWorkersInChild(config)));
+  const running = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failure = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failure !== undefined) {
+    await Promise.allSettled(running.map((workers) => workers.stop()));
+    throw failure.reason;
+  }
+  return {
+    placement: 'process',
+    nativeConnection: null,
+    pid: running[0]!.pid,
+    pids: running.flatMap((workers) => workers.pids),
+    command: `${count} × ${running[0]!.command}`,
+    // The first process's: M1 never runs on several.
+    memoryUsage: () => running[0]!.memoryUsage(),
+    stop: async () => {
+      await Promise.allSettled(running.map((workers) => workers.stop()));
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { BenchResult, Figure } from './result.js';
+import type { BenchResult, Figure, ServerRun } from './result.js';
 import { round } from '../lib/stats.js';
 
 function formatNumber(value: number | null | undefined, unit = ''): string {
@@ -37,8 +37,78 @@ export function setupLines(result: BenchResult): string {
     `- Machine: ${machine.cores} cores (${machine.cpuModel}), ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB, ${machine.platform}; 1-min load average ${load.beforeRun1m.toFixed(2)} at start${load.quietAtStart ? '' : ' (**not quiet: figures are noisy**)'}, ${load.afterRun1m.toFixed(2)} at end`,
     `- Software: Node ${versions.node}, Temporal ${versions.temporalCli ?? 'external server'}, TypeScript SDK ${versions.temporalSdk}, PostgreSQL ${versions.postgres}${versions.pgbench ? `, ${versions.pgbench}` : ', no pgbench'}`,
     `- Setup: worker ${setup.placement}, SQLite pragmas: ${pragmas}, eager start ${setup.eagerStart ? 'on' : 'off'}, baseline activities ${setup.baselineActivityKind}; worker slots ${setup.tuning.maxConcurrentWorkflowTaskExecutions} workflow / ${setup.tuning.maxConcurrentActivityTaskExecutions} activity, cache ${setup.tuning.maxCachedWorkflows}, ledger pool ${setup.tuning.ledgerPoolMaxConnections}`,
+    ...temporalLines(result),
     `- Phases: ${result.settings.warmupMs / 1000} s warm-up + ${result.settings.durationMs / 1000} s measured (P4 end to end: ${result.settings.p4EndToEndDurationMs / 1000} s; P1 and P4 interleaved A B B A); correctness checked at the end of every scenario: ${result.correct ? 'all clean' : `**${result.problems.length} problems**`}`,
   ].join('\n');
+}
+
+const serverNames: Record<ServerRun['kind'], string> = {
+  dev: 'dev server (SQLite)',
+  cluster: 'cluster (Temporal server on PostgreSQL)',
+};
+
+/** Which server the figures table speaks of, when it is not simply the dev server. */
+function temporalLines(result: BenchResult): string[] {
+  const servers = result.servers;
+  if (servers && servers.length > 1) {
+    return [
+      `- Temporal: P1, P3 and P5 on ${servers.length} fresh servers in turn, the ledger shared: ${servers.map((s) => `${s.kind} — ${s.temporal}`).join('; ')}. ` +
+        `The figures table is the ${servers[0]!.kind}'s (P4 end to end and M1 ran on it alone); the servers side by side below`,
+    ];
+  }
+  if (result.setup.temporalKind === 'cluster') return ['- Temporal: cluster (the Temporal server on the run\'s PostgreSQL)'];
+  return [];
+}
+
+/** P1, P3 and P5 of every server, a column each. */
+export function serversTable(result: BenchResult): string {
+  const servers = result.servers;
+  if (!servers || servers.length < 2) return '';
+  const rows: [string, (s: ServerRun) => string][] = [];
+  const concurrencies = [...new Set(servers.flatMap((s) => s.p1?.points.map((p) => p.concurrency) ?? []))];
+  for (const n of concurrencies) {
+    const point = (s: ServerRun) => s.p1?.points.find((p) => p.concurrency === n);
+    rows.push(
+      [`P1 new charges/s, N=${n}`, (s) => formatNumber(point(s)?.charge.operationsPerSecond)],
+      [`P1 ÷ bare workflow on the same server, N=${n} (target ≥ 0.8)`, (s) => formatNumber(point(s)?.ratio)],
+    );
+  }
+  rows.push(
+    ['P3 replay p50', (s) => formatNumber(s.p3?.sequential.latency.p50Ms, 'ms')],
+    ['P3 replay p50 ÷ new charge p50 (target ≤ 0.1)', (s) => formatNumber(s.p3?.p50Ratio)],
+    ['P3 workflow + query tasks during replays (target = 0)', (s) => (s.p3 ? formatNumber(s.p3.workflowTasksDuringReplays) : 'n/a')],
+    ['P5 idle p50 (target ≤ 30 ms)', (s) => formatNumber(s.p5?.idle.latency.p50Ms, 'ms')],
+    ['P5 idle p99', (s) => formatNumber(s.p5?.idle.latency.p99Ms, 'ms')],
+    ['P5 p99 at half of the server\'s own peak', (s) => (s.p5 ? `${formatNumber(s.p5.halfLoad.latency.p99Ms, 'ms')} at ${formatNumber(s.p5.peakChargesPerSecond / 2)}/s` : 'n/a')],
+    ['P5 half-load p99 ÷ idle p50 (target ≤ 3)', (s) => formatNumber(s.p5?.halfLoadP99OverIdleP50)],
+  );
+  const lines = [`| figure | ${servers.map((s) => serverNames[s.kind]).join(' | ')} |`, `|---|${servers.map(() => '---:').join('|')}|`];
+  for (const [name, cell] of rows) lines.push(`| ${name} | ${servers.map(cell).join(' | ')} |`);
+  return lines.join('\n');
+}
+
+/** The cluster's scale-out: both sides, their CPU by component, and what bounds the second process. */
+export function scaleOutSection(result: BenchResult): string {
+  const scale = result.scaleOut;
+  if (!scale) return '';
+  const sides = [
+    ['1 worker process', scale.oneProcess],
+    ['2 worker processes', scale.twoProcesses],
+  ] as const;
+  const names = ['bench', 'worker', 'temporal', 'postgres', 'machine'].filter((n) => sides.some(([, phase]) => phase.cpuPercent[n] !== undefined));
+  const lines = [
+    `| workers | charges/s N=${scale.concurrency} | p50 | p99 | ${names.map((n) => `CPU ${n}`).join(' | ')} |`,
+    `|---|---:|---:|---:|${names.map(() => '---:').join('|')}|`,
+  ];
+  for (const [name, phase] of sides) {
+    lines.push(
+      `| ${name} | ${formatNumber(phase.operationsPerSecond)} | ${formatNumber(phase.latency.p50Ms, 'ms')} | ${formatNumber(phase.latency.p99Ms, 'ms')} | ${names.map((n) => (phase.cpuPercent[n] === undefined ? '—' : `${phase.cpuPercent[n]}%`)).join(' | ')} |`,
+    );
+  }
+  return [
+    lines.join('\n'),
+    `2 processes ÷ 1 process: **${formatNumber(scale.ratio)}**. Bound: ${scale.bound.explanation}`,
+  ].join('\n\n');
 }
 
 function variantsTable(result: BenchResult): string {
@@ -64,6 +134,14 @@ function cpuTable(result: BenchResult): string {
   if (result.p4Ledger) rows.push(['P4 ledger hot', result.p4Ledger.hot.cpuPercent], ['P4 ledger spread', result.p4Ledger.spread.cpuPercent]);
   if (result.p5) rows.push(['P5 idle', result.p5.idle.cpuPercent], ['P5 half load', result.p5.halfLoad.cpuPercent]);
   if (result.p3) rows.push(['P3 replays concurrent', result.p3.concurrent.cpuPercent]);
+  for (const server of (result.servers ?? []).slice(1)) {
+    for (const p of server.p1?.points ?? []) rows.push([`${server.kind}: P1 charges N=${p.concurrency}`, p.charge.cpuPercent]);
+    if (server.p5) rows.push([`${server.kind}: P5 half load`, server.p5.halfLoad.cpuPercent]);
+    if (server.p3) rows.push([`${server.kind}: P3 replays concurrent`, server.p3.concurrent.cpuPercent]);
+  }
+  if (result.scaleOut) {
+    rows.push(['cluster: scale-out, 1 worker process', result.scaleOut.oneProcess.cpuPercent], ['cluster: scale-out, 2 worker processes', result.scaleOut.twoProcesses.cpuPercent]);
+  }
   if (rows.length === 0) return '';
   const names = [...new Set(rows.flatMap(([, cpu]) => Object.keys(cpu)))];
   const lines = [`| phase | ${names.join(' | ')} |`, `|---|${names.map(() => '---:').join('|')}|`];
@@ -79,13 +157,19 @@ export function renderMarkdown(result: BenchResult, chartFileName: string): stri
     figuresTable(result),
     `![latency percentiles and throughput](${chartFileName})`,
   ];
+  const servers = serversTable(result);
+  if (servers) sections.push('## Both servers', servers);
+  const scaleOut = scaleOutSection(result);
+  if (scaleOut) sections.push('## Scale-out on the cluster', scaleOut);
   const variants = variantsTable(result);
   if (variants) sections.push('## Dev server pragmas and worker placement', variants);
   const cpu = cpuTable(result);
   if (cpu) {
     sections.push(
       '## CPU by component during each phase',
-      'Percent of one core (the machine has ' + result.machine.cores + '); `bench` is the load generator, plus the worker when it runs in process.',
+      'Percent of one core (the machine has ' + result.machine.cores + '); `bench` is the load generator, plus the worker when it runs in process' +
+        (result.servers || result.scaleOut ? '; on the cluster `postgres` also serves Temporal\'s persistence; `machine` is every process of the machine' : '') +
+        '.',
       cpu,
     );
   }

@@ -6,7 +6,9 @@ import type { P1Result } from '../scenarios/p1-throughput.js';
 import type { P2Result } from '../scenarios/p2-ledger.js';
 import type { HotPayeeEndToEnd, HotPayeeLedger } from '../scenarios/p4-hot-payee.js';
 import type { P3Result, P5Result } from '../scenarios/p5-p3-latency.js';
+import type { ScaleOutResult } from '../scenarios/scale-out.js';
 import type { VariantResult } from '../scenarios/variants.js';
+import type { TemporalKind } from '../lib/bench-stack.js';
 import { ratio } from '../lib/stats.js';
 
 /** Everything one run measured, as written to bench/results/<date>.json. */
@@ -28,6 +30,8 @@ export interface BenchResult {
     ledgerStepKind: 'local' | 'remote' | null;
     tuning: WorkerTuning;
     external: { temporal: boolean; database: boolean };
+    /** The server the top-level P1/P3/P4/P5/M1 figures were measured on (`dev` when absent: older runs). */
+    temporalKind?: TemporalKind;
   };
   settings: BenchSettings;
   p1?: P1Result;
@@ -38,10 +42,28 @@ export interface BenchResult {
   p5?: P5Result;
   m1?: M1Result;
   variants?: VariantResult[];
+  /**
+   * With more than one server (--temporal dev,cluster): P1, P3 and P5 of each, in the order run.
+   * The first is the same run as the top-level p1/p3/p5 (the figures table's).
+   */
+  servers?: ServerRun[];
+  /** Cluster only: charges/s with 2 worker processes against 1, and what bounds it. */
+  scaleOut?: ScaleOutResult;
   figures: Figure[];
   /** Every scenario's end-of-run check held. */
   correct: boolean;
   problems: string[];
+}
+
+/** The Temporal-facing scenarios of one server kind, on a fresh server of that kind. */
+export interface ServerRun {
+  kind: TemporalKind;
+  /** How that server was started (binary, storage), as the run logged it. */
+  temporal: string;
+  ledgerStepKind: 'local' | 'remote' | null;
+  p1?: P1Result;
+  p3?: P3Result;
+  p5?: P5Result;
 }
 
 /** One row of the table: a figure, the baseline it is compared with, and the target. */
@@ -195,6 +217,19 @@ export function buildFigures(result: Omit<BenchResult, 'figures' | 'correct' | '
       ratio: p5.halfLoadP99OverIdleP50,
       target: '≤ 3',
       met: p5.halfLoadP99OverIdleP50 <= 3,
+    });
+  }
+  if (result.scaleOut) {
+    const scale = result.scaleOut;
+    figures.push({
+      id: 'Scale-out',
+      measures: `cluster: new charges/s, closed loop N=${scale.concurrency}, workers in 2 processes; bound: ${scale.bound.kind}`,
+      value: scale.twoProcesses.operationsPerSecond,
+      unit: 'charges/s',
+      baseline: { measures: 'same load, workers in 1 process', value: scale.oneProcess.operationsPerSecond, unit: 'charges/s' },
+      ratio: scale.ratio,
+      target: '—',
+      met: null,
     });
   }
   if (result.m1) {

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readFileIfPresent } from '../../src/support/files.js';
-import { figuresTable, renderMarkdown, setupLines } from './markdown.js';
+import { figuresTable, renderMarkdown, scaleOutSection, serversTable, setupLines } from './markdown.js';
 import type { BenchResult } from './result.js';
 import { renderSvg } from './svg.js';
 
@@ -66,6 +66,7 @@ export async function updateDocs(result: BenchResult, docsPath: string, resultsL
     '',
     figuresTable(result),
     '',
+    ...[serversTable(result), scaleOutSection(result)].filter(Boolean).flatMap((section) => [section, '']),
     `![latency percentiles and throughput](${resultsLinkDir}/${base}.svg)`,
     '',
     `Full report: [${base}.md](${resultsLinkDir}/${base}.md), raw figures: [${base}.json](${resultsLinkDir}/${base}.json).`,
