@@ -155,6 +155,11 @@ function ruleProblems(doc: JsonObject, serverVersion: string): string[] {
       if (key === 'DATABASE_URL' && !urlPasswordFromEnvironment(String(value))) {
         problems.push(`${name}: DATABASE_URL carries a password that is not \${VAR:?…}`);
       }
+      // The processes that face callers connect as the app role: a schema owner or superuser could
+      // switch off the ledger's append-only triggers.
+      if (key === 'DATABASE_URL' && !/^postgres(ql)?:\/\/chargeguard_app:/.test(String(value))) {
+        problems.push(`${name}: DATABASE_URL does not connect as chargeguard_app`);
+      }
     }
   }
 
@@ -250,6 +255,11 @@ describe('docker-compose.yml', () => {
     ['the auto-setup image', (doc) => void (service(doc, 'temporal').image = 'temporalio/auto-setup:1.29.1'), /temporal: uses temporalio\/auto-setup/],
     ['another server version', (doc) => void (service(doc, 'temporal').image = 'temporalio/server:1.30.1'), /temporal: image "temporalio\/server:1\.30\.1"/],
     ['a committed password', (doc) => void ((service(doc, 'postgres').environment as JsonObject).POSTGRES_PASSWORD = 'chargeguard'), /postgres: POSTGRES_PASSWORD is not taken/],
+    [
+      'the superuser in DATABASE_URL',
+      (doc) => void ((service(doc, 'worker').environment as JsonObject).DATABASE_URL = 'postgres://${POSTGRES_USER:-chargeguard}:${POSTGRES_PASSWORD:?x}@postgres:5432/chargeguard'),
+      /worker: DATABASE_URL does not connect as chargeguard_app/,
+    ],
     [
       'a password in DATABASE_URL',
       (doc) => void ((service(doc, 'api').environment as JsonObject).DATABASE_URL = 'postgres://chargeguard:hunter2@postgres:5432/chargeguard'),

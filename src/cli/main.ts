@@ -9,6 +9,7 @@ import { registerCaptureCommand } from './commands/capture.js';
 import { registerChargeCommand } from './commands/charge.js';
 import { registerDemoCommand } from './commands/demo.js';
 import { registerMcpCommand } from './commands/mcp.js';
+import { registerMigrateCommand } from './commands/migrate.js';
 import { registerReconcileCommand } from './commands/reconcile.js';
 import { registerRefundCommand } from './commands/refund.js';
 import { registerStatusCommand } from './commands/status.js';
@@ -26,6 +27,7 @@ const program = new Command()
 
 registerStartCommand(program);
 registerWorkerCommand(program);
+registerMigrateCommand(program);
 registerDemoCommand(program);
 registerApiCommand(program);
 registerMcpCommand(program);
