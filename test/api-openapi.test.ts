@@ -72,7 +72,7 @@ describe('the OpenAPI document', () => {
       expect(api.app.hasRoute({ method: method.toUpperCase() as 'GET', url }), `${method.toUpperCase()} ${path} served`).toBe(true);
     }
     const create = document.paths['/v1/charges'].post;
-    expect(Object.keys(create.responses).sort()).toEqual(['200', '201', '202', '400', '401', '413', '415', '422', '503']);
+    expect(Object.keys(create.responses).sort()).toEqual(['200', '201', '202', '400', '401', '403', '413', '415', '422', '429', '503']);
     // Only the routes that create money answer 403 (an agent key); charging is every role's.
     for (const [path, method] of [['/v1/accounts', 'post'], ['/v1/accounts/{id}/deposits', 'post']] as const) {
       expect(document.paths[path][method].responses, `${method} ${path}`).toHaveProperty('403');

@@ -81,7 +81,11 @@ const problemResponse = (description: string): JsonSchema => ({
 /** Responses every authenticated route can give. */
 export const commonProblems: Record<string, JsonSchema> = {
   400: problemResponse('malformed request: `errors` names each offending field'),
-  401: problemResponse('missing, unknown, revoked or expired API key'),
+  401: problemResponse('missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed'),
+  429: problemResponse(
+    'over the key\'s or the tenant\'s request rate (`rate_limited`) or open holds (`open_holds_exceeded`); nothing was recorded. ' +
+      'Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left',
+  ),
   503: problemResponse('Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key'),
 };
 

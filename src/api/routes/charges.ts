@@ -77,7 +77,10 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
           }),
           ...commonProblems,
           ...bodyProblems,
-          ...problemResponses({ 422: 'the key was first used for a different request (every body field counts); nothing ran' }),
+          ...problemResponses({
+            403: 'outside the key\'s mandate (`mandate_exceeded`; `rule` names it: max_amount, daily_limit, payees, currency); nothing started',
+            422: 'the key was first used for a different request (every body field counts); nothing ran',
+          }),
         },
       },
     },
