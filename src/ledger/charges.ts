@@ -23,7 +23,7 @@ export interface ChargeRow {
   refunded_minor: number;
   decline_code: DeclineCode | null;
   failure_reason: string | null;
-  /** Absent from views that list their columns (charge_statuses). */
+  /** The API key that created the charge (null: the operator, or a row from before keys were recorded); optional for rows read before the column existed. */
   created_by_key_id?: string | null;
   hold_expires_at: Date | null;
   created_at: Date;
