@@ -1,9 +1,14 @@
+import { temporal } from '@temporalio/proto';
 import { describe, expect, inject, it } from 'vitest';
+import { chargeWorkflowId } from '../../src/domain/charge.js';
 import { wireChargeSchema } from '../../src/service/wire.js';
 import { apiKeyFor, send } from '../support/api.js';
 import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, expectReconciled, fundedTenant, newKey, useHarness, waitFor } from '../support/harness.js';
 
 const h = useHarness();
+const { EventType } = temporal.api.enums.v1;
+/** What Temporal records when a task given to a worker that then died is handed to another one. */
+const handedOverEvents = new Set([EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT]);
 
 const chargeCount = 40;
 const amountMinor = 100;
@@ -68,6 +73,14 @@ describe('a worker process killed mid-run on the cluster', () => {
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(chargeCount * amountMinor);
     await expectLedgerInvariants(h.pool, tenant);
     await expectReconciled(h, tenant);
+    // The killed worker held work when it died: some charges show a task of theirs timing out on it
+    // and handed to the survivor. Without one, the kill would have proved nothing.
+    let handedOver = 0;
+    for (const key of keys) {
+      const history = await h.temporal.workflow.getHandle(chargeWorkflowId(tenant, key)).fetchHistory();
+      if ((history.events ?? []).some((event) => event.eventType !== null && event.eventType !== undefined && handedOverEvents.has(event.eventType))) handedOver++;
+    }
+    expect(handedOver).toBeGreaterThan(0);
     // The survivor did the rest: it is still running.
     expect(isAlive(workers[1]!.pid)).toBe(true);
   });
