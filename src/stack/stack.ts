@@ -45,8 +45,9 @@ const defaultTemporalUiPort = 8233;
 
 /**
  * Brings up what the worker and API need: a Temporal dev server persisted to SQLite and an
- * embedded PostgreSQL, both under `dataDir`, started in parallel. TEMPORAL_ADDRESS / DATABASE_URL
- * point at existing infrastructure instead, and then nothing is started for that half.
+ * embedded PostgreSQL, both under `dataDir`, started in parallel; or, with `temporal: 'cluster'`,
+ * the PostgreSQL first and the real Temporal server on it. TEMPORAL_ADDRESS / DATABASE_URL point
+ * at existing infrastructure instead, and then nothing is started for that half.
  */
 export async function startLocalStack(opts: LocalStackOptions): Promise<LocalStack> {
   const dataDir = resolve(opts.dataDir);
