@@ -32,14 +32,22 @@ CREATE TABLE api_keys (
   allowed_payee_account_ids text[],
   currency text,
   expires_at timestamp with time zone,
+  signing_secret text,
+  rate_limit_per_second integer,
+  rate_limit_burst integer,
+  max_open_holds integer,
   CONSTRAINT api_keys_allowed_payee_account_ids_check CHECK (cardinality(allowed_payee_account_ids) > 0),
   CONSTRAINT api_keys_currency_check CHECK (currency ~ '^[A-Z]{3}$'::text),
   CONSTRAINT api_keys_daily_limit_minor_check CHECK (daily_limit_minor > 0),
   CONSTRAINT api_keys_key_hash_check CHECK (key_hash ~ '^[0-9a-f]{64}$'::text),
   CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash),
   CONSTRAINT api_keys_max_amount_minor_check CHECK (max_amount_minor > 0),
+  CONSTRAINT api_keys_max_open_holds_check CHECK (max_open_holds >= 1 AND max_open_holds <= 100000),
   CONSTRAINT api_keys_pkey PRIMARY KEY (id),
+  CONSTRAINT api_keys_rate_limit_burst_check CHECK (rate_limit_burst >= 1 AND rate_limit_burst <= 1000000),
+  CONSTRAINT api_keys_rate_limit_per_second_check CHECK (rate_limit_per_second >= 1 AND rate_limit_per_second <= 1000000),
   CONSTRAINT api_keys_role_check CHECK (role = ANY (ARRAY['agent'::text, 'admin'::text])),
+  CONSTRAINT api_keys_signing_secret_check CHECK (signing_secret ~ '^cgsig_[A-Za-z0-9_-]{43}$'::text),
   CONSTRAINT api_keys_tenant_check CHECK (tenant ~ '^[a-z0-9_-]{1,64}$'::text)
 );
 
@@ -79,6 +87,19 @@ CREATE TABLE charges (
   CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
 );
 
+CREATE TABLE idempotency_tokens (
+  tenant text NOT NULL,
+  token_hash text NOT NULL,
+  issued_by_key_id text,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  expires_at timestamp with time zone NOT NULL,
+  consumed_at timestamp with time zone,
+  CONSTRAINT idempotency_tokens_check CHECK (expires_at > created_at),
+  CONSTRAINT idempotency_tokens_pkey PRIMARY KEY (tenant, token_hash),
+  CONSTRAINT idempotency_tokens_tenant_check CHECK (tenant ~ '^[a-z0-9_-]{1,64}$'::text),
+  CONSTRAINT idempotency_tokens_token_hash_check CHECK (token_hash ~ '^[0-9a-f]{64}$'::text)
+);
+
 CREATE TABLE journal_entries (
   id bigint NOT NULL DEFAULT nextval('journal_entries_id_seq'::regclass),
   transfer_id bigint NOT NULL,
@@ -101,6 +122,21 @@ CREATE TABLE pending_postings (
   CONSTRAINT pending_postings_pending_delta_minor_check CHECK (pending_delta_minor <= 0),
   CONSTRAINT pending_postings_pkey PRIMARY KEY (tenant, account_id, entry_id),
   CONSTRAINT pending_postings_posted_delta_minor_check CHECK (posted_delta_minor <> 0)
+);
+
+CREATE TABLE rate_limit_buckets (
+  scope text NOT NULL,
+  subject text NOT NULL,
+  tokens double precision NOT NULL,
+  rate_per_second double precision NOT NULL,
+  burst double precision NOT NULL,
+  refilled_at timestamp with time zone NOT NULL,
+  last_take_allowed boolean NOT NULL,
+  CONSTRAINT rate_limit_buckets_burst_check CHECK (burst >= 1::double precision),
+  CONSTRAINT rate_limit_buckets_pkey PRIMARY KEY (scope, subject),
+  CONSTRAINT rate_limit_buckets_rate_per_second_check CHECK (rate_per_second > 0::double precision),
+  CONSTRAINT rate_limit_buckets_scope_check CHECK (scope = ANY (ARRAY['key'::text, 'tenant'::text])),
+  CONSTRAINT rate_limit_buckets_tokens_check CHECK (tokens >= 0::double precision)
 );
 
 CREATE TABLE refunds (
@@ -132,6 +168,15 @@ CREATE TABLE refunds (
   CONSTRAINT refunds_transfer_id_key UNIQUE (transfer_id)
 );
 
+CREATE TABLE signature_nonces (
+  key_id text NOT NULL,
+  nonce text NOT NULL,
+  expires_at timestamp with time zone NOT NULL,
+  CONSTRAINT signature_nonces_key_id_fkey FOREIGN KEY (key_id) REFERENCES api_keys(id) ON DELETE CASCADE,
+  CONSTRAINT signature_nonces_nonce_check CHECK (nonce ~ '^[\x21-\x7e]{1,128}$'::text),
+  CONSTRAINT signature_nonces_pkey PRIMARY KEY (key_id, nonce)
+);
+
 CREATE TABLE transfers (
   id bigint NOT NULL DEFAULT nextval('transfers_id_seq'::regclass),
   tenant text NOT NULL,
@@ -147,14 +192,54 @@ CREATE TABLE transfers (
   CONSTRAINT transfers_tenant_kind_reference_key UNIQUE (tenant, kind, reference)
 );
 
+CREATE TABLE webhook_events (
+  provider text NOT NULL,
+  event_id text NOT NULL,
+  event_type text NOT NULL,
+  tenant text NOT NULL,
+  account_id text NOT NULL,
+  amount_minor bigint NOT NULL,
+  currency character(3) NOT NULL,
+  transfer_id bigint NOT NULL,
+  secret_id text NOT NULL,
+  received_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT webhook_events_amount_minor_check CHECK (amount_minor > 0),
+  CONSTRAINT webhook_events_event_id_check CHECK (event_id ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT webhook_events_pkey PRIMARY KEY (provider, event_id),
+  CONSTRAINT webhook_events_provider_check CHECK (provider ~ '^[a-z0-9][a-z0-9_-]{0,31}$'::text),
+  CONSTRAINT webhook_events_secret_id_fkey FOREIGN KEY (secret_id) REFERENCES webhook_secrets(id),
+  CONSTRAINT webhook_events_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES transfers(id),
+  CONSTRAINT webhook_events_transfer_id_key UNIQUE (transfer_id)
+);
+
+CREATE TABLE webhook_secrets (
+  id text NOT NULL,
+  provider text NOT NULL,
+  secret text NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  expires_at timestamp with time zone,
+  revoked_at timestamp with time zone,
+  CONSTRAINT webhook_secrets_id_check CHECK (id ~ '^whk_[0-9a-f]{16}$'::text),
+  CONSTRAINT webhook_secrets_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_secrets_provider_check CHECK (provider ~ '^[a-z0-9][a-z0-9_-]{0,31}$'::text),
+  CONSTRAINT webhook_secrets_secret_check CHECK (secret ~ '^whsec_[A-Za-z0-9_-]{43}$'::text),
+  CONSTRAINT webhook_secrets_secret_key UNIQUE (secret)
+);
+
 CREATE INDEX api_keys_by_tenant ON public.api_keys USING btree (tenant, created_at);
 CREATE INDEX charges_by_order ON public.charges USING btree (tenant, order_id);
 CREATE INDEX charges_by_payer ON public.charges USING btree (tenant, payer_account_id, created_at);
 CREATE INDEX charges_by_state ON public.charges USING btree (tenant, hold_state, created_at);
 CREATE INDEX charges_created_by_key_recent ON public.charges USING btree (created_by_key_id, created_at) WHERE (created_by_key_id IS NOT NULL);
 CREATE INDEX charges_open_holds ON public.charges USING btree (hold_expires_at) WHERE (hold_state = 'TRIED'::text);
+CREATE INDEX charges_open_holds_by_key ON public.charges USING btree (created_by_key_id) WHERE ((hold_state = 'TRIED'::text) AND (created_by_key_id IS NOT NULL));
+CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant) WHERE (hold_state = 'TRIED'::text);
+CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
+CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
+CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);
+CREATE INDEX webhook_secrets_by_provider ON public.webhook_secrets USING btree (provider, created_at);
 
 CREATE SEQUENCE journal_entries_id_seq AS bigint START 1 INCREMENT 1 OWNED BY journal_entries.id;
 CREATE SEQUENCE transfers_id_seq AS bigint START 1 INCREMENT 1 OWNED BY transfers.id;
@@ -197,7 +282,8 @@ CREATE VIEW charge_statuses AS
     c.failure_reason,
     c.hold_expires_at,
     c.created_at,
-    c.updated_at
+    c.updated_at,
+    c.created_by_key_id
    FROM charges c
   WHERE c.hold_state = 'TRIED'::text
 UNION ALL
@@ -222,7 +308,8 @@ UNION ALL
     c.failure_reason,
     c.hold_expires_at,
     c.created_at,
-    c.updated_at
+    c.updated_at,
+    c.created_by_key_id
    FROM charges c
   WHERE c.hold_state = 'DECLINED'::text
 UNION ALL
@@ -247,7 +334,8 @@ UNION ALL
     c.failure_reason,
     c.hold_expires_at,
     c.created_at,
-    c.updated_at
+    c.updated_at,
+    c.created_by_key_id
    FROM charges c
   WHERE c.hold_state = 'CANCELLED'::text
 UNION ALL
@@ -272,7 +360,8 @@ UNION ALL
     c.failure_reason,
     c.hold_expires_at,
     c.created_at,
-    c.updated_at
+    c.updated_at,
+    c.created_by_key_id
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor = 0
 UNION ALL
@@ -297,7 +386,8 @@ UNION ALL
     c.failure_reason,
     c.hold_expires_at,
     c.created_at,
-    c.updated_at
+    c.updated_at,
+    c.created_by_key_id
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor < c.captured_minor
 UNION ALL
@@ -322,7 +412,8 @@ UNION ALL
     c.failure_reason,
     c.hold_expires_at,
     c.created_at,
-    c.updated_at
+    c.updated_at,
+    c.created_by_key_id
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor >= c.captured_minor;
 
@@ -699,3 +790,4 @@ CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE O
 CREATE CONSTRAINT TRIGGER journal_entries_balanced AFTER INSERT ON journal_entries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_check_transfer_balanced();
 CREATE TRIGGER refunds_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER transfers_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON transfers FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER webhook_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON webhook_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
