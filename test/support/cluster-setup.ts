@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -100,7 +100,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     log(
       `ready in ${Date.now() - startedAtMs} ms (PostgreSQL + Temporal server ${stackReadyAtMs - startedAtMs} ms, ` +
         `migrations + ${workerCount} workers + ${apiCount} APIs ${Date.now() - stackReadyAtMs} ms); ` +
-        `resident memory: ${residentMemory(processes.map((p) => ({ name: p.name, pid: p.pid })))}`,
+        `resident memory: ${await residentMemory(processes.map((p) => ({ name: p.name, pid: p.pid })), dataDir)}`,
     );
     project.provide('stack', {
       temporalAddress: stack.temporalAddress,
@@ -125,15 +125,20 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return stopAll;
 }
 
-/** "worker-1 180 MB, …" from ps, plus the Temporal server's; best effort (a line in the log, not a check). */
-function residentMemory(processes: Array<{ name: string; pid: number }>): string {
+/**
+ * "worker-1 180 MB, …, temporal-server 120 MB" from ps; the server's pid is the one its lock file
+ * records (other Temporal servers may run on the machine). Best effort: a line in the log, not a check.
+ */
+async function residentMemory(processes: Array<{ name: string; pid: number }>, dataDir: string): Promise<string> {
   try {
-    const server = execFileSync('ps', ['-o', 'rss=', '-C', 'temporal-server'], { encoding: 'utf8' }).trim();
-    const own = processes.map(({ name, pid }) => {
-      const kb = Number(execFileSync('ps', ['-o', 'rss=', '-p', String(pid)], { encoding: 'utf8' }).trim());
-      return `${name} ${Math.round(kb / 1024)} MB`;
-    });
-    return [...own, `temporal-server ${server.split('\n').map((kb) => `${Math.round(Number(kb) / 1024)} MB`).join('/')}`].join(', ');
+    const lock = JSON.parse(await readFile(join(dataDir, 'temporal-cluster', 'server.json'), 'utf8')) as { serverPid: number };
+    const all = [...processes, { name: 'temporal-server', pid: lock.serverPid }];
+    return all
+      .map(({ name, pid }) => {
+        const kb = Number(execFileSync('ps', ['-o', 'rss=', '-p', String(pid)], { encoding: 'utf8' }).trim());
+        return `${name} ${Math.round(kb / 1024)} MB`;
+      })
+      .join(', ');
   } catch (error) {
     return `unknown (${(error as Error).message})`;
   }
