@@ -49,6 +49,8 @@ export interface TemporalClusterConfigInput {
   logLevel: string;
   /** Connections each persistence pool may open (the visibility pool gets a quarter). */
   maxPersistenceConnections: number;
+  /** host:port of a Prometheus listener; none when absent. */
+  metricsListenAddress?: string;
 }
 
 /** Shards for a fresh cluster: 4 as upstream's development config, ample for one history host. */
@@ -91,8 +93,11 @@ export function temporalClusterConfig(input: TemporalClusterConfigInput): Record
     },
     global: {
       membership: { maxJoinDuration: '30s', broadcastAddress: input.host },
-      // No metrics listener and no pprof port: neither is read here, and each would be one more
-      // port to keep free. Upstream's development config shows how to turn them on.
+      // No pprof port, and a metrics listener only when asked (the bench counts requests there):
+      // each is one more port to keep free. Upstream's development config shows both.
+      ...(input.metricsListenAddress === undefined
+        ? {}
+        : { metrics: { prometheus: { timerType: 'histogram', listenAddress: input.metricsListenAddress } } }),
     },
     services,
     clusterMetadata: {

@@ -56,6 +56,8 @@ export interface TemporalClusterOptions {
   searchAttributes?: Readonly<Record<string, SearchAttributeKind>>;
   /** Where scripts/install-temporal-server.sh installed the server; TEMPORAL_SERVER_DIR or .tools/temporal-server by default. */
   installDir?: string;
+  /** Serve Prometheus metrics on this port of 127.0.0.1 (none by default); the bench reads the server's own request counts there. */
+  metricsPort?: number;
 }
 
 export interface TemporalCluster {
@@ -63,6 +65,10 @@ export interface TemporalCluster {
   address: string;
   /** Milliseconds each phase of the start took: schema, server, namespace. */
   startTimings: Readonly<Record<'schemaMs' | 'serverMs' | 'namespaceMs', number>>;
+  /** The server process, for CPU and memory readings. */
+  pid: number;
+  /** Prometheus endpoint when metricsPort was given, else null. */
+  metricsUrl: string | null;
   stop(): Promise<void>;
 }
 
@@ -198,6 +204,7 @@ async function startServerOnce(p: {
     dynamicConfigFilePath,
     logLevel: 'warn',
     maxPersistenceConnections,
+    metricsListenAddress: opts.metricsPort === undefined ? undefined : `${host}:${opts.metricsPort}`,
   });
   // 0600: it holds the database password.
   await writeFile(join(p.workDir, 'config', 'development.yaml'), renderConfigFile(config), { mode: 0o600 });
@@ -265,6 +272,9 @@ async function startServerOnce(p: {
   return {
     address,
     startTimings: { schemaMs: p.schemaMs, serverMs, namespaceMs },
+    // Serving means the process started, so it has a pid.
+    pid: child.pid!,
+    metricsUrl: opts.metricsPort === undefined ? null : `http://${host}:${opts.metricsPort}/metrics`,
     stop: () => {
       stopping ??= (async () => {
         try {
