@@ -191,6 +191,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       }
     }
     if (has('variants') && !options.temporalKinds.includes('dev')) log('variants skipped: they vary the dev server, and --temporal has no dev');
+    if (has('scale-out') && (!options.temporalKinds.includes('cluster') || stack.temporalExternal)) {
+      log('scale-out skipped: it runs on the cluster, and --temporal has no cluster');
+    }
     if (otherKinds.length > 0) partial.servers = servers;
   } finally {
     await ledger.end();

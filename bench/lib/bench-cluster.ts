@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { readFileIfPresent } from '../../src/support/files.js';
+import { findFreePorts } from '../../src/stack/free-port.js';
 import { resolveTemporalServerInstall, startTemporalCluster } from '../../src/stack/temporal-cluster.js';
 import type { RunningTemporal } from './bench-stack.js';
 
@@ -22,8 +22,10 @@ export interface BenchClusterOptions {
  * Temporal's persistence then share one PostgreSQL, its CPU and its disk, as they do in that stack.
  */
 export async function startBenchCluster(options: BenchClusterOptions): Promise<RunningTemporal> {
+  const [metricsPort] = await findFreePorts(1, '127.0.0.1');
   const cluster = await startTemporalCluster({
     workDir: options.workDir,
+    metricsPort: metricsPort!,
     postgresUrl: options.postgresUrl,
     databaseName: options.databaseName,
     visibilityDatabaseName: options.visibilityDatabaseName,
@@ -33,9 +35,8 @@ export async function startBenchCluster(options: BenchClusterOptions): Promise<R
   const version = await serverVersion();
   return {
     address: cluster.address,
-    // The cluster stack configures no metrics listener: P3 then reports its task count as not measured.
-    metricsUrl: null,
-    pid: await serverPidFromLock(options.workDir),
+    metricsUrl: cluster.metricsUrl,
+    pid: cluster.pid,
     description:
       `Temporal server ${version} (cluster stack) on PostgreSQL databases ${options.databaseName} + ${options.visibilityDatabaseName}, ` +
       `started in ${((schemaMs + serverMs + namespaceMs) / 1000).toFixed(1)} s (schema ${(schemaMs / 1000).toFixed(1)} s)`,
@@ -53,21 +54,6 @@ async function serverVersion(): Promise<string> {
     ({ stdout }) => stdout.trim().split(/\s+/).pop() ?? 'version unknown',
     () => 'version unknown',
   );
-}
-
-/**
- * The cluster stack does not hand out its server's pid; the lock file it writes beside its config
- * (server.json, `serverPid`) records it, which is what CPU accounting needs. null if that changes.
- */
-async function serverPidFromLock(workDir: string): Promise<number | null> {
-  const raw = await readFileIfPresent(`${workDir}/server.json`);
-  if (raw === null) return null;
-  try {
-    const pid = (JSON.parse(raw) as { serverPid?: unknown }).serverPid;
-    return typeof pid === 'number' && Number.isInteger(pid) ? pid : null;
-  } catch {
-    return null;
-  }
 }
 
 async function dropDatabases(postgresUrl: string, names: readonly string[]): Promise<void> {

@@ -155,7 +155,9 @@ function pick(latency: { p50Ms: number; p90Ms: number; p99Ms: number }): { p50: 
 export function renderSvg(result: BenchResult): string {
   const panels = panelsFor(result);
   const height = Math.max(1, panels.length) * panelHeight + 30;
-  const caption = `chargeguard bench ${result.runId}: ${result.machine.cores} cores, Temporal ${result.versions.temporalCli ?? 'external'}, PostgreSQL ${result.versions.postgres}, Node ${result.versions.node}${result.quick ? ' (quick smoke run)' : ''}`;
+  // The panels are the primary server's figures: name which server that was when it is the cluster.
+  const temporal = result.setup.temporalKind === 'cluster' ? 'Temporal server on PostgreSQL (cluster)' : `Temporal ${result.versions.temporalCli ?? 'external'}`;
+  const caption = `chargeguard bench ${result.runId}: ${result.machine.cores} cores, ${temporal}, PostgreSQL ${result.versions.postgres}, Node ${result.versions.node}${result.quick ? ' (quick smoke run)' : ''}`;
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif">`,
     `<rect width="${width}" height="${height}" fill="#fff"/>`,
