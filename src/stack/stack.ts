@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { ensurePasswords } from './postgres-credentials.js';
 import { startTemporalCluster } from './temporal-cluster.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
 
@@ -138,7 +139,15 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
   const logFilePath = join(logsDir, 'temporal-cluster.log');
   let cluster;
   try {
-    cluster = await startTemporalCluster({ workDir: join(dataDir, 'temporal-cluster'), postgresUrl: adminUrl, logFilePath });
+    // Its own role, as a deployment's: the superuser only creates the databases and the role.
+    const passwordFilePath = postgres.value.passwordFilePath!;
+    const { [temporalServerRole]: password } = await ensurePasswords(passwordFilePath, new URL(adminUrl).hostname, [temporalServerRole]);
+    cluster = await startTemporalCluster({
+      workDir: join(dataDir, 'temporal-cluster'),
+      postgresUrl: adminUrl,
+      serverRole: { name: temporalServerRole, password: password! },
+      logFilePath,
+    });
   } catch (error) {
     await postgres.stop().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
     throw error;
@@ -170,6 +179,9 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     },
   };
 }
+
+/** The PostgreSQL role the cluster's Temporal server connects as; its password is in the embedded server's password file. */
+const temporalServerRole = 'temporal';
 
 /** CHARGEGUARD_TEMPORAL: `dev` (the default) or `cluster`; anything else is refused, not guessed. */
 export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): TemporalKind {

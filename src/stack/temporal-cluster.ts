@@ -37,6 +37,12 @@ export interface TemporalClusterOptions {
    * server's two databases are created on that server if missing, and the server connects as it.
    */
   postgresUrl: string;
+  /**
+   * The role the server and its schema tool connect as: created (or its password set again) on
+   * every start and made owner of both databases and of everything in them, so postgresUrl's
+   * superuser is used for that only. Omitted: everything connects as postgresUrl's role.
+   */
+  serverRole?: { name: string; password: string };
   /** Workflow state; `temporal` by default. */
   databaseName?: string;
   /** Visibility index; `temporal_visibility` by default. */
@@ -142,7 +148,8 @@ export async function startTemporalCluster(opts: TemporalClusterOptions): Promis
   const deadlineMs = Date.now() + (opts.startTimeoutMs ?? defaultStartTimeoutMs);
   const workDir = resolve(opts.workDir);
   await mkdir(join(workDir, 'config'), { recursive: true });
-  const postgres = parsePostgresUrl(opts.postgresUrl);
+  const admin = parsePostgresUrl(opts.postgresUrl);
+  const postgres = opts.serverRole === undefined ? admin : { ...admin, user: opts.serverRole.name, password: opts.serverRole.password };
   const databases = {
     main: opts.databaseName ?? defaultDatabaseName,
     visibility: opts.visibilityDatabaseName ?? defaultVisibilityDatabaseName,
@@ -152,6 +159,7 @@ export async function startTemporalCluster(opts: TemporalClusterOptions): Promis
   const schemaStartedMs = Date.now();
   try {
     await createDatabasesIfMissing(opts.postgresUrl, [databases.main, databases.visibility]);
+    if (opts.serverRole !== undefined) await provisionServerRole(opts.postgresUrl, opts.serverRole, [databases.main, databases.visibility]);
     await setUpSchema(paths, postgres, databases.main, paths.temporalSchemaDir, sink);
     await setUpSchema(paths, postgres, databases.visibility, paths.visibilitySchemaDir, sink);
   } catch (err) {
@@ -350,6 +358,49 @@ async function createDatabasesIfMissing(postgresUrl: string, names: readonly str
     }
   } finally {
     await client.end();
+  }
+}
+
+/**
+ * The server's role owns its two databases and everything in them, as a deployment's `temporal`
+ * user does: the schema tool creates tables as it, and databases an earlier start filled as the
+ * superuser are handed over object by object (REASSIGN OWNED cannot move a superuser's objects).
+ */
+async function provisionServerRole(adminUrl: string, role: { name: string; password: string }, databases: readonly string[]): Promise<void> {
+  const url = new URL(adminUrl);
+  url.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    const name = client.escapeIdentifier(role.name);
+    const exists = await client.query('select 1 from pg_roles where rolname = $1', [role.name]);
+    const verb = exists.rowCount === 0 ? 'create' : 'alter';
+    await client.query(`${verb} role ${name} login nosuperuser nocreatedb nocreaterole password ${client.escapeLiteral(role.password)}`);
+    for (const database of databases) await client.query(`alter database ${client.escapeIdentifier(database)} owner to ${name}`);
+  } finally {
+    await client.end();
+  }
+  for (const database of databases) {
+    url.pathname = `/${encodeURIComponent(database)}`;
+    const db = new pg.Client({ connectionString: url.toString() });
+    await db.connect();
+    try {
+      const owned = await db.query<{ kind: string; name: string }>(
+        `select case c.relkind when 'S' then 'sequence' when 'v' then 'view' when 'm' then 'materialized view' else 'table' end as kind,
+                c.relname as name
+           from pg_class c join pg_namespace n on n.oid = c.relnamespace
+          where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'm', 'S')
+            and pg_get_userbyid(c.relowner) <> $1
+            -- A sequence owned by a column follows its table.
+            and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.deptype in ('a', 'i')))`,
+        [role.name],
+      );
+      for (const row of owned.rows) {
+        await db.query(`alter ${row.kind} public.${db.escapeIdentifier(row.name)} owner to ${db.escapeIdentifier(role.name)}`);
+      }
+    } finally {
+      await db.end();
+    }
   }
 }
 
