@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
 import { findFreePorts } from '../src/stack/free-port.js';
+import { findFreePortsBelow, smallintPortCeiling, startTemporalCluster, type TemporalCluster } from '../src/stack/temporal-cluster.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { pollUntil } from '../src/stack/wait.js';
 
@@ -61,8 +62,11 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/** Starts the Temporal a chaos run restarts, beside the run's PostgreSQL (which the cluster persists to). */
+export type ChaosTemporalStarter = (dataDir: string, postgres: ChaosPostgres) => Promise<ChaosTemporal>;
+
 /** The Temporal CLI's dev server, persisted to SQLite, restarted on the same port and file. */
-export async function startChaosDevServer(dataDir: string): Promise<ChaosTemporal> {
+export const startChaosDevServer: ChaosTemporalStarter = async (dataDir) => {
   const [port] = await findFreePorts(1);
   const options = {
     dbFilePath: join(dataDir, 'temporal.sqlite'),
@@ -80,4 +84,29 @@ export async function startChaosDevServer(dataDir: string): Promise<ChaosTempora
     },
     stop: () => server.stop(),
   };
-}
+};
+
+/**
+ * The Temporal server itself on the run's PostgreSQL (the cluster stack), restarted on the same
+ * frontend port and databases: so a PostgreSQL restart takes Temporal's persistence down too, as
+ * it would in production.
+ */
+export const startChaosCluster: ChaosTemporalStarter = async (dataDir, postgres) => {
+  const [frontendPort] = await findFreePortsBelow(1, smallintPortCeiling);
+  const options = {
+    workDir: join(dataDir, 'temporal-cluster'),
+    postgresUrl: postgres.databaseUrl,
+    logFilePath: join(dataDir, 'logs', 'temporal.log'),
+    frontendPort: frontendPort!,
+  };
+  let server: TemporalCluster = await startTemporalCluster(options);
+  return {
+    address: server.address,
+    kind: 'Temporal server on PostgreSQL (cluster stack)',
+    restart: async () => {
+      await server.stop();
+      server = await startTemporalCluster(options);
+    },
+    stop: () => server.stop(),
+  };
+};

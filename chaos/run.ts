@@ -17,7 +17,7 @@ import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { reconcile } from '../src/reconcile/reconcile.js';
 import { findFreePorts } from '../src/stack/free-port.js';
 import { measureRecoveries, planFaults, runFaults, type FaultSchedule, type InjectedFault } from './faults.js';
-import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal } from './infrastructure.js';
+import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal, type ChaosTemporalStarter } from './infrastructure.js';
 import { appProcess, buildCli, type AppProcess } from './processes.js';
 import { newStorm, runStorm, settleStorm, type AnswerCounts, type StormTarget } from './storm.js';
 
@@ -28,8 +28,8 @@ export interface ChaosOptions {
   schedule: FaultSchedule;
   /** After the faults: how long callers keep re-sending undecided keys. */
   settleBudgetMs: number;
-  /** Starts the Temporal the run restarts; the dev server unless a cluster starter is given. */
-  startTemporal?: (dataDir: string) => Promise<ChaosTemporal>;
+  /** Starts the Temporal the run restarts (chaos/temporal.ts); the dev server by default. */
+  startTemporal?: ChaosTemporalStarter;
   log?: (line: string) => void;
 }
 
@@ -54,6 +54,14 @@ export interface ChaosResult {
 }
 
 const readyTimeoutMs = 120_000;
+const unthrottled = {
+  RATE_LIMIT_KEY_PER_SECOND: '100000',
+  RATE_LIMIT_KEY_BURST: '100000',
+  RATE_LIMIT_TENANT_PER_SECOND: '100000',
+  RATE_LIMIT_TENANT_BURST: '100000',
+  OPEN_HOLDS_KEY_MAX: '100000',
+  OPEN_HOLDS_TENANT_MAX: '100000',
+} as const;
 const currency = 'USD';
 const payerDepositMinor = 1_000_000_000;
 const amountMinorMax = 10_000;
@@ -70,14 +78,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let pool: LedgerPool | null = null;
   try {
     const built = buildCli(join(dataDir, 'build'));
-    [postgres, temporal] = await Promise.all([startChaosPostgres(dataDir), (options.startTemporal ?? startChaosDevServer)(dataDir)]);
+    postgres = await startChaosPostgres(dataDir);
+    temporal = await (options.startTemporal ?? startChaosDevServer)(dataDir, postgres);
     const cliEntry = await built;
     log(`PostgreSQL and ${temporal.kind} up (data and logs in ${dataDir})`);
     await migrateLedger(postgres.databaseUrl);
     const tenant = `chaos-${Date.now().toString(36)}`;
     const target = await withPool(postgres.databaseUrl, (setup) => fundTenant(setup, tenant));
 
-    const env = { TEMPORAL_ADDRESS: temporal.address, DATABASE_URL: postgres.databaseUrl, CHARGE_WAIT_BUDGET_MS: '10000' };
+    const env = {
+      TEMPORAL_ADDRESS: temporal.address,
+      DATABASE_URL: postgres.databaseUrl,
+      CHARGE_WAIT_BUDGET_MS: '10000',
+      // The storm is one agent key of one tenant far beyond the default request rate: the run is
+      // about money under faults, so the limiter (tested on its own) does not throttle it.
+      ...unthrottled,
+    };
     const workers = Array.from({ length: options.workers }, (_, index) =>
       appProcess({ name: `worker-${index + 1}`, cliEntry, args: ['worker'], env, readyLine: /worker polling task queue/, logDir: join(dataDir, 'logs'), readyTimeoutMs }),
     );

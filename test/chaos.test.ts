@@ -16,7 +16,7 @@ describe('chaos, short run', () => {
       apis: 2,
       schedule: { workerKillEveryMs: 6_000, postgresRestartEveryMs: 24_000, temporalRestartEveryMs: 40_000 },
       settleBudgetMs: 180_000,
-      startTemporal: chaosTemporalStarters.dev,
+      startTemporal: chaosTemporalStarters.cluster,
       log: (line) => log.push(line),
     });
     const report = formatChaosReport(result);

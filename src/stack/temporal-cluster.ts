@@ -64,6 +64,11 @@ export interface TemporalClusterOptions {
   installDir?: string;
   /** Serve Prometheus metrics on this port of 127.0.0.1 (none by default); the bench reads the server's own request counts there. */
   metricsPort?: number;
+  /**
+   * The frontend's gRPC port (below 32768), for a server restarted where its clients already point
+   * (the chaos run); a free one when omitted. The other services' ports are always picked afresh.
+   */
+  frontendPort?: number;
 }
 
 export interface TemporalCluster {
@@ -93,7 +98,7 @@ const maxPortRaceAttempts = 3;
  * 32767 makes the membership heartbeat fail and the server exit. The kernel's ephemeral range
  * (where port 0 binds) starts at 32768 on Linux, so the ports are picked by hand below it.
  */
-const smallintPortCeiling = 32_767;
+export const smallintPortCeiling = 32_767;
 const lowestPickedPort = 20_000;
 /** Persistence connections the server's main pool may open; the ledger needs the rest of max_connections (200). */
 const maxPersistenceConnections = 20;
@@ -199,6 +204,12 @@ async function startServerOnce(p: {
   const ports = Object.fromEntries(
     temporalServiceNames.map((name, i) => [name, { grpcPort: free[2 * i]!, membershipPort: free[2 * i + 1]! }]),
   ) as Record<TemporalServiceName, TemporalServicePorts>;
+  if (opts.frontendPort !== undefined) {
+    if (!Number.isInteger(opts.frontendPort) || opts.frontendPort < 1 || opts.frontendPort > smallintPortCeiling) {
+      throw new Error(`frontendPort ${opts.frontendPort} must be an integer port at most ${smallintPortCeiling} (the server stores ports as SMALLINT)`);
+    }
+    ports.frontend = { ...ports.frontend, grpcPort: opts.frontendPort };
+  }
 
   const dynamicConfigFilePath = join(p.workDir, 'dynamicconfig.yaml');
   await writeFile(dynamicConfigFilePath, renderConfigFile(temporalClusterDynamicConfig()));
@@ -304,7 +315,7 @@ async function startServerOnce(p: {
  * candidates are bound one by one and all held until the set is complete, then released. Another
  * process may still take one before the server binds it; the caller retries on "address in use".
  */
-async function findFreePortsBelow(count: number, ceiling: number): Promise<number[]> {
+export async function findFreePortsBelow(count: number, ceiling: number): Promise<number[]> {
   const held: Server[] = [];
   const ports = new Set<number>();
   const maxCandidates = count * 50;
