@@ -153,7 +153,7 @@ describe('POST /v1/idempotency-tokens', () => {
   it('is in the OpenAPI document, and so is the Idempotency-Token header of a create', async () => {
     const document = (await api.request('/openapi.json')).body;
     const issue = document.paths['/v1/idempotency-tokens'].post;
-    expect(Object.keys(issue.responses).sort()).toEqual(['201', '400', '401', '413', '415', '503']);
+    expect(Object.keys(issue.responses).sort()).toEqual(['201', '400', '401', '413', '415', '429', '503']);
     expect(issue.responses['201'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/IdempotencyToken' });
     expect(document.components.schemas.IssueIdempotencyTokenRequest.properties.ttl_seconds).toMatchObject({ type: 'integer', minimum: 1, maximum: 900 });
     const header = document.paths['/v1/charges'].post.parameters.find((p: { name: string }) => p.name === 'idempotency-token');
