@@ -51,6 +51,33 @@ export interface TemporalClusterConfigInput {
   maxPersistenceConnections: number;
   /** host:port of a Prometheus listener; none when absent. */
   metricsListenAddress?: string;
+  /** mTLS on the frontend; plaintext when absent. */
+  tls?: TemporalClusterTls;
+}
+
+/**
+ * mTLS on the frontend, which is what clients reach: it presents `certPath` for `serverName` and
+ * accepts only clients whose certificate `caPath` signed. The server's own clients of its frontend
+ * (the internal system worker) present the same certificate, so it must allow client
+ * authentication too (extendedKeyUsage serverAuth, clientAuth). Traffic between the services of the
+ * one process stays on loopback, in plaintext.
+ */
+export interface TemporalClusterTls {
+  certPath: string;
+  keyPath: string;
+  caPath: string;
+  serverName: string;
+}
+
+function frontendTls(tls: TemporalClusterTls): Record<string, unknown> {
+  const client = { serverName: tls.serverName, rootCaFiles: [tls.caPath] };
+  return {
+    frontend: {
+      server: { certFile: tls.certPath, keyFile: tls.keyPath, requireClientAuth: true, clientCaFiles: [tls.caPath] },
+      client,
+    },
+    systemWorker: { certFile: tls.certPath, keyFile: tls.keyPath, client },
+  };
 }
 
 /** Shards for a fresh cluster: 4 as upstream's development config, ample for one history host. */
@@ -98,6 +125,7 @@ export function temporalClusterConfig(input: TemporalClusterConfigInput): Record
       ...(input.metricsListenAddress === undefined
         ? {}
         : { metrics: { prometheus: { timerType: 'histogram', listenAddress: input.metricsListenAddress } } }),
+      ...(input.tls === undefined ? {} : { tls: frontendTls(input.tls) }),
     },
     services,
     clusterMetadata: {

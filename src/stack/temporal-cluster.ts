@@ -1,10 +1,10 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
-import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { Connection } from '@temporalio/client';
+import { Connection, type TLSConfig } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import pg from 'pg';
 import { hasExited, killOnParentExit, terminate } from './child-process.js';
@@ -18,6 +18,7 @@ import {
   temporalClusterDynamicConfig,
   temporalServiceNames,
   type TemporalServiceName,
+  type TemporalClusterTls,
   type TemporalServicePorts,
 } from './temporal-cluster-config.js';
 import { chargeSearchAttributes, indexedValueTypeByKind, type SearchAttributeKind } from './temporal-dev-server.js';
@@ -69,6 +70,8 @@ export interface TemporalClusterOptions {
    * (the chaos run); a free one when omitted. The other services' ports are always picked afresh.
    */
   frontendPort?: number;
+  /** mTLS on the frontend (clients must present a certificate the CA signed); plaintext by default. */
+  tls?: TemporalClusterTls;
 }
 
 export interface TemporalCluster {
@@ -224,6 +227,7 @@ async function startServerOnce(p: {
     logLevel: 'warn',
     maxPersistenceConnections,
     metricsListenAddress: opts.metricsPort === undefined ? undefined : `${host}:${opts.metricsPort}`,
+    ...(opts.tls === undefined ? {} : { tls: opts.tls }),
   });
   // 0600: it holds the database password.
   await writeFile(join(p.workDir, 'config', 'development.yaml'), renderConfigFile(config), { mode: 0o600 });
@@ -259,7 +263,8 @@ async function startServerOnce(p: {
   let namespaceMs = 0;
   try {
     if (child.pid !== undefined) await writeServerLock(lockPath, child.pid);
-    await waitUntilServing({ child, address, port: ports.frontend.grpcPort, deadlineMs, serverGone: serverGone.signal, spawnError: () => spawnError });
+    const tls = await clientTlsFor(opts.tls);
+    await waitUntilServing({ child, address, port: ports.frontend.grpcPort, deadlineMs, serverGone: serverGone.signal, spawnError: () => spawnError, tls });
     serverMs = Date.now() - serverStartedMs;
     const namespaceStartedMs = Date.now();
     await ensureNamespace({
@@ -269,6 +274,7 @@ async function startServerOnce(p: {
       searchAttributes: opts.searchAttributes ?? chargeSearchAttributes,
       deadlineMs,
       serverGone: serverGone.signal,
+      tls,
     });
     namespaceMs = Date.now() - namespaceStartedMs;
   } catch (err) {
@@ -490,6 +496,7 @@ async function waitUntilServing(p: {
   deadlineMs: number;
   serverGone: AbortSignal;
   spawnError: () => Error | null;
+  tls: TLSConfig | undefined;
 }): Promise<void> {
   const died = (): boolean => p.serverGone.aborted || hasExited(p.child);
   const diedError = (): Error =>
@@ -505,7 +512,7 @@ async function waitUntilServing(p: {
         await connection.withDeadline(p.deadlineMs, () => connection.workflowService.getSystemInfo({}));
         await connection.withDeadline(p.deadlineMs, () => connection.workflowService.describeNamespace({ namespace: 'temporal-system' }));
         return true;
-      }),
+      }, p.tls),
     { deadlineMs: p.deadlineMs, intervalMs: 250, signal: p.serverGone },
   );
   if (died()) throw diedError();
@@ -525,6 +532,7 @@ async function ensureNamespace(p: {
   searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
   deadlineMs: number;
   serverGone: AbortSignal;
+  tls: TLSConfig | undefined;
 }): Promise<void> {
   await withConnection(p.address, p.deadlineMs, async (connection) => {
     const exists = await connection
@@ -550,7 +558,7 @@ async function ensureNamespace(p: {
           if ((err as { code?: number }).code !== grpcAlreadyExists) throw err;
         });
     }
-  });
+  }, p.tls);
 
   const wanted = Object.entries(p.searchAttributes);
   if (wanted.length === 0) return;
@@ -574,7 +582,7 @@ async function ensureNamespace(p: {
           connection.operatorService.addSearchAttributes({ namespace: p.namespace, searchAttributes: missing }),
         );
         return false;
-      }),
+      }, p.tls),
     { deadlineMs: p.deadlineMs, intervalMs: 250, signal: p.serverGone, shouldAbort: () => wrongType !== null },
   );
   if (wrongType !== null) throw wrongType;
@@ -583,10 +591,25 @@ async function ensureNamespace(p: {
 
 class WrongSearchAttributeType extends Error {}
 
-async function withConnection<T>(address: string, deadlineMs: number, fn: (connection: Connection) => Promise<T>): Promise<T> {
+/**
+ * How the stack itself reaches an mTLS frontend (readiness, namespace, search attributes): with the
+ * server's own certificate, which allows client authentication (see TemporalClusterTls).
+ */
+async function clientTlsFor(tls: TemporalClusterTls | undefined): Promise<TLSConfig | undefined> {
+  if (tls === undefined) return undefined;
+  const [crt, key, ca] = await Promise.all([readFile(tls.certPath), readFile(tls.keyPath), readFile(tls.caPath)]);
+  return { serverNameOverride: tls.serverName, serverRootCACertificate: ca, clientCertPair: { crt, key } };
+}
+
+async function withConnection<T>(
+  address: string,
+  deadlineMs: number,
+  fn: (connection: Connection) => Promise<T>,
+  tls: TLSConfig | undefined,
+): Promise<T> {
   const connectTimeoutMs = Math.max(1, Math.min(5_000, deadlineMs - Date.now()));
   // Not Connection.connect(): a failed connect leaves its channel open (see temporal-dev-server.ts).
-  const connection = Connection.lazy({ address, connectTimeout: connectTimeoutMs });
+  const connection = Connection.lazy({ address, connectTimeout: connectTimeoutMs, ...(tls ? { tls } : {}) });
   try {
     await connection.ensureConnected();
     return await fn(connection);
