@@ -76,6 +76,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let postgres: ChaosPostgres | null = null;
   let temporal: ChaosTemporal | null = null;
   let pool: LedgerPool | null = null;
+  // A 500 is a bug whatever the money says: its request's log line must survive the run.
+  let internalErrors = 0;
   try {
     const built = buildCli(join(dataDir, 'build'));
     postgres = await startChaosPostgres(dataDir);
@@ -115,6 +117,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     target.apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
 
     const storm = newStorm();
+    const countInternalErrors = (): void => {
+      internalErrors = storm.answers['500'] ?? 0;
+    };
     const startedAtMs = Date.now();
     const plan = planFaults(options.schedule, options.durationMs);
     const [faults] = await Promise.all([
@@ -127,6 +132,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const undecided = await settleStorm(storm, target, { deadlineEpochMs: Date.now() + options.settleBudgetMs });
     const durationMs = Date.now() - startedAtMs;
     measureRecoveries(faults, storm.decidedAtMs);
+    countInternalErrors();
 
     // A pool opened now: connections from before the restarts would only report them.
     pool = createLedgerPool({ databaseUrl: postgres.databaseUrl, maxConnections: 4 });
@@ -149,7 +155,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await Promise.allSettled(processes.map((child) => child.stop()));
     await pool?.end();
     await Promise.allSettled([temporal?.stop(), postgres?.stop()]);
-    if (process.env.CHARGEGUARD_CHAOS_KEEP_DATA === undefined) await rm(dataDir, { recursive: true, force: true });
+    if (process.env.CHARGEGUARD_CHAOS_KEEP_DATA === undefined && internalErrors === 0) await rm(dataDir, { recursive: true, force: true });
+    else log(`data and logs kept in ${dataDir}${internalErrors > 0 ? ` (${internalErrors} answers were 500: the API logs name each request id)` : ''}`);
   }
 }
 
