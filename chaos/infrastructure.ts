@@ -5,6 +5,7 @@ import { findFreePorts } from '../src/stack/free-port.js';
 import { findFreePortsBelow, smallintPortCeiling, startTemporalCluster, type TemporalCluster } from '../src/stack/temporal-cluster.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { pollUntil } from '../src/stack/wait.js';
+import { isProcessAlive } from '../src/stack/child-process.js';
 
 /** How PostgreSQL goes down: `fast` is a clean shutdown (SIGINT), `immediate` a crash (SIGQUIT: no checkpoint, WAL replay on start). */
 export type PostgresStopMode = 'fast' | 'immediate';
@@ -49,18 +50,10 @@ async function crashPostmaster(pgDataDir: string): Promise<void> {
   const pid = Number.parseInt((await readFile(join(pgDataDir, 'postmaster.pid'), 'utf8')).split('\n')[0] ?? '', 10);
   if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no postmaster pid in ${pgDataDir}/postmaster.pid`);
   process.kill(pid, 'SIGQUIT');
-  const exited = await pollUntil(async () => !isAlive(pid), { deadlineMs: Date.now() + postmasterExitTimeoutMs, intervalMs: 50 });
+  const exited = await pollUntil(async () => !isProcessAlive(pid), { deadlineMs: Date.now() + postmasterExitTimeoutMs, intervalMs: 50 });
   if (!exited.ok) throw new Error(`postmaster ${pid} still runs ${postmasterExitTimeoutMs} ms after SIGQUIT`);
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Starts the Temporal a chaos run restarts, beside the run's PostgreSQL (which the cluster persists to). */
 export type ChaosTemporalStarter = (dataDir: string, postgres: ChaosPostgres) => Promise<ChaosTemporal>;

@@ -1,10 +1,6 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { connect as connectTcp, type AddressInfo, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
-import { promisify } from 'node:util';
 import { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -14,53 +10,18 @@ import { connectWorkerWhenReachable } from '../src/runtime/local-runtime.js';
 import { temporalConnectionSecurity, type TemporalSecuritySettings } from '../src/runtime/temporal-connection.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { chargeBody, fundedTenant, newKey, useHarness } from './support/harness.js';
+import { makeTestPki, type TestPki } from './support/pki.js';
 
 /**
  * A Temporal frontend that requires mTLS: a TLS-terminating proxy (node:tls) in front of the test
  * stack's dev server, which has no TLS of its own. It demands a client certificate signed by the
  * test CA and presents a server certificate for `temporal.test` signed by the same CA, so a
  * connection through it proves the client presents its certificate and verifies the server's.
- * Certificates are made by the openssl CLI (node:crypto cannot sign X.509 certificates).
  */
-const execFileAsync = promisify(execFile);
 const h = useHarness();
 const serverName = 'temporal.test';
 const clientName = 'chargeguard-test-client';
 const oneAttempt: DependencyWaitLimits = { initialDelayMs: 0, maxDelayMs: 0, budgetMs: 0 };
-
-interface Pki {
-  dir: string;
-  path(name: string): string;
-}
-
-async function openssl(dir: string, args: string[]): Promise<void> {
-  await execFileAsync('openssl', args, { cwd: dir });
-}
-
-/** A CA and leaf certificates (P-256 keys), valid for a day. */
-async function makePki(): Promise<Pki> {
-  const dir = await mkdtemp(join(tmpdir(), 'chargeguard-mtls-'));
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  const makeCa = (name: string) =>
-    openssl(dir, [
-      'req', '-x509', ...ec, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '1', '-subj', `/CN=${name}`,
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    ]);
-  const makeLeaf = async (name: string, ca: string, cn: string, extensions: string) => {
-    await writeFile(join(dir, `${name}.ext`), `${extensions}\nbasicConstraints=CA:FALSE\n`);
-    await openssl(dir, ['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
-    await openssl(dir, [
-      'x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-CAcreateserial',
-      '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`,
-    ]);
-  };
-  await makeCa('ca');
-  await makeCa('rogue-ca');
-  await makeLeaf('server', 'ca', serverName, `subjectAltName=DNS:${serverName}\nextendedKeyUsage=serverAuth`);
-  await makeLeaf('client', 'ca', clientName, `subjectAltName=DNS:${clientName}\nextendedKeyUsage=clientAuth`);
-  await makeLeaf('rogue-client', 'rogue-ca', 'rogue-client', 'subjectAltName=DNS:rogue-client\nextendedKeyUsage=clientAuth');
-  return { dir, path: (name) => join(dir, name) };
-}
 
 interface MtlsProxy {
   address: string;
@@ -71,7 +32,7 @@ interface MtlsProxy {
   close(): Promise<void>;
 }
 
-async function startMtlsProxy(pki: Pki, upstream: string): Promise<MtlsProxy> {
+async function startMtlsProxy(pki: TestPki, upstream: string): Promise<MtlsProxy> {
   const [upstreamHost, upstreamPort] = [upstream.slice(0, upstream.lastIndexOf(':')), Number(upstream.slice(upstream.lastIndexOf(':') + 1))];
   const acceptedClients: string[] = [];
   const refusedHandshakes: string[] = [];
@@ -113,11 +74,11 @@ async function startMtlsProxy(pki: Pki, upstream: string): Promise<MtlsProxy> {
   };
 }
 
-let pki: Pki;
+let pki: TestPki;
 let proxy: MtlsProxy;
 
 beforeAll(async () => {
-  pki = await makePki();
+  pki = await makeTestPki({ serverName, clientName });
   proxy = await startMtlsProxy(pki, inject('stack').temporalAddress);
 });
 

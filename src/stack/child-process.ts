@@ -1,5 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
 
+/** Whether a process with this pid exists (one owned by another user counts: signalling it is refused, not missing). */
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export function hasExited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;
 }

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { ledgerAppRole, ledgerOwnerRole, provisionLedgerRoles } from '../ledger/roles.js';
 import { isMissingFile, readFileIfPresent } from '../support/files.js';
-import { hasExited, terminate } from './child-process.js';
+import { hasExited, isProcessAlive, terminate } from './child-process.js';
 import { findFreePort } from './free-port.js';
 import { ensurePasswords } from './postgres-credentials.js';
 import { LogSink } from './log-sink.js';
@@ -295,7 +295,7 @@ async function refuseIfAnotherPostmasterRuns(dataDir: string): Promise<void> {
   const content = await readFileIfPresent(pidFile);
   if (content === null) return;
   const pid = Number.parseInt(content.split('\n')[0] ?? '', 10);
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return; // stale: postgres removes it
+  if (!Number.isInteger(pid) || pid <= 0 || !isProcessAlive(pid)) return; // stale: postgres removes it
   const command = (await readFileIfPresent(`/proc/${pid}/comm`))?.trim() ?? null;
   if (command !== null && !command.startsWith('postgres')) {
     // The pid was reused by an unrelated process (typical after a container restart); postgres
@@ -309,14 +309,6 @@ async function refuseIfAnotherPostmasterRuns(dataDir: string): Promise<void> {
   );
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 async function exists(path: string): Promise<boolean> {
   return stat(path).then(

@@ -4,6 +4,7 @@ import { chargeWorkflowId } from '../../src/domain/charge.js';
 import { wireChargeSchema } from '../../src/service/wire.js';
 import { apiKeyFor, send } from '../support/api.js';
 import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, expectReconciled, fundedTenant, newKey, useHarness, waitFor } from '../support/harness.js';
+import { isProcessAlive } from '../../src/stack/child-process.js';
 
 const h = useHarness();
 const { EventType } = temporal.api.enums.v1;
@@ -14,21 +15,13 @@ const chargeCount = 40;
 const amountMinor = 100;
 const payerMinor = 100_000;
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('a worker process killed mid-run on the cluster', () => {
   it(`SIGKILL of one of the two worker processes while ${chargeCount} charges run: every charge completes on the other, each debited once, reconcile clean`, async () => {
     const { apiUrls, workers } = inject('cluster');
     expect(workers.length).toBeGreaterThanOrEqual(2);
     const victim = workers[0]!;
-    expect(isAlive(victim.pid)).toBe(true);
+    expect(isProcessAlive(victim.pid)).toBe(true);
     const tenant = await fundedTenant(h, { label: 'cluster-kill', payerMinor });
     const apiKey = await apiKeyFor(h.pool, tenant);
     const keys = Array.from({ length: chargeCount }, (_, i) => newKey(`kill-${i}`));
@@ -47,7 +40,7 @@ describe('a worker process killed mid-run on the cluster', () => {
       { timeoutMs: 60_000, intervalMs: 20, what: 'the first debit' },
     );
     process.kill(victim.pid, 'SIGKILL');
-    await waitFor(async () => !isAlive(victim.pid), { timeoutMs: 10_000, what: `${victim.name} to die` });
+    await waitFor(async () => !isProcessAlive(victim.pid), { timeoutMs: 10_000, what: `${victim.name} to die` });
     // Otherwise the kill came after the run and proves nothing.
     expect(debitedAtKill).toBeLessThan(chargeCount);
 
@@ -82,6 +75,6 @@ describe('a worker process killed mid-run on the cluster', () => {
     }
     expect(handedOver).toBeGreaterThan(0);
     // The survivor did the rest: it is still running.
-    expect(isAlive(workers[1]!.pid)).toBe(true);
+    expect(isProcessAlive(workers[1]!.pid)).toBe(true);
   });
 });

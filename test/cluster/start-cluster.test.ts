@@ -9,6 +9,7 @@ import { findFreePorts } from '../../src/stack/free-port.js';
 import { isPortAccepting } from '../../src/stack/wait.js';
 import { isMissingFile } from '../../src/support/files.js';
 import { waitFor } from '../support/harness.js';
+import { isProcessAlive } from '../../src/stack/child-process.js';
 
 const run = promisify(execFile);
 
@@ -22,14 +23,6 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The environment of a `start` with embedded servers of its own, not the test run's. */
 function ownServersEnv(dataDir: string): NodeJS.ProcessEnv {
@@ -106,7 +99,7 @@ describe('`chargeguard start --cluster`', () => {
       const apiPids = [...output.matchAll(/\(api-\d+, pid (\d+);/g)].map((m) => Number(m[1]));
       expect(workerPids, output).toHaveLength(2);
       expect(apiPids, output).toHaveLength(2);
-      for (const pid of [...workerPids, ...apiPids]) expect(isAlive(pid)).toBe(true);
+      for (const pid of [...workerPids, ...apiPids]) expect(isProcessAlive(pid)).toBe(true);
       const temporalAddress = /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1];
       const databasePort = /export DATABASE_URL=postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)\//.exec(output)?.[1];
       expect(temporalAddress, output).toBeDefined();
@@ -120,7 +113,7 @@ describe('`chargeguard start --cluster`', () => {
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
       expect(output).toMatch(/stopping \(received SIGTERM\)/);
-      for (const pid of [...workerPids, ...apiPids]) expect(isAlive(pid), `pid ${pid}`).toBe(false);
+      for (const pid of [...workerPids, ...apiPids]) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
       // The orderly stop removes the servers' lock files and closes every port.
       expect(await exists(join(dataDir, 'temporal-cluster', 'server.json'))).toBe(false);
       expect(await exists(join(dataDir, 'postgres.server.json'))).toBe(false);

@@ -1,8 +1,5 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { captureTotals } from '../../src/ledger/reports.js';
@@ -15,15 +12,15 @@ import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { chargeBody, fundedTenant, newKey, testPolicy } from '../support/harness.js';
+import { makeTestPki } from '../support/pki.js';
 
 /**
  * The Temporal server itself (the cluster stack) with mTLS on its frontend: clients must present a
  * certificate the test CA signed, and verify the server's certificate for `temporal.test`. A
  * charge runs end to end with chargeguard's client and worker connections built from the
  * TEMPORAL_TLS_* settings; without a client certificate, or with one from another CA, or trusting
- * another CA, the connection is refused. Certificates are made with the openssl CLI.
+ * another CA, the connection is refused.
  */
-const execFileAsync = promisify(execFile);
 const serverName = 'temporal.test';
 const oneAttempt: DependencyWaitLimits = { initialDelayMs: 0, maxDelayMs: 0, budgetMs: 0 };
 
@@ -33,34 +30,9 @@ let pool: LedgerPool;
 
 const path = (name: string): string => join(dir, name);
 
-async function openssl(args: string[]): Promise<void> {
-  await execFileAsync('openssl', args, { cwd: dir });
-}
-
-/** A CA and leaf certificates (P-256 keys), valid for a day. */
-async function makePki(): Promise<void> {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  const makeCa = (name: string) =>
-    openssl([
-      'req', '-x509', ...ec, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '1', '-subj', `/CN=${name}`,
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    ]);
-  const makeLeaf = async (name: string, ca: string, cn: string, extensions: string) => {
-    await writeFile(path(`${name}.ext`), `${extensions}\nbasicConstraints=CA:FALSE\n`);
-    await openssl(['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
-    await openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`]);
-  };
-  await makeCa('ca');
-  await makeCa('rogue-ca');
-  // The server's own clients of its frontend present this certificate too: client auth allowed.
-  await makeLeaf('server', 'ca', serverName, `subjectAltName=DNS:${serverName}\nextendedKeyUsage=serverAuth,clientAuth`);
-  await makeLeaf('client', 'ca', 'chargeguard-worker', 'subjectAltName=DNS:chargeguard-worker\nextendedKeyUsage=clientAuth');
-  await makeLeaf('rogue-client', 'rogue-ca', 'rogue-client', 'subjectAltName=DNS:rogue-client\nextendedKeyUsage=clientAuth');
-}
-
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'chargeguard-cluster-mtls-'));
-  await makePki();
+  const pki = await makeTestPki({ serverName, clientName: 'chargeguard-worker' });
+  dir = pki.dir;
   cluster = await startTemporalCluster({
     workDir: path('temporal'),
     postgresUrl: inject('stack').adminDatabaseUrl,
