@@ -55,13 +55,22 @@ export async function dumpLedgerSchema(db: Queryable): Promise<string> {
       WHERE n.nspname = 'public' AND k.contype NOT IN ('n', 't') AND c.relname <> ALL ($1::text[])
       ORDER BY c.relname, k.conname`,
   );
+  // Storage that changes what the ledger costs or keeps: an unlogged table, a fill factor.
+  const storage = await rows<{ table: string; unlogged: boolean; options: string | null }>(
+    db,
+    `SELECT c.relname AS table, c.relpersistence = 'u' AS unlogged, array_to_string(c.reloptions, ', ') AS options
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> ALL ($1::text[])`,
+  );
   const tables = [...new Set(columns.map((column) => column.table))];
   for (const table of tables) {
     const lines = [
       ...columns.filter((column) => column.table === table).map((column) => column.line),
       ...constraints.filter((constraint) => constraint.table === table).map((constraint) => constraint.line),
     ];
-    out.push(`CREATE TABLE ${table} (\n  ${lines.join(',\n  ')}\n);`, '');
+    const kept = storage.find((candidate) => candidate.table === table);
+    const storageClause = kept?.options ? ` WITH (${kept.options})` : '';
+    out.push(`CREATE ${kept?.unlogged ? 'UNLOGGED ' : ''}TABLE ${table} (\n  ${lines.join(',\n  ')}\n)${storageClause};`, '');
   }
 
   // Indexes that back a constraint are that constraint's, above.
