@@ -108,9 +108,7 @@ CREATE TABLE journal_entries (
   amount_minor bigint NOT NULL,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT journal_entries_amount_minor_check CHECK (amount_minor <> 0),
-  CONSTRAINT journal_entries_pkey PRIMARY KEY (id),
-  CONSTRAINT journal_entries_tenant_account_id_fkey FOREIGN KEY (tenant, account_id) REFERENCES accounts(tenant, id),
-  CONSTRAINT journal_entries_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES transfers(id)
+  CONSTRAINT journal_entries_pkey PRIMARY KEY (id)
 );
 
 CREATE TABLE open_holds (
@@ -461,16 +459,26 @@ BEGIN
   RETURN r;
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.ledger_check_transfer_balanced()
+CREATE OR REPLACE FUNCTION public.ledger_check_journal_insert()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_sum bigint;
+  v_bad record;
 BEGIN
-  SELECT coalesce(sum(amount_minor), 0) INTO v_sum FROM journal_entries WHERE transfer_id = NEW.transfer_id;
-  IF v_sum <> 0 THEN
-    RAISE EXCEPTION 'transfer % is unbalanced: entries sum to %', NEW.transfer_id, v_sum USING ERRCODE = 'CGJ02';
+  SELECT transfer_id, sum(amount_minor) AS sum_minor, count(*) AS entries INTO v_bad
+    FROM new_entries GROUP BY transfer_id HAVING sum(amount_minor) <> 0 OR count(*) < 2 LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'transfer % is unbalanced: the % entries written together sum to %',
+      v_bad.transfer_id, v_bad.entries, v_bad.sum_minor USING ERRCODE = 'CGJ02';
+  END IF;
+  SELECT e.transfer_id, e.tenant, e.account_id INTO v_bad FROM new_entries e
+   WHERE NOT EXISTS (SELECT 1 FROM transfers t WHERE t.id = e.transfer_id AND t.tenant = e.tenant)
+      OR NOT EXISTS (SELECT 1 FROM accounts a WHERE a.tenant = e.tenant AND a.id = e.account_id)
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'journal entry of transfer % names no transfer or no account % of tenant %',
+      v_bad.transfer_id, v_bad.account_id, v_bad.tenant USING ERRCODE = '23503';
   END IF;
   RETURN NULL;
 END $function$;
@@ -810,10 +818,12 @@ BEGIN
   RETURN r;
 END $function$;
 
+CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER charges_open_hold_changed AFTER UPDATE OF hold_state, hold_expires_at, created_by_key_id ON charges FOR EACH ROW WHEN (old.hold_state = 'TRIED'::text OR new.hold_state = 'TRIED'::text) EXECUTE FUNCTION ledger_track_open_hold();
 CREATE TRIGGER charges_open_hold_inserted AFTER INSERT ON charges FOR EACH ROW WHEN (new.hold_state = 'TRIED'::text) EXECUTE FUNCTION ledger_track_open_hold();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
-CREATE CONSTRAINT TRIGGER journal_entries_balanced AFTER INSERT ON journal_entries DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_check_transfer_balanced();
+CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
 CREATE TRIGGER refunds_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER transfers_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON transfers FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER webhook_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON webhook_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
