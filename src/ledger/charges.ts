@@ -2,6 +2,7 @@ import type { Charge, ChargeIntent, DeclineCode, HoldState, CaptureMode } from '
 import { statusOfHold } from '../domain/charge.js';
 import type { LedgerPool } from './pool.js';
 import { classifyLedgerError } from './errors.js';
+import { stepBatcher, type StepRunner } from './step-batches.js';
 
 /** A row of the charges table, as the ledger functions return it. */
 export interface ChargeRow {
@@ -90,14 +91,17 @@ interface LedgerStatement {
  * then dropped and the call runs once more on a fresh one.
  */
 async function callLedgerFunction(pool: LedgerPool, statement: LedgerStatement, values: unknown[]): Promise<LedgerCharge> {
+  const row = (await queryLedgerStatement(pool, statement, values))[0];
+  if (!row) throw new Error(`ledger function returned no row: ${statement.text}`);
+  return fromRow(row);
+}
+
+async function queryLedgerStatement(pool: LedgerPool, statement: LedgerStatement, values: unknown[]): Promise<ChargeRow[]> {
   for (let attempt = 1; ; attempt++) {
     const client = await pool.connect();
     let stalePlan: Error | undefined;
     try {
-      const result = await client.query<ChargeRow>({ ...statement, values });
-      const row = result.rows[0];
-      if (!row) throw new Error(`ledger function returned no row: ${statement.text}`);
-      return fromRow(row);
+      return (await client.query<ChargeRow>({ ...statement, values })).rows;
     } catch (error) {
       if (isStalePlan(error)) stalePlan = error as Error;
       if (stalePlan && attempt === 1) continue;
@@ -117,14 +121,53 @@ const statements = {
   try: { name: 'ledger_try', text: 'SELECT * FROM ledger_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)' },
   confirm: { name: 'ledger_confirm', text: 'SELECT * FROM ledger_confirm($1, $2, $3)' },
   cancel: { name: 'ledger_cancel', text: 'SELECT * FROM ledger_cancel($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)' },
+  tryBatch: {
+    name: 'ledger_try_batch',
+    text: 'SELECT * FROM ledger_try_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)',
+  },
+  confirmBatch: { name: 'ledger_confirm_batch', text: 'SELECT * FROM ledger_confirm_batch($1, $2, $3)' },
 } as const satisfies Record<string, LedgerStatement>;
+
+const rowKey = (tenant: string, idempotencyKey: string): string => `${tenant}\u0000${idempotencyKey}`;
+
+/** Column-wise: the batch functions take one array per parameter. */
+function transpose(rows: unknown[][]): unknown[][] {
+  return rows[0]!.map((_, column) => rows.map((row) => row[column]));
+}
+
+async function runBatch(pool: LedgerPool, statement: LedgerStatement, items: unknown[][]): Promise<Map<string, LedgerCharge>> {
+  const rows = await queryLedgerStatement(pool, statement, transpose(items));
+  return new Map(rows.map((row) => [rowKey(row.tenant, row.idempotency_key), fromRow(row)]));
+}
+
+/** Try's parameters, in ledger_try's order. */
+type TryParams = unknown[];
+
+const tryRunner = (pool: LedgerPool): StepRunner<TryParams, LedgerCharge> => ({
+  keyOf: (params) => rowKey(params[0] as string, params[1] as string),
+  // A key with a daily limit takes an advisory lock per key inside Try; in a batch, two keys' locks
+  // and the payers' rows could be taken in opposite orders by two batches. Such Trys run alone.
+  mayBatch: (params) => params[14] === null,
+  runOne: (params) => callLedgerFunction(pool, statements.try, params),
+  runMany: (items) => runBatch(pool, statements.tryBatch, items),
+});
+
+/** Confirm's parameters: tenant, key, capture. */
+type ConfirmParams = [string, string, number | null];
+
+const confirmRunner = (pool: LedgerPool): StepRunner<ConfirmParams, LedgerCharge> => ({
+  keyOf: ([tenant, key]) => rowKey(tenant, key),
+  mayBatch: () => true,
+  runOne: (params) => callLedgerFunction(pool, statements.confirm, params),
+  runMany: (items) => runBatch(pool, statements.confirmBatch, items),
+});
 
 /**
  * Try: reserve the amount on the payer, or record the decline. One transaction, idempotent. The
  * acting key (if any) is recorded on the charge, and its daily limit enforced, serialised per key.
  */
 export function tryHold(pool: LedgerPool, intent: ChargeIntent, holdTtlMs: number): Promise<LedgerCharge> {
-  return callLedgerFunction(pool, statements.try, [
+  return stepBatcher(pool, 'try', tryRunner(pool)).submit([
     ...intentParams(intent),
     holdTtlMs,
     intent.actingKeyId ?? null,
@@ -139,7 +182,7 @@ export function confirmHold(
   idempotencyKey: string,
   captureMinor: number | null,
 ): Promise<LedgerCharge> {
-  return callLedgerFunction(pool, statements.confirm, [tenant, idempotencyKey, captureMinor]);
+  return stepBatcher(pool, 'confirm', confirmRunner(pool)).submit([tenant, idempotencyKey, captureMinor]);
 }
 
 /** Cancel: release the hold, or leave a tombstone when no Try has run yet. */

@@ -542,6 +542,24 @@ BEGIN
   RETURN r;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_confirm_batch(p_tenant text[], p_key text[], p_capture_minor bigint[])
+ RETURNS SETOF charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  n int := cardinality(p_key);
+  i bigint;
+  r charges;
+BEGIN
+  IF n > 64 THEN
+    RAISE EXCEPTION 'a Confirm batch holds at most 64 charges, not %', n USING ERRCODE = '54000';
+  END IF;
+  FOR i IN SELECT u.o FROM unnest(p_tenant, p_key) WITH ORDINALITY AS u (t, k, o) ORDER BY u.t, u.k LOOP
+    r := ledger_confirm(p_tenant[i], p_key[i], p_capture_minor[i]);
+    RETURN NEXT r;
+  END LOOP;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_deposit(p_tenant text, p_account text, p_amount_minor bigint, p_reference text, p_key_id text)
  RETURNS TABLE(transfer_id bigint, account_id text, amount_minor bigint, currency character, created_at timestamp with time zone, replayed boolean)
  LANGUAGE plpgsql
@@ -816,6 +834,26 @@ BEGIN
      RETURNING * INTO STRICT r;
   END IF;
   RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_try_batch(p_tenant text[], p_key text[], p_charge_id text[], p_fingerprint text[], p_order_id text[], p_payer text[], p_payee text[], p_currency text[], p_amount_minor bigint[], p_capture_mode text[], p_description text[], p_metadata text[], p_hold_ttl_ms bigint[], p_key_id text[], p_daily_limit_minor bigint[])
+ RETURNS SETOF charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  n int := cardinality(p_key);
+  i bigint;
+  r charges;
+BEGIN
+  IF n > 64 THEN
+    RAISE EXCEPTION 'a Try batch holds at most 64 charges, not %', n USING ERRCODE = '54000';
+  END IF;
+  FOR i IN SELECT u.o FROM unnest(p_tenant, p_payer, p_key) WITH ORDINALITY AS u (t, p, k, o) ORDER BY u.t, u.p, u.k LOOP
+    r := ledger_try(p_tenant[i], p_key[i], p_charge_id[i], p_fingerprint[i], p_order_id[i], p_payer[i], p_payee[i],
+                    p_currency[i], p_amount_minor[i], p_capture_mode[i], p_description[i], p_metadata[i]::jsonb,
+                    p_hold_ttl_ms[i], p_key_id[i], p_daily_limit_minor[i]);
+    RETURN NEXT r;
+  END LOOP;
 END $function$;
 
 CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();

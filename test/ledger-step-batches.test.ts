@@ -1,0 +1,118 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { confirmHold, tryHold } from '../src/ledger/charges.js';
+import { LedgerRefusalError } from '../src/ledger/errors.js';
+import { defaultStepBatchLimits, setStepBatchLimits, stepBatchCounts } from '../src/ledger/step-batches.js';
+import { balanceOf, expectLedgerInvariants, ledgerIntent, newKey, newTenant, openAccount, useHarness } from './support/harness.js';
+
+// Group commit of the ledger's steps (src/ledger/step-batches.ts, ledger_try_batch and
+// ledger_confirm_batch): calls that queue behind a step in flight go together in one transaction.
+// Every answer must be the one the call would have had alone, and a batch that fails must leave
+// nothing behind and answer each call by itself.
+
+const h = useHarness();
+
+beforeEach(() => {
+  // One call in flight: every call that arrives meanwhile waits and joins the next batch.
+  setStepBatchLimits(h.pool, { maxInFlight: 1, maxBatchSize: 32 });
+});
+afterEach(() => {
+  setStepBatchLimits(h.pool, defaultStepBatchLimits);
+});
+
+describe('ledger steps batched under load', () => {
+  it('40 concurrent Trys and Confirms of distinct keys: each its own hold and capture, most of them in batches', async () => {
+    const tenant = newTenant('batches');
+    const payers = Array.from({ length: 40 }, (_, i) => `payer-${i}`);
+    for (const payer of payers) await openAccount(h.pool, tenant, payer, { depositMinor: 1_000 });
+    await openAccount(h.pool, tenant, 'merchant');
+    const before = { try: stepBatchCounts(h.pool, 'try'), confirm: stepBatchCounts(h.pool, 'confirm') };
+
+    const keys = payers.map(() => newKey());
+    const tried = await Promise.all(payers.map((payer, i) => tryHold(h.pool, ledgerIntent(tenant, keys[i]!, payer, 'merchant', 700), 60_000)));
+    expect(tried.map((row) => [row.charge.idempotencyKey, row.charge.payerAccountId, row.holdState])).toEqual(
+      keys.map((key, i) => [key, payers[i], 'TRIED']),
+    );
+    const confirmed = await Promise.all(keys.map((key) => confirmHold(h.pool, tenant, key, null)));
+    expect(confirmed.map((row) => [row.charge.idempotencyKey, row.charge.status])).toEqual(keys.map((key) => [key, 'succeeded']));
+
+    const after = { try: stepBatchCounts(h.pool, 'try'), confirm: stepBatchCounts(h.pool, 'confirm') };
+    for (const step of ['try', 'confirm'] as const) {
+      expect(after[step].batchedItems - before[step].batchedItems).toBeGreaterThanOrEqual(39 - 1);
+      expect(after[step].failedBatches - before[step].failedBatches).toBe(0);
+    }
+    expect((await balanceOf(h.pool, tenant, 'merchant')).postedMinor).toBe(40 * 700);
+    for (const payer of payers) expect(await balanceOf(h.pool, tenant, payer)).toMatchObject({ postedMinor: 300, pendingMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('the same key five times in one batch: one reservation, the same row for every caller', async () => {
+    const tenant = newTenant('batch-dup');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 1_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const key = newKey();
+    const intent = ledgerIntent(tenant, key, 'payer', 'payee', 600);
+    const rows = await Promise.all([tryHold(h.pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 1), 60_000), ...Array.from({ length: 5 }, () => tryHold(h.pool, intent, 60_000))]);
+    expect(new Set(rows.slice(1).map((row) => `${row.charge.id} ${row.holdState} ${row.charge.createdAt}`)).size).toBe(1);
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ pendingMinor: 601 });
+    const captured = await Promise.all(Array.from({ length: 5 }, () => confirmHold(h.pool, tenant, key, null)));
+    expect(captured.map((row) => row.charge.status)).toEqual(Array(5).fill('succeeded'));
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 1_000 - 600, pendingMinor: 1 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('funds for three of five: the batch declines exactly two, as one at a time would', async () => {
+    const tenant = newTenant('batch-funds');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 3_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const rows = await Promise.all(
+      Array.from({ length: 5 }, () => tryHold(h.pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 1_000), 60_000)),
+    );
+    const states = rows.map((row) => row.charge.declineCode ?? row.holdState);
+    expect(states.filter((state) => state === 'TRIED')).toHaveLength(3);
+    expect(states.filter((state) => state === 'insufficient_funds')).toHaveLength(2);
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ pendingMinor: 3_000, availableMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('one refused item fails its batch: nothing of the batch stays, every other call still gets its own answer', async () => {
+    const tenant = newTenant('batch-refusal');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const reused = newKey();
+    await tryHold(h.pool, ledgerIntent(tenant, reused, 'payer', 'payee', 100), 60_000);
+    const before = stepBatchCounts(h.pool, 'try');
+
+    const keys = Array.from({ length: 6 }, () => newKey());
+    const settled = await Promise.allSettled([
+      ...keys.map((key) => tryHold(h.pool, ledgerIntent(tenant, key, 'payer', 'payee', 500), 60_000)),
+      // The same key for a different amount: a different request, refused with CGI01.
+      tryHold(h.pool, ledgerIntent(tenant, reused, 'payer', 'payee', 101), 60_000),
+    ]);
+    const refused = settled.at(-1)!;
+    expect(refused.status).toBe('rejected');
+    expect((refused as PromiseRejectedResult).reason).toBeInstanceOf(LedgerRefusalError);
+    expect(((refused as PromiseRejectedResult).reason as LedgerRefusalError).refusal).toBe('idempotencyConflict');
+    expect(settled.slice(0, -1).map((result) => result.status === 'fulfilled' && result.value.holdState)).toEqual(Array(6).fill('TRIED'));
+    expect(stepBatchCounts(h.pool, 'try').failedBatches - before.failedBatches).toBeGreaterThanOrEqual(1);
+    // The first hold (100) and the six (500 each), once each: the failed batch reserved nothing.
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ pendingMinor: 100 + 6 * 500 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('batch size 1 sends every call alone', async () => {
+    setStepBatchLimits(h.pool, { maxInFlight: 1, maxBatchSize: 1 });
+    const tenant = newTenant('batch-off');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const before = stepBatchCounts(h.pool, 'try');
+    await Promise.all(Array.from({ length: 8 }, () => tryHold(h.pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 100), 60_000)));
+    const after = stepBatchCounts(h.pool, 'try');
+    expect(after.batches - before.batches).toBe(0);
+    expect(after.singleItems - before.singleItems).toBe(8);
+  });
+
+  it('refuses limits the batch functions cannot take', () => {
+    expect(() => setStepBatchLimits(h.pool, { maxInFlight: 1, maxBatchSize: 65 })).toThrow(/1\.\.64/);
+    expect(() => setStepBatchLimits(h.pool, { maxInFlight: 0, maxBatchSize: 8 })).toThrow(/maxInFlight/);
+  });
+});
