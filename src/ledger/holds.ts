@@ -21,10 +21,10 @@ export async function findExpiredHolds(
   options: { graceMs: number; limit: number; tenant?: string | null },
 ): Promise<HeldChargeKey[]> {
   const result = await pool.query<{ tenant: string; idempotency_key: string; created_at: string }>(
-    `SELECT c.tenant, c.idempotency_key, ${createdAtMicros} FROM open_holds h JOIN charges c USING (tenant, idempotency_key)
-      WHERE h.hold_expires_at < now() - $1 * interval '1 millisecond'
-        AND ($3::text IS NULL OR h.tenant = $3)
-      ORDER BY h.hold_expires_at LIMIT $2`,
+    `SELECT tenant, idempotency_key, ${createdAtMicros} FROM charges
+      WHERE hold_state = 'TRIED' AND hold_expires_at < now() - $1 * interval '1 millisecond'
+        AND ($3::text IS NULL OR tenant = $3)
+      ORDER BY hold_expires_at LIMIT $2`,
     [options.graceMs, options.limit, options.tenant ?? null],
   );
   return result.rows.map(toKey);
@@ -41,11 +41,11 @@ export async function listHeldCharges(
 ): Promise<HeldChargeKey[]> {
   const after = options.after;
   const result = await pool.query<{ tenant: string; idempotency_key: string; created_at: string }>(
-    `SELECT c.tenant, c.idempotency_key, ${createdAtMicros} FROM open_holds h JOIN charges c USING (tenant, idempotency_key)
-      WHERE c.updated_at <= now() - $1 * interval '1 millisecond'
-        AND ($6::text IS NULL OR h.tenant = $6)
-        AND ($2::timestamptz IS NULL OR (c.created_at, c.tenant, c.idempotency_key) > ($2::timestamptz, $3::text, $4::text))
-      ORDER BY c.created_at, c.tenant, c.idempotency_key LIMIT $5`,
+    `SELECT tenant, idempotency_key, ${createdAtMicros} FROM charges
+      WHERE hold_state = 'TRIED' AND updated_at <= now() - $1 * interval '1 millisecond'
+        AND ($6::text IS NULL OR tenant = $6)
+        AND ($2::timestamptz IS NULL OR (created_at, tenant, idempotency_key) > ($2::timestamptz, $3::text, $4::text))
+      ORDER BY created_at, tenant, idempotency_key LIMIT $5`,
     [options.minAgeMs, after?.createdAt ?? null, after?.tenant ?? null, after?.idempotencyKey ?? null, options.limit, options.tenant ?? null],
   );
   return result.rows.map(toKey);
@@ -103,9 +103,9 @@ export interface OverdueHolds {
 
 export async function overdueHolds(pool: LedgerPool): Promise<OverdueHolds> {
   const result = await pool.query<{ n: number; held_minor: number | null; oldest_s: number | null }>(
-    `SELECT count(*)::bigint AS n, sum(c.held_minor)::bigint AS held_minor,
-            extract(epoch FROM now() - min(h.hold_expires_at))::float8 AS oldest_s
-       FROM open_holds h JOIN charges c USING (tenant, idempotency_key) WHERE h.hold_expires_at < now()`,
+    `SELECT count(*)::bigint AS n, sum(held_minor)::bigint AS held_minor,
+            extract(epoch FROM now() - min(hold_expires_at))::float8 AS oldest_s
+       FROM charges WHERE hold_state = 'TRIED' AND hold_expires_at < now()`,
   );
   const row = result.rows[0];
   return { count: row?.n ?? 0, heldMinor: row?.held_minor ?? 0, oldestOverdueSeconds: row?.oldest_s ?? 0 };
@@ -127,8 +127,8 @@ export async function countExpiredHolds(
   options: { tenant: string | null; graceMs: number; sampleLimit: number },
 ): Promise<{ count: number; samples: ExpiredHoldSample[] }> {
   const result = await pool.query<ExpiredHoldSample & { total: number }>(
-    `SELECT tenant, idempotency_key, hold_expires_at, count(*) OVER ()::bigint AS total FROM open_holds
-      WHERE ($1::text IS NULL OR tenant = $1)
+    `SELECT tenant, idempotency_key, hold_expires_at, count(*) OVER ()::bigint AS total FROM charges
+      WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)
         AND hold_expires_at < now() - $2 * interval '1 millisecond'
       ORDER BY hold_expires_at LIMIT $3`,
     [options.tenant, options.graceMs, options.sampleLimit],

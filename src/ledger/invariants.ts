@@ -53,17 +53,6 @@ const invariantQueries: InvariantQuery[] = [
            WHERE ($1::text IS NULL OR a.tenant = $1) AND a.pending_minor <> coalesce(h.held_minor, 0)`,
   },
   {
-    name: 'open_hold_iff_tried',
-    description: 'every TRIED charge has its one open_holds row, with its expiry and key, and no other charge has one',
-    sql: `SELECT coalesce(c.tenant, h.tenant) AS tenant, coalesce(c.idempotency_key, h.idempotency_key) AS idempotency_key,
-                 c.hold_state, h.held_since
-            FROM (SELECT * FROM charges WHERE hold_state = 'TRIED' AND ($1::text IS NULL OR tenant = $1)) c
-            FULL JOIN (SELECT * FROM open_holds WHERE $1::text IS NULL OR tenant = $1) h USING (tenant, idempotency_key)
-           WHERE c.idempotency_key IS NULL OR h.idempotency_key IS NULL
-              OR h.hold_expires_at IS DISTINCT FROM c.hold_expires_at
-              OR h.created_by_key_id IS DISTINCT FROM c.created_by_key_id`,
-  },
-  {
     name: 'pending_postings_mirror_journal',
     description:
       "every posting waiting to be folded into its account mirrors one journal entry of that account: its amount, and for a payer's capture the release of the whole hold",

@@ -76,13 +76,13 @@ SELECT (SELECT row_to_json(key_take) FROM key_take) AS key_bucket,
        (SELECT row_to_json(key_limits) FROM key_limits) AS key_limits,
        CASE WHEN cardinality($10::text[]) > 0 THEN (
          SELECT count(*) FROM (
-           SELECT 1 FROM open_holds
-            WHERE created_by_key_id = $2
+           SELECT 1 FROM charges
+            WHERE created_by_key_id = $2 AND hold_state = 'TRIED'
             LIMIT (SELECT max_open_holds FROM key_limits)
          ) held
        ) END AS key_open_holds,
        CASE WHEN cardinality($10::text[]) > 0 THEN (
-         SELECT count(*) FROM (SELECT 1 FROM open_holds WHERE tenant = $1 LIMIT $9::int) held
+         SELECT count(*) FROM (SELECT 1 FROM charges WHERE tenant = $1 AND hold_state = 'TRIED' LIMIT $9::int) held
        ) END AS tenant_open_holds,
        CASE WHEN cardinality($10::text[]) > 0 THEN (
          SELECT count(*) FROM charges WHERE tenant = $1 AND idempotency_key = ANY ($10::text[])

@@ -85,7 +85,7 @@ CREATE TABLE charges (
   CONSTRAINT charges_idempotency_key_check CHECK (length(idempotency_key) >= 1 AND length(idempotency_key) <= 255),
   CONSTRAINT charges_pkey PRIMARY KEY (tenant, idempotency_key),
   CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
-) WITH (fillfactor=60);
+);
 
 CREATE TABLE idempotency_tokens (
   tenant text NOT NULL,
@@ -109,15 +109,6 @@ CREATE TABLE journal_entries (
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT journal_entries_amount_minor_check CHECK (amount_minor <> 0),
   CONSTRAINT journal_entries_pkey PRIMARY KEY (id)
-);
-
-CREATE TABLE open_holds (
-  tenant text NOT NULL,
-  idempotency_key text NOT NULL,
-  held_since timestamp with time zone NOT NULL,
-  hold_expires_at timestamp with time zone,
-  created_by_key_id text,
-  CONSTRAINT open_holds_pkey PRIMARY KEY (tenant, idempotency_key)
 );
 
 CREATE TABLE pending_postings (
@@ -236,13 +227,14 @@ CREATE TABLE webhook_secrets (
 CREATE INDEX api_keys_by_tenant ON public.api_keys USING btree (tenant, created_at);
 CREATE INDEX charges_by_order ON public.charges USING btree (tenant, order_id);
 CREATE INDEX charges_by_payer ON public.charges USING btree (tenant, payer_account_id, created_at);
-CREATE INDEX charges_by_tenant_created ON public.charges USING btree (tenant, created_at, idempotency_key);
+CREATE INDEX charges_by_state ON public.charges USING btree (tenant, hold_state, created_at);
 CREATE INDEX charges_created_by_key_recent ON public.charges USING btree (created_by_key_id, created_at) WHERE (created_by_key_id IS NOT NULL);
+CREATE INDEX charges_open_holds ON public.charges USING btree (hold_expires_at) WHERE (hold_state = 'TRIED'::text);
+CREATE INDEX charges_open_holds_by_key ON public.charges USING btree (created_by_key_id) WHERE ((hold_state = 'TRIED'::text) AND (created_by_key_id IS NOT NULL));
+CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant) WHERE (hold_state = 'TRIED'::text);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
-CREATE INDEX open_holds_by_expiry ON public.open_holds USING btree (hold_expires_at) WHERE (hold_expires_at IS NOT NULL);
-CREATE INDEX open_holds_by_key ON public.open_holds USING btree (created_by_key_id) WHERE (created_by_key_id IS NOT NULL);
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);
 CREATE INDEX webhook_secrets_by_provider ON public.webhook_secrets USING btree (provider, created_at);
@@ -729,22 +721,6 @@ BEGIN
   RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'CGJ01';
 END $function$;
 
-CREATE OR REPLACE FUNCTION public.ledger_track_open_hold()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-  IF NEW.hold_state = 'TRIED' THEN
-    INSERT INTO open_holds (tenant, idempotency_key, held_since, hold_expires_at, created_by_key_id)
-    VALUES (NEW.tenant, NEW.idempotency_key, NEW.updated_at, NEW.hold_expires_at, NEW.created_by_key_id)
-    ON CONFLICT (tenant, idempotency_key) DO UPDATE
-      SET hold_expires_at = EXCLUDED.hold_expires_at, created_by_key_id = EXCLUDED.created_by_key_id;
-  ELSE
-    DELETE FROM open_holds WHERE tenant = OLD.tenant AND idempotency_key = OLD.idempotency_key;
-  END IF;
-  RETURN NULL;
-END $function$;
-
 CREATE OR REPLACE FUNCTION public.ledger_try(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint, p_key_id text, p_daily_limit_minor bigint)
  RETURNS charges
  LANGUAGE plpgsql
@@ -858,8 +834,6 @@ END $function$;
 
 CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
-CREATE TRIGGER charges_open_hold_changed AFTER UPDATE OF hold_state, hold_expires_at, created_by_key_id ON charges FOR EACH ROW WHEN (old.hold_state = 'TRIED'::text OR new.hold_state = 'TRIED'::text) EXECUTE FUNCTION ledger_track_open_hold();
-CREATE TRIGGER charges_open_hold_inserted AFTER INSERT ON charges FOR EACH ROW WHEN (new.hold_state = 'TRIED'::text) EXECUTE FUNCTION ledger_track_open_hold();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
 CREATE TRIGGER refunds_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
