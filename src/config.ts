@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { defaultStepBatchLimits } from './ledger/step-batches.js';
 import { limits } from './domain/limits.js';
 import { codecTokenMinLength } from './codec/codec-token.js';
 import { parsePayloadKeyRing } from './codec/key-ring.js';
@@ -51,6 +52,10 @@ const configSchema = z.object({
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */
   HOLD_TTL_MS: positiveMs.default(7 * 24 * 60 * 60 * 1000),
   LEDGER_POOL_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(500).default(20),
+  /** Trys (Confirms) one process runs at once; calls beyond wait and go together in one transaction (src/ledger/step-batches.ts). */
+  LEDGER_STEP_BATCH_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(defaultStepBatchLimits.maxInFlight),
+  /** Charges in one batched step; 1 sends every call alone. */
+  LEDGER_STEP_BATCH_MAX_SIZE: z.coerce.number().int().min(1).max(64).default(defaultStepBatchLimits.maxBatchSize),
   /**
    * Payload encryption keys, `<id>:<base64 of 32 bytes>` comma-separated, the first encrypting and
    * every one decrypting (docs/back-door.md). Unset: payloads go to Temporal in clear.

@@ -4,6 +4,7 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createLedgerPool } from '../../src/ledger/pool.js';
+import { defaultStepBatchLimits, type StepBatchLimits } from '../../src/ledger/step-batches.js';
 import { terminate } from '../../src/stack/child-process.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { baselineActivities } from '../baseline-activities.js';
@@ -44,10 +45,30 @@ export interface BenchWorkers {
   stop(): Promise<void>;
 }
 
+/**
+ * The worker's step batching as `chargeguard worker` reads it (LEDGER_STEP_BATCH_IN_FLIGHT,
+ * LEDGER_STEP_BATCH_MAX_SIZE), so a run can price batching: unset, the pool's defaults.
+ */
+function stepBatchLimitsFromEnvironment(): { stepBatchLimits?: StepBatchLimits } {
+  const inFlight = process.env.LEDGER_STEP_BATCH_IN_FLIGHT;
+  const maxSize = process.env.LEDGER_STEP_BATCH_MAX_SIZE;
+  if (inFlight === undefined && maxSize === undefined) return {};
+  return {
+    stepBatchLimits: {
+      maxInFlight: inFlight === undefined ? defaultStepBatchLimits.maxInFlight : Number(inFlight),
+      maxBatchSize: maxSize === undefined ? defaultStepBatchLimits.maxBatchSize : Number(maxSize),
+    },
+  };
+}
+
 /** Starts the charge worker and the baseline worker in this process. */
 export async function startWorkersInProcess(config: BenchWorkersConfig): Promise<BenchWorkers> {
   const connection = await NativeConnection.connect({ address: config.temporalAddress });
-  const ledger = createLedgerPool({ databaseUrl: config.databaseUrl, maxConnections: config.tuning.ledgerPoolMaxConnections });
+  const ledger = createLedgerPool({
+    databaseUrl: config.databaseUrl,
+    maxConnections: config.tuning.ledgerPoolMaxConnections,
+    ...stepBatchLimitsFromEnvironment(),
+  });
   const workers: Worker[] = [
     await createChargeWorker({
       connection,

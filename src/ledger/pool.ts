@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { setStepBatchLimits, type StepBatchLimits } from './step-batches.js';
 
 /** Limits of the connection pool; each is explicit so a saturated pool is a visible choice. */
 export interface LedgerPoolOptions {
@@ -9,6 +10,8 @@ export interface LedgerPoolOptions {
   idleTimeoutMs?: number;
   /** Where an idle connection's failure is reported (default: a line on stderr). */
   onIdleClientError?: (error: Error) => void;
+  /** How Trys and Confirms through this pool are batched under load (default `defaultStepBatchLimits`). */
+  stepBatchLimits?: StepBatchLimits;
 }
 
 const INT8_OID = 20;
@@ -39,6 +42,7 @@ export function createLedgerPool(options: LedgerPoolOptions): pg.Pool {
     application_name: 'chargeguard',
     types: ledgerTypes,
   });
+  if (options.stepBatchLimits) setStepBatchLimits(pool, options.stepBatchLimits);
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   // It is still reported: a database restarting under a running service should be visible.
   pool.on(

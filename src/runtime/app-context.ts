@@ -12,6 +12,7 @@ import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttribu
 import type { ChargeguardConfig } from '../config.js';
 import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../ledger/pool.js';
+import type { StepBatchLimits } from '../ledger/step-batches.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 import { clientConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
@@ -130,13 +131,19 @@ export async function migrateLedgerWhenReachable(databaseUrl: string, options: W
   );
 }
 
+/** The batching limits of the ledger's steps, as configured. */
+export function stepBatchLimitsFromConfig(config: Pick<ChargeguardConfig, 'LEDGER_STEP_BATCH_IN_FLIGHT' | 'LEDGER_STEP_BATCH_MAX_SIZE'>): StepBatchLimits {
+  return { maxInFlight: config.LEDGER_STEP_BATCH_IN_FLIGHT, maxBatchSize: config.LEDGER_STEP_BATCH_MAX_SIZE };
+}
+
 /** A ledger pool whose first connection has been made, waiting for PostgreSQL within the limits. */
 export async function openLedgerPoolWhenReachable(
   databaseUrl: string,
   maxConnections: number,
   options: WaitOptions,
+  stepBatchLimits?: StepBatchLimits,
 ): Promise<LedgerPool> {
-  const ledger = createLedgerPool({ databaseUrl, maxConnections });
+  const ledger = createLedgerPool({ databaseUrl, maxConnections, ...(stepBatchLimits ? { stepBatchLimits } : {}) });
   try {
     await waitForDependency(
       { dependency: 'database', address: maskDatabaseUrl(databaseUrl), purpose: 'open the ledger pool' },
@@ -211,7 +218,7 @@ export async function openAppContext(
   // Before anything is opened: a certificate file that cannot be read stops the start here.
   const temporalSecurity = temporalConnectionSecurity(config);
   await migrateLedgerWhenReachable(endpoints.migrationDatabaseUrl ?? endpoints.databaseUrl, wait);
-  const ledger = await openLedgerPoolWhenReachable(endpoints.databaseUrl, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
+  const ledger = await openLedgerPoolWhenReachable(endpoints.databaseUrl, config.LEDGER_POOL_MAX_CONNECTIONS, wait, stepBatchLimitsFromConfig(config));
   let ownConnection: Connection | null = null;
   try {
     ownConnection = options.workerConnection

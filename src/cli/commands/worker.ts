@@ -1,6 +1,11 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
-import { dependencyWaitLimitsFromConfig, migrateLedgerWhenReachable, openLedgerPoolWhenReachable } from '../../runtime/app-context.js';
+import {
+  dependencyWaitLimitsFromConfig,
+  migrateLedgerWhenReachable,
+  openLedgerPoolWhenReachable,
+  stepBatchLimitsFromConfig,
+} from '../../runtime/app-context.js';
 import { connectWorkerWhenReachable } from '../../runtime/local-runtime.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
 import { temporalConnectionSecurity } from '../../runtime/temporal-connection.js';
@@ -22,7 +27,7 @@ export function registerWorkerCommand(program: Command): void {
       // Either server may still be starting (compose, a reboot): wait for it, within the limits.
       const wait = { limits: dependencyWaitLimitsFromConfig(config), log: (line: string) => process.stderr.write(`${line}\n`) };
       await migrateLedgerWhenReachable(config.MIGRATION_DATABASE_URL ?? config.DATABASE_URL, wait);
-      const ledger = await openLedgerPoolWhenReachable(config.DATABASE_URL, config.LEDGER_POOL_MAX_CONNECTIONS, wait);
+      const ledger = await openLedgerPoolWhenReachable(config.DATABASE_URL, config.LEDGER_POOL_MAX_CONNECTIONS, wait, stepBatchLimitsFromConfig(config));
       let failure: unknown = undefined;
       try {
         const connection = await connectWorkerWhenReachable(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
