@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type pg from 'pg';
 import { confirmHold, tryHold } from '../src/ledger/charges.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
 import { defaultStepBatchLimits, setStepBatchLimits, stepBatchCounts } from '../src/ledger/step-batches.js';
@@ -96,6 +97,44 @@ describe('ledger steps batched under load', () => {
     expect(stepBatchCounts(h.pool, 'try').failedBatches - before.failedBatches).toBeGreaterThanOrEqual(1);
     // The first hold (100) and the six (500 each), once each: the failed batch reserved nothing.
     expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ pendingMinor: 100 + 6 * 500 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('a batch that committed but whose answer was lost: each call runs again alone and gets the committed row, nothing twice', async () => {
+    const tenant = newTenant('batch-lost-reply');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    // The connection "drops" right after the first Try batch commits: its rows never reach us.
+    const pool = h.pool;
+    const connect = pool.connect.bind(pool);
+    let dropped = 0;
+    const lossy = async (): Promise<pg.PoolClient> => {
+      const client = await connect();
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      // Every other call passes through untouched (the client goes back to the pool afterwards).
+      (client as unknown as { query: unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as { name?: string } | undefined;
+        if (first?.name !== 'ledger_try_batch' || dropped > 0) return query(...args);
+        dropped += 1;
+        return (query(...args) as Promise<unknown>).then(() => {
+          throw new Error('Connection terminated unexpectedly');
+        });
+      };
+      return client;
+    };
+    pool.connect = lossy as typeof pool.connect;
+    const before = stepBatchCounts(h.pool, 'try');
+    let rows;
+    try {
+      rows = await Promise.all(Array.from({ length: 6 }, () => tryHold(h.pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 500), 60_000)));
+    } finally {
+      pool.connect = connect as typeof pool.connect;
+    }
+    expect(dropped).toBe(1);
+    expect(stepBatchCounts(h.pool, 'try').failedBatches - before.failedBatches).toBe(1);
+    expect(rows.map((row) => row.holdState)).toEqual(Array(6).fill('TRIED'));
+    // Reserved once each: the batch's commit, found again by the Trys that ran alone.
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ pendingMinor: 6 * 500 });
     await expectLedgerInvariants(h.pool, tenant);
   });
 
