@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { confirmHold, tryHold } from '../src/ledger/charges.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
+import { chargeFingerprint, chargeIdFor } from '../src/service/intent.js';
 import { defaultStepBatchLimits, setStepBatchLimits, stepBatchCounts } from '../src/ledger/step-batches.js';
 import { balanceOf, expectLedgerInvariants, ledgerIntent, newKey, newTenant, openAccount, useHarness } from './support/harness.js';
 
@@ -19,6 +20,36 @@ beforeEach(() => {
 afterEach(() => {
   setStepBatchLimits(h.pool, defaultStepBatchLimits);
 });
+
+/**
+ * Runs `body` while the first call of `statement` loses its answer after it committed, as a
+ * connection dropped between the commit and the reply would. Every other call passes through (the
+ * client goes back to the pool afterwards).
+ */
+async function withReplyLostAfterCommit<T>(statement: string, body: () => Promise<T>): Promise<{ value: T; dropped: number }> {
+  const pool = h.pool;
+  const connect = pool.connect.bind(pool);
+  let dropped = 0;
+  const lossy = async (): Promise<pg.PoolClient> => {
+    const client = await connect();
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: unknown }).query = (...args: unknown[]) => {
+      const first = args[0] as { name?: string } | undefined;
+      if (first?.name !== statement || dropped > 0) return query(...args);
+      dropped += 1;
+      return (query(...args) as Promise<unknown>).then(() => {
+        throw new Error('Connection terminated unexpectedly');
+      });
+    };
+    return client;
+  };
+  pool.connect = lossy as typeof pool.connect;
+  try {
+    return { value: await body(), dropped };
+  } finally {
+    pool.connect = connect as typeof pool.connect;
+  }
+}
 
 describe('ledger steps batched under load', () => {
   it('40 concurrent Trys and Confirms of distinct keys: each its own hold and capture, most of them in batches', async () => {
@@ -100,42 +131,85 @@ describe('ledger steps batched under load', () => {
     await expectLedgerInvariants(h.pool, tenant);
   });
 
-  it('a batch that committed but whose answer was lost: each call runs again alone and gets the committed row, nothing twice', async () => {
+  it('a Try batch that committed but whose answer was lost: each call runs again alone and gets the committed row, nothing twice', async () => {
     const tenant = newTenant('batch-lost-reply');
     await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
     await openAccount(h.pool, tenant, 'payee');
-    // The connection "drops" right after the first Try batch commits: its rows never reach us.
-    const pool = h.pool;
-    const connect = pool.connect.bind(pool);
-    let dropped = 0;
-    const lossy = async (): Promise<pg.PoolClient> => {
-      const client = await connect();
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      // Every other call passes through untouched (the client goes back to the pool afterwards).
-      (client as unknown as { query: unknown }).query = (...args: unknown[]) => {
-        const first = args[0] as { name?: string } | undefined;
-        if (first?.name !== 'ledger_try_batch' || dropped > 0) return query(...args);
-        dropped += 1;
-        return (query(...args) as Promise<unknown>).then(() => {
-          throw new Error('Connection terminated unexpectedly');
-        });
-      };
-      return client;
-    };
-    pool.connect = lossy as typeof pool.connect;
     const before = stepBatchCounts(h.pool, 'try');
-    let rows;
-    try {
-      rows = await Promise.all(Array.from({ length: 6 }, () => tryHold(h.pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 500), 60_000)));
-    } finally {
-      pool.connect = connect as typeof pool.connect;
-    }
+    const { value: rows, dropped } = await withReplyLostAfterCommit('ledger_try_batch', () =>
+      Promise.all(Array.from({ length: 6 }, () => tryHold(h.pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 500), 60_000))),
+    );
     expect(dropped).toBe(1);
     expect(stepBatchCounts(h.pool, 'try').failedBatches - before.failedBatches).toBe(1);
     expect(rows.map((row) => row.holdState)).toEqual(Array(6).fill('TRIED'));
     // Reserved once each: the batch's commit, found again by the Trys that ran alone.
     expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ pendingMinor: 6 * 500 });
     await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('a Confirm batch that committed but whose answer was lost: every charge captured once, every caller told so', async () => {
+    const tenant = newTenant('batch-lost-capture');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const keys = Array.from({ length: 6 }, () => newKey());
+    for (const key of keys) await tryHold(h.pool, ledgerIntent(tenant, key, 'payer', 'payee', 500), 60_000);
+    const before = stepBatchCounts(h.pool, 'confirm');
+    const { value: rows, dropped } = await withReplyLostAfterCommit('ledger_confirm_batch', () =>
+      Promise.all(keys.map((key) => confirmHold(h.pool, tenant, key, null))),
+    );
+    expect(dropped).toBe(1);
+    expect(stepBatchCounts(h.pool, 'confirm').failedBatches - before.failedBatches).toBe(1);
+    expect(rows.map((row) => [row.charge.idempotencyKey, row.charge.status])).toEqual(keys.map((key) => [key, 'succeeded']));
+    expect(await balanceOf(h.pool, tenant, 'payee')).toMatchObject({ postedMinor: 6 * 500 });
+    expect(await balanceOf(h.pool, tenant, 'payer')).toMatchObject({ postedMinor: 10_000 - 6 * 500, pendingMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant); // one_debit_per_key: one capture transfer per charge
+  });
+
+  it('the same keys arriving at once across concurrent batches: one reservation and one row per key', async () => {
+    setStepBatchLimits(h.pool, { maxInFlight: 3, maxBatchSize: 4 });
+    const tenant = newTenant('batch-dup-across');
+    const payers = ['p0', 'p1', 'p2', 'p3'];
+    for (const payer of payers) await openAccount(h.pool, tenant, payer, { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    const keys = Array.from({ length: 12 }, () => newKey());
+    // Every key three times, interleaved so copies of one key land in different batches.
+    const calls = [0, 1, 2].flatMap(() => keys.map((key, i) => ({ key, payer: payers[i % payers.length]! })));
+    const rows = await Promise.all(calls.map(({ key, payer }) => tryHold(h.pool, ledgerIntent(tenant, key, payer, 'payee', 100), 60_000)));
+    for (const key of keys) {
+      const answers = rows.filter((row) => row.charge.idempotencyKey === key);
+      expect(answers).toHaveLength(3);
+      expect(new Set(answers.map((row) => `${row.charge.id} ${row.holdState} ${row.charge.createdAt}`)).size).toBe(1);
+    }
+    for (const payer of payers) expect(await balanceOf(h.pool, tenant, payer)).toMatchObject({ pendingMinor: 3 * 100 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('text of every shape goes through the batch functions\' array parameters exactly as sent', async () => {
+    const tenant = newTenant('batch-text');
+    await openAccount(h.pool, tenant, 'payer', { depositMinor: 10_000 });
+    await openAccount(h.pool, tenant, 'payee');
+    // What an array literal could mistake for syntax: NULL, quotes, backslashes, braces, commas.
+    const shapes = ['NULL', 'null', '"quoted"', 'back\\slash\\', '{a,b}', 'a,b', ' lead and trail ', '', 'é 中文 🙂'];
+    const intents = shapes.map((text, i) => {
+      const key = newKey();
+      const request = {
+        orderId: `o-${i}-${text}`,
+        payerAccountId: 'payer',
+        payeeAccountId: 'payee',
+        amountMinor: 10,
+        currency: 'USD',
+        captureMode: 'automatic' as const,
+        description: text === '' ? null : text,
+        metadata: { note: text, [`k${i}`]: `${text}}` },
+      };
+      return { tenant, idempotencyKey: key, chargeId: chargeIdFor(tenant, key), fingerprint: chargeFingerprint(request), request };
+    });
+    const before = stepBatchCounts(h.pool, 'try');
+    const rows = await Promise.all(intents.map((intent) => tryHold(h.pool, intent, 60_000)));
+    expect(stepBatchCounts(h.pool, 'try').batchedItems - before.batchedItems).toBeGreaterThanOrEqual(shapes.length - 1);
+    expect(rows.map((row) => [row.charge.orderId, row.charge.description, row.charge.metadata, row.fingerprint])).toEqual(
+      intents.map((intent) => [intent.request.orderId, intent.request.description, intent.request.metadata, intent.fingerprint]),
+    );
   });
 
   it('batch size 1 sends every call alone', async () => {
