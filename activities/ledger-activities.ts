@@ -45,21 +45,28 @@ function asActivityFailure(thrown: unknown, call: LedgerCall): unknown {
 }
 
 /**
- * A local step's schedule-to-close is not a hard limit in the SDK (see workflows/ledger-steps.ts:
- * the worker drops it when it fires between attempts), so the step enforces it itself: when the
- * next attempt could only start after the budget, this attempt's system fault ends the step, as a
- * non-retryable failure the workflow compensates at once. The workflow's durable budget timer stays
- * the guarantee (this one restarts with the worker); this one is the precise one. Remote
- * activities are left to the server, which enforces schedule-to-close itself.
+ * When a step gives itself up: when the next attempt could only start after its deadline, this
+ * attempt's system fault ends the step, as a non-retryable failure the workflow compensates at once.
+ *
+ * The deadline is the one the workflow passed (generation 6: workflow time at the step's first
+ * scheduling plus its budget, so it holds across worker restarts and replays and needs no timer in
+ * the history), else the local activity's own schedule-to-close, which is not a hard limit in the
+ * SDK (the worker drops it when it fires between attempts) and restarts with the worker. Remote
+ * activities without a deadline are left to the server, which enforces schedule-to-close itself.
  */
-function localBudgetSpent(info: Info | null, nowMs: number): boolean {
-  if (!info?.isLocal || !info.scheduleToCloseTimeoutMs) return false;
-  const policy = info.retryPolicy;
+function stepDeadlineMs(info: Info | null, deadlineEpochMs: number | undefined): number | null {
+  if (deadlineEpochMs !== undefined) return deadlineEpochMs;
+  if (!info?.isLocal || !info.scheduleToCloseTimeoutMs) return null;
+  return info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
+}
+
+function budgetSpent(info: Info | null, deadlineMs: number, nowMs: number): boolean {
+  const policy = info?.retryPolicy;
   // The worker hands the policy over in milliseconds (decompiled from the protobuf durations).
   const initialMs = typeof policy?.initialInterval === 'number' ? policy.initialInterval : 1_000;
   const maximumMs = typeof policy?.maximumInterval === 'number' ? policy.maximumInterval : initialMs * 100;
-  const nextBackoffMs = Math.min(initialMs * (policy?.backoffCoefficient ?? 2) ** (info.attempt - 1), maximumMs);
-  return nowMs + nextBackoffMs >= info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
+  const nextBackoffMs = Math.min(initialMs * (policy?.backoffCoefficient ?? 2) ** ((info?.attempt ?? 1) - 1), maximumMs);
+  return nowMs + nextBackoffMs >= deadlineMs;
 }
 
 function currentActivityInfo(): Info | null {
@@ -71,16 +78,26 @@ function currentActivityInfo(): Info | null {
 }
 
 export function createLedgerActivities(pool: LedgerPool, hooks: LedgerActivityHooks = {}) {
-  async function step<T>(name: LedgerStep, tenant: string, key: string, run: () => Promise<T>): Promise<T> {
+  /**
+   * One ledger step. `deadlineEpochMs`: when the step gives itself up on system faults (Cancel only
+   * to tell the workflow it keeps failing: the workflow then calls it again without one).
+   */
+  async function step<T>(name: LedgerStep, tenant: string, key: string, run: () => Promise<T>, deadlineEpochMs?: number): Promise<T> {
     let result: T;
     try {
       // Inside the try: a fault a test injects here is classified as the same fault from SQL would be.
       await hooks.beforeStep?.(name, tenant, key);
       result = await run();
+      // Also inside: an answer lost after the commit is a system fault like any other, and the
+      // step's deadline ends it like any other.
+      await hooks.afterCommit?.(name, tenant, key);
     } catch (error) {
       const failure = asActivityFailure(error, name);
       const retryable = !(failure instanceof ApplicationFailure && failure.nonRetryable);
-      if (retryable && name !== 'cancel' && localBudgetSpent(currentActivityInfo(), Date.now())) {
+      const info = currentActivityInfo();
+      // Cancel has no budget of its own: only a deadline the workflow gave it ends its attempts.
+      const deadlineMs = name === 'cancel' && deadlineEpochMs === undefined ? null : stepDeadlineMs(info, deadlineEpochMs);
+      if (retryable && deadlineMs !== null && budgetSpent(info, deadlineMs, Date.now())) {
         throw ApplicationFailure.create({
           type: stepBudgetSpent.type,
           message: `${name} spent its budget; last fault: ${(error as Error).message}`,
@@ -89,21 +106,25 @@ export function createLedgerActivities(pool: LedgerPool, hooks: LedgerActivityHo
       }
       throw failure;
     }
-    await hooks.afterCommit?.(name, tenant, key);
     return result;
   }
 
   return {
-    async tryCharge(intent: ChargeIntent, holdTtlMs: number): Promise<LedgerCharge> {
-      return step('try', intent.tenant, intent.idempotencyKey, () => tryHold(pool, intent, holdTtlMs));
+    async tryCharge(intent: ChargeIntent, holdTtlMs: number, deadlineEpochMs?: number): Promise<LedgerCharge> {
+      return step('try', intent.tenant, intent.idempotencyKey, () => tryHold(pool, intent, holdTtlMs), deadlineEpochMs);
     },
 
-    async confirmCharge(tenant: string, idempotencyKey: string, captureMinor: number | null): Promise<LedgerCharge> {
-      return step('confirm', tenant, idempotencyKey, () => confirmHold(pool, tenant, idempotencyKey, captureMinor));
+    async confirmCharge(
+      tenant: string,
+      idempotencyKey: string,
+      captureMinor: number | null,
+      deadlineEpochMs?: number,
+    ): Promise<LedgerCharge> {
+      return step('confirm', tenant, idempotencyKey, () => confirmHold(pool, tenant, idempotencyKey, captureMinor), deadlineEpochMs);
     },
 
-    async cancelCharge(intent: ChargeIntent, reason: string): Promise<LedgerCharge> {
-      return step('cancel', intent.tenant, intent.idempotencyKey, () => cancelHold(pool, intent, reason));
+    async cancelCharge(intent: ChargeIntent, reason: string, deadlineEpochMs?: number): Promise<LedgerCharge> {
+      return step('cancel', intent.tenant, intent.idempotencyKey, () => cancelHold(pool, intent, reason), deadlineEpochMs);
     },
 
     async readCharge(tenant: string, idempotencyKey: string): Promise<LedgerCharge | null> {

@@ -49,8 +49,14 @@ export interface RecordingContext {
   temporal: Client;
   ledger: LedgerPool;
   policy: ChargePolicy;
-  /** A client on the recorder's task queue, with the recorder's policy overridden by `policy`. */
-  client(policy?: Partial<ChargePolicy>): ChargeService;
+  /** A client on the recorder's task queue (or `taskQueue`), with the recorder's policy overridden by `policy`. */
+  client(policy?: Partial<ChargePolicy>, taskQueue?: string): ChargeService;
+  /**
+   * A first workflow task that waited in its queue: `start` starts workflows on a task queue no
+   * worker polls yet; past the workflow task heartbeat deadline (80% of the 10 s workflow task
+   * timeout) a worker starts serving it, until `finish` resolves. As after a fleet restart under load.
+   */
+  withLateWorker<T>(start: (taskQueue: string) => Promise<T>, finish: (started: T) => Promise<WorkflowRef>): Promise<WorkflowRef>;
   body(amountMinor: number, capture?: 'automatic' | 'manual'): Record<string, unknown>;
   /** Runs `hook` before every attempt of this step for this key (throw to make the step fail). */
   onStep(step: LedgerStep, key: string, hook: () => void | Promise<void>): void;
@@ -160,7 +166,7 @@ async function expiredHold(ctx: RecordingContext, tenant: string, key: string, a
 }
 
 /** A sweep of one tenant that judges every stranded hold at once. */
-async function sweep(ctx: RecordingContext, tenant: string, key: string, releaseBatchSize: number) {
+async function sweep(ctx: RecordingContext, tenant: string, key: string, releaseBatchSize: number, taskQueue = ctx.taskQueue) {
   const input: HoldSweepInput = {
     releaseBatchSize,
     expiredGraceMs: 0,
@@ -171,7 +177,7 @@ async function sweep(ctx: RecordingContext, tenant: string, key: string, release
   };
   const workflowId = `sweep/${ctx.tenant}/${key}`;
   const result = await ctx.temporal.workflow.execute<(input: HoldSweepInput) => Promise<HoldSweepResult>>(holdSweeperWorkflowType, {
-    taskQueue: ctx.taskQueue,
+    taskQueue,
     workflowId,
     args: [input],
   });
@@ -184,7 +190,7 @@ function expectSweep(result: HoldSweepResult, expected: HoldSweepResult): void {
   }
 }
 
-async function releaseHoldOf(ctx: RecordingContext, key: string) {
+async function releaseHoldOf(ctx: RecordingContext, key: string, taskQueue = ctx.taskQueue) {
   const input: ReleaseHoldInput = {
     tenant: ctx.tenant,
     idempotencyKey: key,
@@ -193,7 +199,7 @@ async function releaseHoldOf(ctx: RecordingContext, key: string) {
   };
   const workflowId = releaseHoldWorkflowId(ctx.tenant, key);
   const charge = await ctx.temporal.workflow.execute<(input: ReleaseHoldInput) => Promise<Charge | null>>(releaseHoldWorkflowType, {
-    taskQueue: ctx.taskQueue,
+    taskQueue,
     workflowId,
     args: [input],
   });
@@ -234,20 +240,29 @@ function injectedRefusal(what: string): ApplicationFailure {
   return ApplicationFailure.nonRetryable(`injected by the history recorder: ${what}`, 'InjectedFault');
 }
 
-async function startAgent(ctx: RecordingContext, key: string) {
+async function startAgent(ctx: RecordingContext, key: string, taskQueue = ctx.taskQueue) {
+  const handle = await startAgentOn(ctx, key, taskQueue);
+  return { handle, result: await agentResult(handle) };
+}
+
+async function startAgentOn(ctx: RecordingContext, key: string, taskQueue: string) {
   const input: OrderAgentInput = {
     intents: [ctx.client().buildIntent(ctx.tenant, key, ctx.body(1_200))],
     policy: ctx.policy,
-    chargeTaskQueue: ctx.taskQueue,
+    chargeTaskQueue: taskQueue,
   };
-  const handle = await ctx.temporal.workflow.start<(input: OrderAgentInput) => Promise<OrderAgentResult>>(
-    'OrderAgentWorkflow',
-    { taskQueue: ctx.taskQueue, workflowId: `agent/${ctx.tenant}/${key}`, args: [input] },
-  );
+  return ctx.temporal.workflow.start<(input: OrderAgentInput) => Promise<OrderAgentResult>>('OrderAgentWorkflow', {
+    taskQueue,
+    workflowId: `agent/${ctx.tenant}/${key}`,
+    args: [input],
+  });
+}
+
+async function agentResult(handle: Awaited<ReturnType<typeof startAgentOn>>): Promise<OrderAgentResult> {
   const result = await handle.result();
   if (result.charges.length !== 1) throw new Error(`the agent reported ${result.charges.length} charges, not 1`);
   expectCharge(result.charges[0]!, { status: 'succeeded' });
-  return { handle, result };
+  return result;
 }
 
 export const historyPaths: HistoryPath[] = [
@@ -429,12 +444,9 @@ export const historyPaths: HistoryPath[] = [
     },
   },
   {
-    name: 'charge-try-budget-timer-fired',
-    about: "Try commits but every answer is lost (a retryable fault after the commit) past its budget: the workflow's durable budget timer gives it up, Cancel releases the hold (try_budget_exhausted)",
+    name: 'charge-try-answers-lost-past-deadline',
+    about: "Try commits but every answer is lost (a retryable fault after the commit) past its budget: the step gives itself up at the deadline the workflow passed it, Cancel releases the hold (try_budget_exhausted); no timer enters the history",
     async record(ctx, key) {
-      // A fault after the commit is not one the step can give itself up on, and each attempt
-      // fails in milliseconds, so the activity's own schedule-to-close fires between attempts,
-      // where the worker drops it: only the workflow's timer ends the step.
       let lost = 0;
       ctx.onCommit('try', key, () => {
         lost++;
@@ -445,8 +457,8 @@ export const historyPaths: HistoryPath[] = [
       if (lost < 2) throw new Error(`expected Try to be retried while its budget lasted, it ran ${lost} time(s)`);
       await expectRow(ctx, key, { holdState: 'CANCELLED', failureReason: cancelReasons.tryBudgetExhausted });
       const history = await ctx.temporal.workflow.getHandle(chargeWorkflowId(ctx.tenant, key)).fetchHistory();
-      if (!history.events?.some((event) => event.timerFiredEventAttributes)) {
-        throw new Error('expected the budget timer to fire, the history has no fired timer: the step ended another way');
+      if (history.events?.some((event) => event.timerStartedEventAttributes)) {
+        throw new Error('expected no timer in the history: the budget is a deadline the step enforces');
       }
       return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'cancelCharge']);
     },
@@ -635,7 +647,8 @@ export const historyPaths: HistoryPath[] = [
         failureCode: null,
         createdAt: new Date().toISOString(),
       };
-      const workflowId = refundWorkflowId(ctx.tenant, key, 'refund-1');
+      // The id of the refund the input names (a refund checks it): the NUL reaches the ledger.
+      const workflowId = refundWorkflowId(ctx.tenant, key, intent.refundKey);
       const handle = await ctx.temporal.workflow.start<(input: RefundWorkflowInput) => Promise<Refund>>(refundWorkflowType, {
         taskQueue: ctx.taskQueue,
         workflowId,
@@ -676,6 +689,131 @@ export const historyPaths: HistoryPath[] = [
       const again = await reset.result();
       if (JSON.stringify(again.charges) !== JSON.stringify(result.charges)) throw new Error('the reset agent reported other charges');
       return { workflowId: handle.workflowId, runId };
+    },
+  },
+  {
+    name: 'charge-first-task-delayed-queried',
+    about: 'automatic capture whose first workflow task waited in the queue past the task heartbeat deadline, with a status query waiting on it (the timing the chaos run recorded)',
+    async record(ctx, key) {
+      return ctx.withLateWorker(
+        async (taskQueue) => {
+          const { handle } = await ctx.client({}, taskQueue).startCharge(ctx.tenant, key, ctx.body(1_050));
+          // Answered only once the worker takes the task: the query rides on that first task.
+          const queried = handle.query<Charge>('status').then(
+            (charge) => charge,
+            () => null,
+          );
+          return { handle, queried };
+        },
+        async ({ handle, queried }) => {
+          expectCharge(await handle.result(), { status: 'succeeded' });
+          await queried;
+          return chargeRef(ctx, key);
+        },
+      );
+    },
+  },
+  {
+    name: 'charge-manual-first-task-delayed',
+    about: 'manual capture whose first workflow task waited in the queue past the task heartbeat deadline, then captured: ChargeStatus reserved while it waited',
+    async record(ctx, key) {
+      return ctx.withLateWorker(
+        (taskQueue) => ctx.client({}, taskQueue).startCharge(ctx.tenant, key, ctx.body(2_050, 'manual')),
+        async () => {
+          const client = ctx.client();
+          expectCharge(await client.captureCharge(ctx.tenant, key), { status: 'succeeded', amountCapturedMinor: 2_050 });
+          return chargeRef(ctx, key);
+        },
+      );
+    },
+  },
+  {
+    name: 'charge-compensation-retrying-indexed',
+    about: 'a cancelled manual hold whose Cancel keeps failing past the alert time: ChargeStatus says cancelling, Cancel goes on until it succeeds',
+    async record(ctx, key) {
+      let failures = 0;
+      const failingUntilMs = { value: Number.POSITIVE_INFINITY };
+      ctx.onStep('cancel', key, () => {
+        if (Date.now() >= failingUntilMs.value) return;
+        failures++;
+        throw sqlError('57P03', 'the database system is starting up');
+      });
+      const client = ctx.client({ compensationAlertAfterMs: 1_000 });
+      expectCharge((await client.charge(ctx.tenant, key, ctx.body(2_100, 'manual'))).charge, { status: 'reserved' });
+      failingUntilMs.value = Date.now() + 4_000;
+      expectCharge(await client.cancelCharge(ctx.tenant, key), { status: 'cancelled' });
+      if (failures < 2) throw new Error(`expected Cancel to fail and be retried, it failed ${failures} time(s)`);
+      const history = await ctx.temporal.workflow.getHandle(chargeWorkflowId(ctx.tenant, key)).fetchHistory();
+      const statuses = (history.events ?? []).flatMap((event) => {
+        const payload = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.['ChargeStatus'];
+        return payload ? [Buffer.from(payload.data ?? []).toString()] : [];
+      });
+      if (JSON.stringify(statuses) !== JSON.stringify(['"reserved"', '"cancelling"'])) {
+        throw new Error(`expected ChargeStatus reserved then cancelling, the history upserted ${JSON.stringify(statuses)}`);
+      }
+      return chargeRef(ctx, key);
+    },
+  },
+  {
+    name: 'refund-first-task-delayed',
+    about: 'a refund whose first workflow task waited in the queue past the task heartbeat deadline',
+    async record(ctx, key) {
+      expectCharge((await ctx.client().charge(ctx.tenant, key, ctx.body(1_000))).charge, { status: 'succeeded' });
+      return ctx.withLateWorker(
+        async (taskQueue) => {
+          const refunded = ctx.client({}, taskQueue).refund(ctx.tenant, key, 'refund-1', { amount: 300 });
+          return { refunded };
+        },
+        async ({ refunded }) => {
+          const { refund } = await refunded;
+          if (refund.status !== 'succeeded') throw new Error(`expected the refund to succeed, it is ${refund.status}`);
+          return { workflowId: refundWorkflowId(ctx.tenant, key, 'refund-1') };
+        },
+      );
+    },
+  },
+  {
+    name: 'release-hold-first-task-delayed',
+    about: 'a release of an orphaned hold whose first workflow task waited in the queue past the task heartbeat deadline',
+    async record(ctx, key) {
+      await orphanedHold(ctx, ctx.tenant, key, 1_350);
+      return ctx.withLateWorker(
+        async (taskQueue) => ({ released: releaseHoldOf(ctx, key, taskQueue) }),
+        async ({ released }) => {
+          const { charge, ref } = await released;
+          if (charge?.status !== 'cancelled') throw new Error(`expected the hold released, got ${JSON.stringify(charge)}`);
+          return ref;
+        },
+      );
+    },
+  },
+  {
+    name: 'hold-sweep-first-task-delayed',
+    about: 'a sweep whose first workflow task waited in the queue past the task heartbeat deadline',
+    async record(ctx, key) {
+      const tenant = await ctx.ownTenant(key);
+      await expiredHold(ctx, tenant, 'expired-1', 300);
+      return ctx.withLateWorker(
+        async (taskQueue) => ({ swept: sweep(ctx, tenant, key, 10, taskQueue) }),
+        async ({ swept }) => {
+          const { result, ref } = await swept;
+          if (result.expiredReleased !== 1) throw new Error(`expected one expired hold released, the sweep answered ${JSON.stringify(result)}`);
+          return ref;
+        },
+      );
+    },
+  },
+  {
+    name: 'agent-first-task-delayed',
+    about: "an agent workflow whose first workflow task (and its child charge's) waited in the queue past the task heartbeat deadline",
+    async record(ctx, key) {
+      return ctx.withLateWorker(
+        (taskQueue) => startAgentOn(ctx, key, taskQueue),
+        async (handle) => {
+          await agentResult(handle);
+          return { workflowId: handle.workflowId };
+        },
+      );
     },
   },
 ];

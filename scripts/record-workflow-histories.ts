@@ -25,6 +25,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
@@ -36,9 +37,7 @@ import { createLedgerPool } from '../src/ledger/pool.js';
 import { startLocalStack } from '../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-worker.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
-import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
-import { chargeSearchAttributesPatch } from '../workflows/search-attributes.js';
-import { verifiedStartPatch } from '../workflows/verify-start.js';
+import { chargeGeneration6Patch } from '../workflows/charge-generations.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
 import {
   EventType,
@@ -66,8 +65,11 @@ import {
  * the current branch unguarded. Add a patch here when every new execution calls patched() for it.
  */
 const requiredPatches: Record<string, string[]> = {
-  ChargeWorkflow: [verifiedStartPatch, localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch],
+  ChargeWorkflow: [chargeGeneration6Patch],
 };
+
+/** How long a late worker's first task waits in its queue: past 80% of the default 10 s workflow task timeout. */
+const lateWorkerDelayMs = 9_000;
 
 /** Long enough for the slowest path (a budget timer sent with a workflow task heartbeat, ~8 s, then its 3 s). */
 const pathDeadlineMs = 120_000;
@@ -235,7 +237,7 @@ async function recordInto(dataDir: string): Promise<number> {
     nativeConnection = await NativeConnection.connect({ address: stack.temporalAddress });
     connection = await Connection.connect({ address: stack.temporalAddress });
     const temporal = new Client({ connection, namespace: 'default' });
-    await migrateLedger(stack.databaseUrl);
+    await migrateLedger(stack.migrationDatabaseUrl);
     // The bundle the worker runs is the one the recordings are checked against below.
     await writeFile(bundlePath, (await bundleChargeWorkflows()).code);
     const suffix = randomBytes(4).toString('hex');
@@ -243,25 +245,27 @@ async function recordInto(dataDir: string): Promise<number> {
     const taskQueue = `record-histories-${suffix}`;
     const stepHooks = new Map<string, () => void | Promise<void>>();
     const commitHooks = new Map<string, () => void | Promise<void>>();
-    const worker = await createChargeWorker({
-      connection: nativeConnection,
-      namespace: 'default',
-      ledger: pool,
-      taskQueue,
-      workflowBundle: { codePath: bundlePath },
-      // The hold sweeper's activities ask this client whether charge workflows run. No schedule:
-      // the sweeps recorded are started by their paths, scoped to tenants of their own.
-      temporal,
-      holdSweeper: false,
-      hooks: {
-        async beforeStep(step, stepTenant, key) {
-          if (stepTenant === tenant) await stepHooks.get(`${step}:${key}`)?.();
+    const workerOn = (queue: string) =>
+      createChargeWorker({
+        connection: nativeConnection!,
+        namespace: 'default',
+        ledger: pool,
+        taskQueue: queue,
+        workflowBundle: { codePath: bundlePath },
+        // The hold sweeper's activities ask this client whether charge workflows run. No schedule:
+        // the sweeps recorded are started by their paths, scoped to tenants of their own.
+        temporal,
+        holdSweeper: false,
+        hooks: {
+          async beforeStep(step, stepTenant, key) {
+            if (stepTenant === tenant) await stepHooks.get(`${step}:${key}`)?.();
+          },
+          async afterCommit(step, stepTenant, key) {
+            if (stepTenant === tenant) await commitHooks.get(`${step}:${key}`)?.();
+          },
         },
-        async afterCommit(step, stepTenant, key) {
-          if (stepTenant === tenant) await commitHooks.get(`${step}:${key}`)?.();
-        },
-      },
-    });
+      });
+    const worker = await workerOn(taskQueue);
     const policy: ChargePolicy = { activityStartToCloseMs: 5_000, tryBudgetMs: 30_000, confirmBudgetMs: 30_000, holdTtlMs: 60_000 };
     const ctx: RecordingContext = {
       tenant,
@@ -269,15 +273,23 @@ async function recordInto(dataDir: string): Promise<number> {
       temporal,
       ledger: pool,
       policy,
-      client: (overrides = {}) =>
+      client: (overrides = {}, queue = taskQueue) =>
         new ChargeService({
           temporal,
           ledger: pool,
           policy: { ...policy, ...overrides },
           amountMinorMax: 1e12,
           waitBudgetMs: 60_000,
-          taskQueue,
+          taskQueue: queue,
         }),
+      async withLateWorker(start, finish) {
+        const lateQueue = `${taskQueue}-late-${randomBytes(3).toString('hex')}`;
+        const started = await start(lateQueue);
+        // The scenario itself, not a synchronisation: the task must wait past the heartbeat deadline.
+        await delay(lateWorkerDelayMs);
+        const late = await workerOn(lateQueue);
+        return late.runUntil(finish(started));
+      },
       body: (amountMinor, capture = 'automatic') => ({
         order_id: `order-${amountMinor}`,
         payer_account_id: 'payer',

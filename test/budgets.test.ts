@@ -1,3 +1,4 @@
+import { refundWorkflowId } from '../src/domain/refund.js';
 import { describe, expect, it } from 'vitest';
 import type { LedgerActivityHooks, LedgerStep } from '../activities/index.js';
 import { chargeWorkflowId, type Charge, type ChargeIntent } from '../src/domain/charge.js';
@@ -179,7 +180,8 @@ describe('a refund whose values the ledger rejects', () => {
     const started = Date.now();
     const handle = await h.temporal.workflow.start('RefundWorkflow', {
       taskQueue: 'charges',
-      workflowId: `refund-nul-${newKey('wf')}`,
+      // The id of the refund the input names: a refund refuses an input naming another one.
+      workflowId: refundWorkflowId(tenant, chargeKey, intent.refundKey),
       args: [{ intent, pending, policy: { activityStartToCloseMs: testPolicy.activityStartToCloseMs } }],
     });
     const failure = await handle.result().then(

@@ -5,6 +5,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { resolveTemporalCliPath } from '../src/stack/temporal-cli.js';
+import { searchAttributeKindOf } from '../src/stack/temporal-dev-server.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { SearchAttributesMissingError, assertChargeSearchAttributes } from '../src/worker/search-attributes-check.js';
 import { chargeSearchAttributeKeys, startSearchAttributes } from '../workflows/search-attributes.js';
@@ -61,32 +62,42 @@ describe('charge search attributes', () => {
     for (const key of [keys.reservedA, keys.reservedB]) await h.client.cancelCharge(tenant.value, key).catch(() => undefined);
   });
 
-  it('a query on ChargeStatus and ChargeTenant finds exactly the charges in that status', async () => {
+  it('ChargeStatus names exactly the charges a person may have to act on: the holds waiting for their capture', async () => {
     const t = tenant.value;
-    const byStatus = {
-      reserved: [id(keys.reservedA), id(keys.reservedB)],
-      succeeded: [id(keys.succeeded)],
-      declined: [id(keys.declined)],
-      cancelled: [id(keys.cancelled)],
-    };
-    for (const [status, ids] of Object.entries(byStatus)) {
-      const query = `ChargeStatus='${status}' AND ChargeTenant='${t}'`;
-      expect(await listedIds(query, ids), query).toEqual([...ids].sort());
+    const waiting = [id(keys.reservedA), id(keys.reservedB)];
+    const query = `ChargeStatus='reserved' AND ExecutionStatus='Running' AND ChargeTenant='${t}'`;
+    expect(await listedIds(query, waiting), query).toEqual([...waiting].sort());
+    // Decided charges are read from the ledger: automatic ones never wrote a status at all.
+    for (const key of [keys.succeeded, keys.declined]) {
+      const description = await h.temporal.workflow.getHandle(id(key)).describe();
+      expect(description.typedSearchAttributes.get(chargeSearchAttributeKeys.status), key).toBeUndefined();
     }
-    expect(await listedIds(`ChargeTenant='${t}'`, Object.values(byStatus).flat())).toHaveLength(5);
-    // Order id and payer find a charge too, and the description carries all four.
-    expect(await listedIds(`ChargeOrderId='${orderOfReservedA}'`, [id(keys.reservedA)])).toEqual([id(keys.reservedA)]);
-    const description = await h.temporal.workflow.getHandle(id(keys.reservedA)).describe();
-    expect(description.typedSearchAttributes.get(chargeSearchAttributeKeys.tenant)).toBe(t);
-    expect(description.typedSearchAttributes.get(chargeSearchAttributeKeys.orderId)).toBe(orderOfReservedA);
-    expect(description.typedSearchAttributes.get(chargeSearchAttributeKeys.payerAccountId)).toBe('payer');
-    expect(description.typedSearchAttributes.get(chargeSearchAttributeKeys.status)).toBe('reserved');
+    expect(await listedIds(`ChargeStatus='succeeded' AND ChargeTenant='${t}'`, [])).toEqual([]);
   });
 
-  it('the temporal CLI finds the reserved charges with the documented query', async () => {
+  it('the identifying attributes are set at start and find every charge; the outcome is ExecutionStatus and the ledger', async () => {
+    const t = tenant.value;
+    expect(await listedIds(`ChargeTenant='${t}'`, Object.values(keys).map(id))).toHaveLength(5);
+    expect(await listedIds(`ChargeOrderId='${orderOfReservedA}'`, [id(keys.reservedA)])).toEqual([id(keys.reservedA)]);
+    const manualClosed = [id(keys.cancelled)];
+    expect(await listedIds(`ChargeCaptureMode='manual' AND ExecutionStatus='Completed' AND ChargeTenant='${t}'`, manualClosed)).toEqual(manualClosed);
+    const description = await h.temporal.workflow.getHandle(id(keys.reservedA)).describe();
+    const sa = (key: keyof typeof chargeSearchAttributeKeys) => description.typedSearchAttributes.get(chargeSearchAttributeKeys[key]);
+    expect({ tenant: sa('tenant'), order: sa('orderId'), payer: sa('payerAccountId'), amount: sa('amountMinor'), currency: sa('currency'), capture: sa('captureMode'), status: sa('status') }).toEqual({
+      tenant: t,
+      order: orderOfReservedA,
+      payer: 'payer',
+      amount: 1_000,
+      currency: 'USD',
+      capture: 'manual',
+      status: 'reserved',
+    });
+  });
+
+  it('the temporal CLI finds the holds waiting for capture with the documented query', async () => {
     const t = tenant.value;
     const reserved = [id(keys.reservedA), id(keys.reservedB)];
-    const query = `ChargeStatus='reserved' AND ChargeTenant='${t}'`;
+    const query = `ChargeStatus='reserved' AND ExecutionStatus='Running' AND ChargeTenant='${t}'`;
     await listedIds(query, reserved); // visible to the API first, so the CLI's one run sees them too
     const out = await temporalCli('workflow', 'list', '--namespace', 'default', '--query', query);
     for (const workflowId of reserved) expect(out).toContain(workflowId);
@@ -125,7 +136,7 @@ describe('worker start against a namespace without the search attributes', () =>
     expect(message).toContain(`namespace ${namespace}`);
     for (const key of Object.values(chargeSearchAttributeKeys)) {
       expect(message).toContain(`${key.name} (missing)`);
-      expect(message).toContain(`temporal operator search-attribute create --namespace ${namespace} --name ${key.name} --type Keyword`);
+      expect(message).toContain(`temporal operator search-attribute create --namespace ${namespace} --name ${key.name} --type ${searchAttributeKindOf[key.type]}`);
     }
   });
 
@@ -143,7 +154,7 @@ describe('worker start against a namespace without the search attributes', () =>
     // The client's error says only "Failed to start Workflow"; its cause names the attribute.
     expect(refused).toBeInstanceOf(Error);
     const cause = (refused as Error).cause as Error | undefined;
-    expect(cause?.message).toMatch(/search attribute (ChargeTenant|ChargeOrderId|ChargePayerAccountId|ChargeStatus)/i);
+    expect(cause?.message).toMatch(/search attribute (ChargeTenant|ChargeOrderId|ChargePayerAccountId|ChargeAmountMinor|ChargeCurrency|ChargeCaptureMode)/i);
   });
 
   it('a wrong type is named as such, and once the printed commands ran the check passes', async () => {
@@ -160,7 +171,7 @@ describe('worker start against a namespace without the search attributes', () =>
 
     await temporalCli('operator', 'search-attribute', 'remove', '--namespace', namespace, '--name', 'ChargeStatus', '--yes');
     for (const key of Object.values(chargeSearchAttributeKeys)) {
-      await temporalCli('operator', 'search-attribute', 'create', '--namespace', namespace, '--name', key.name, '--type', 'Keyword');
+      await temporalCli('operator', 'search-attribute', 'create', '--namespace', namespace, '--name', key.name, '--type', searchAttributeKindOf[key.type]);
     }
     await waitFor(async () => assertChargeSearchAttributes(connection!, namespace).then(() => true, () => false), {
       what: 'the check to pass once registered',

@@ -1,4 +1,4 @@
-import { readdir } from 'node:fs/promises';
+import { readFile, readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
@@ -24,6 +24,7 @@ import {
 } from '../scripts/workflow-histories.js';
 import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
 import { chargeSearchAttributesPatch } from '../workflows/search-attributes.js';
+import { chargeGeneration6Patch } from '../workflows/charge-generations.js';
 
 // Histories recorded from real runs (npm run record-histories), in generations: one per version of
 // the workflow code, oldest first. Every workflow code change must still replay all of them:
@@ -152,7 +153,7 @@ describe('recorded workflow histories replay on the current code', () => {
       ledgerStepActivities.has(e.activityTaskScheduledEventAttributes?.activityType?.name ?? ''),
     );
     const localActivities = events.filter((e) => e.markerRecordedEventAttributes?.markerName === localActivityMarkerName);
-    if (patches.includes(localLedgerStepsPatch)) {
+    if (patches.includes(localLedgerStepsPatch) || patches.includes(chargeGeneration6Patch)) {
       expect(ledgerActivities).toEqual([]);
       expect(localActivities.length).toBeGreaterThan(0);
     } else {
@@ -161,13 +162,34 @@ describe('recorded workflow histories replay on the current code', () => {
     }
   });
 
-  it('the pre-patch generation carries no patch marker and the newest carries the local-activity one', () => {
+  it('the pre-patch generation carries no patch marker and the newest carries only the generation-6 one', () => {
     const prePatch = loaded.filter((h) => h.generation.name === 'v1-remote-activities');
     expect(prePatch.length).toBeGreaterThan(0);
     for (const { history } of prePatch) expect(patchMarkers(history)).toEqual([]);
     const newestCharges = loaded.filter((h) => h.generation === newest && h.entry.workflowType === 'ChargeWorkflow');
     expect(newestCharges.length).toBeGreaterThan(0);
-    for (const { history } of newestCharges) expect(patchMarkers(history)).toContain(localLedgerStepsPatch);
+    for (const { history } of newestCharges) expect(patchMarkers(history)).toEqual([chargeGeneration6Patch]);
+  });
+
+  it('no charge of the newest generation starts a timer around a ledger step: budgets are deadlines the step enforces', () => {
+    const newestCharges = loaded.filter((h) => h.generation === newest && h.entry.workflowType === 'ChargeWorkflow');
+    // The only timer a generation-6 charge may start is a manual hold's wait for its capture.
+    const manual = (entry: HistoryEntry): boolean => /manual|compensation-retrying/.test(entry.path);
+    for (const { entry, history } of newestCharges) {
+      const timers = (history.events ?? []).filter((e) => e.timerStartedEventAttributes);
+      expect(timers.length, entry.file).toBe(manual(entry) ? 1 : 0);
+    }
+  });
+
+  it("the first task delayed with a query on it splits a charge's steps over two tasks, as under chaos, and replays", async () => {
+    const delayed = loaded.find((h) => h.generation === newest && h.entry.path === 'charge-first-task-delayed-queried');
+    expect(delayed).toBeDefined();
+    const events = delayed!.history.events ?? [];
+    const tasksCompleted = events.filter((e) => e.workflowTaskCompletedEventAttributes).length;
+    const markers = events.filter((e) => e.markerRecordedEventAttributes?.markerName === localActivityMarkerName).length;
+    expect({ tasksCompleted, markers }).toEqual({ tasksCompleted: 2, markers: 2 });
+    const errors = await replayErrors([{ label: 'delayed', workflowId: delayed!.entry.workflowId, history: delayed!.history }]);
+    expect([...errors.values()]).toEqual([]);
   });
 
   it('every generation replays without nondeterminism', async () => {
@@ -197,11 +219,52 @@ describe('recorded workflow histories replay on the current code', () => {
       })),
     );
     // Every patch of the current code, and the local-activity one in every generation since v2.
-    for (const patch of [localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch]) {
+    for (const patch of [localLedgerStepsPatch, stepBudgetTimerPatch, chargeSearchAttributesPatch, chargeGeneration6Patch]) {
       expect(renamed.filter((r) => r.label.endsWith(`(${patch})`)).length, patch).toBeGreaterThan(0);
     }
     const errors = await replayErrors(renamed);
     const caught = (label: string): boolean => errors.get(label)?.name === 'DeterminismViolationError';
     expect(renamed.map((r) => r.label).filter((label) => !caught(label))).toEqual([]);
+  });
+});
+
+/**
+ * A generation-5 charge recorded by the live workers of a chaos run: its first workflow task waited
+ * 8 s in the queue and was completed early (the Try's budget timer started, the Try's marker
+ * recorded, the Try's result not yet seen by the workflow); the next task cancelled the timer. On
+ * replay the SDK resolves a local activity whose marker sits in the same task at once, so the
+ * workflow cancels the timer before its start command exists, and the replay diverges at the
+ * TimerStarted event. Generation 5's code cannot replay it, nor can any code that also replays the
+ * generation-5 histories recorded without that timing: both present the workflow with the same
+ * inputs, and only the history differs. Generation 6 starts no timer around a step, so its histories
+ * of this timing replay (above). Executions of generation 5 stuck on it are reset to their first
+ * workflow task (docs/deploying-workflow-changes.md): the ledger answers the new run's steps with
+ * the original decisions. Should an SDK upgrade replay this history, this test fails: move it to the
+ * replayed set.
+ */
+describe('the generation-5 history recorded under chaos', () => {
+  it('fails replay exactly where the budget timer split over two tasks, as the SDK replays local activities', async () => {
+    const json = JSON.parse(await readFile(join(historiesDir, '..', 'histories-evidence', 'chaos-budget-timer-split-task.history.json'), 'utf8')) as {
+      events: Array<{ eventId: string; eventType: string }>;
+    };
+    const shape = json.events.map((e) => e.eventType.replace('EVENT_TYPE_', ''));
+    expect(shape.slice(12, 18)).toEqual([
+      'TIMER_STARTED',
+      'MARKER_RECORDED',
+      'WORKFLOW_TASK_SCHEDULED',
+      'WORKFLOW_TASK_STARTED',
+      'WORKFLOW_TASK_COMPLETED',
+      'TIMER_CANCELED',
+    ]);
+    const error = await Worker.runReplayHistory(
+      { workflowBundle: { codePath: inject('stack').workflowBundlePath } },
+      json,
+      'charge/chaos-mwv8zgq1/chaos-63fada19f889bbfb',
+    ).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.name).toBe('DeterminismViolationError');
+    expect(error?.message).toContain('does not handle HistoryEvent(id: 13, TimerStarted)');
   });
 });

@@ -3,7 +3,6 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
-  patched,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -18,9 +17,9 @@ import {
 } from './definitions.js';
 import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
+import { chargeShapeOf } from './charge-generations.js';
 import { exhaustedBudget, ledgerSteps } from './ledger-steps.js';
-import { chargeSearchAttributePairs, chargeSearchAttributesPatch } from './search-attributes.js';
-import { assertGenuineStart, verifiedStartPatch } from './verify-start.js';
+import { actionNeededSearchAttributes, chargeSearchAttributePairs, type IndexedChargeStatus } from './search-attributes.js';
 
 /**
  * One charge, one execution per idempotency key: Try reserves the money, Confirm captures it,
@@ -29,29 +28,36 @@ import { assertGenuineStart, verifiedStartPatch } from './verify-start.js';
  * recorded it, identical for every caller of the key.
  */
 export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge> {
-  // First, before the input is even read: a start the service did not make (by hand, through
-  // Temporal, past the API) fails here with ForgedStart, final, before any ledger step can run.
-  if (patched(verifiedStartPatch)) assertGenuineStart(workflowInfo().workflowId, input);
+  // First, before the input is even read: which generation this execution is, and a start the
+  // service did not make (by hand, through Temporal, past the API) fails here, final, before any
+  // ledger step can run.
+  const shape = chargeShapeOf(workflowInfo().workflowId, input);
   const { intent, policy } = input;
-  const ledger = ledgerSteps(policy);
-  // After ledgerSteps' patches, where every execution reaches it: new executions keep their
-  // search attributes current, older ones replay without the upserts.
-  const indexesStatus = patched(chargeSearchAttributesPatch);
   const { tenant, idempotencyKey } = intent;
 
   let charge = pendingCharge(intent, workflowInfo().startTime);
-  /** The status the search attributes last said: pending, as the service starts every charge. */
-  let indexedStatus = charge.status;
+  /** The status the search attributes last said (generations 4 and 5: pending, as the service started them). */
+  let indexedStatus: IndexedChargeStatus = charge.status;
   /**
-   * ChargeStatus follows the charge (with the other three, for executions started without them,
-   * such as the agent's child charges). Refunds happen after the charge closed, so a refunded
-   * charge still says succeeded here: the ledger is the source of truth for those.
+   * Generations 4 and 5: ChargeStatus follows every change of the charge. Refunds happen after the
+   * charge closed, so a refunded charge still says succeeded there: the ledger is the source of
+   * truth for those.
    */
   function index(): void {
-    if (!indexesStatus || charge.status === indexedStatus) return;
+    if (shape.statusIndexing !== 'every-change' || charge.status === indexedStatus) return;
     upsertSearchAttributes(chargeSearchAttributePairs(charge, charge.status));
     indexedStatus = charge.status;
   }
+  /**
+   * Generation 6: ChargeStatus is written only where a person may have to act, and stays as
+   * written once the execution closes (searches pair it with ExecutionStatus = 'Running').
+   */
+  function indexActionNeeded(status: IndexedChargeStatus): void {
+    if (shape.statusIndexing !== 'when-action-needed' || status === indexedStatus) return;
+    upsertSearchAttributes(actionNeededSearchAttributes(charge, status));
+    indexedStatus = status;
+  }
+  const ledger = ledgerSteps(policy, shape, { compensationRetrying: () => indexActionNeeded('cancelling') });
   let cancelRequested = false;
   /** undefined until a capture is asked for; null captures the whole hold. */
   let captureMinor: number | null | undefined;
@@ -169,6 +175,7 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
 
   if (charge.status === 'reserved') {
     if (intent.request.captureMode === 'manual') {
+      indexActionNeeded('reserved'); // a hold waiting for its capture
       const asked = await condition(() => cancelRequested || captureMinor !== undefined, policy.holdTtlMs).catch(
         (error: unknown) => {
           if (!isCancellation(error)) throw error;

@@ -16,6 +16,12 @@ export interface ChargePolicy {
   confirmBudgetMs: number;
   /** Manual capture: how long the hold waits for a capture before it is voided. */
   holdTtlMs: number;
+  /**
+   * How long a compensation may keep failing before the charge is indexed as needing a person
+   * (ChargeStatus `cancelling`, generation 6); Cancel is retried until it succeeds either way.
+   * Absent: 30 s (workflows/ledger-steps.ts).
+   */
+  compensationAlertAfterMs?: number;
 }
 
 export interface ChargeWorkflowInput {

@@ -3,7 +3,6 @@ import {
   ApplicationFailure,
   CancellationScope,
   TimeoutFailure,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   sleep,
@@ -11,6 +10,7 @@ import {
 import { TimeoutType } from '@temporalio/common';
 import type { LedgerActivities } from '../activities/index.js';
 import type { ChargePolicy } from './definitions.js';
+import type { ChargeShape } from './charge-generations.js';
 import {
   incurableLedgerFaults,
   stepBudgetSpent,
@@ -56,6 +56,10 @@ export const localLedgerStepsPatch = 'ledger-steps-as-local-activities';
  * code as the ApplicationFailure the activity threw, not wrapped in an ActivityFailure as a
  * remote activity's are, so until now a ledger refusal from a local step (Cancel finding the
  * charge captured, Try finding the key used by another request) was taken for a system fault.
+ *
+ * Generation 6 (charge-generations.ts) retired the timer: its start command reached the history
+ * only when the task was completed while the step was unresolved in the workflow, which replay
+ * cannot know. The step's deadline is now an argument the activity enforces itself.
  */
 export const stepBudgetTimerPatch = 'ledger-step-budgets-and-local-failures';
 
@@ -115,17 +119,25 @@ function isScheduleToCloseTimeout(error: unknown): boolean {
   );
 }
 
+/** ChargePolicy.compensationAlertAfterMs when the policy does not say. */
+export const defaultCompensationAlertAfterMs = 30_000;
+
+/** What the steps tell the workflow on the way, for its search attributes. */
+export interface LedgerStepEvents {
+  /** A compensation kept failing past its alert time (ChargePolicy.compensationAlertAfterMs); it goes on being retried. */
+  compensationRetrying(): void;
+}
+
 /**
  * The ledger steps with the retry budget each deserves. Try and Confirm give up after their budget
  * and the workflow compensates. Cancel is the compensation: it has no budget and is retried until
  * it succeeds, because a hold that is never released is money wrongly withheld.
  *
- * Both patch checks run here, once, at the start of the workflow, so replay meets them at the
- * same point of every history.
+ * The shape (which patches the execution's history carries) was decided once at the workflow's
+ * start (charge-generations.ts), so replay meets the patch checks at the same point of every history.
  */
-export function ledgerSteps(policy: ChargePolicy) {
-  const proxy = patched(localLedgerStepsPatch) ? proxyLocalActivities : proxyActivities;
-  const patchedSteps = patched(stepBudgetTimerPatch);
+export function ledgerSteps(policy: ChargePolicy, shape: ChargeShape, events: LedgerStepEvents) {
+  const proxy = shape.localSteps ? proxyLocalActivities : proxyActivities;
   const tryStep = proxy<LedgerActivities>({
     startToCloseTimeout: policy.activityStartToCloseMs,
     scheduleToCloseTimeout: policy.tryBudgetMs,
@@ -141,19 +153,48 @@ export function ledgerSteps(policy: ChargePolicy) {
     startToCloseTimeout: policy.activityStartToCloseMs,
     retry: retryBackoff,
   });
-  const tryCharge: LedgerActivities['tryCharge'] = patchedSteps
-    ? (...args) => withinBudget('try', policy.tryBudgetMs, () => tryStep.tryCharge(...args))
-    : tryStep.tryCharge;
-  const confirmCharge: LedgerActivities['confirmCharge'] = patchedSteps
-    ? (...args) => withinBudget('confirm', policy.confirmBudgetMs, () => confirmStep.confirmCharge(...args))
-    : confirmStep.confirmCharge;
+  let tryCharge: LedgerActivities['tryCharge'] = tryStep.tryCharge;
+  let confirmCharge: LedgerActivities['confirmCharge'] = confirmStep.confirmCharge;
+  let cancelCharge: LedgerActivities['cancelCharge'] = untilDone.cancelCharge;
+  if (shape.stepDeadlines) {
+    // Deadlines in workflow time (Date.now() here is the workflow task's, the same on replay): the
+    // step gives itself up at its deadline, so no timer ever enters the history.
+    tryCharge = (intent, holdTtlMs) =>
+      withinDeadline('try', policy.tryBudgetMs, () => tryStep.tryCharge(intent, holdTtlMs, Date.now() + policy.tryBudgetMs));
+    confirmCharge = (tenant, key, captureMinor) =>
+      withinDeadline('confirm', policy.confirmBudgetMs, () =>
+        confirmStep.confirmCharge(tenant, key, captureMinor, Date.now() + policy.confirmBudgetMs),
+      );
+    cancelCharge = async (intent, reason) => {
+      try {
+        return await untilDone.cancelCharge(intent, reason, Date.now() + (policy.compensationAlertAfterMs ?? defaultCompensationAlertAfterMs));
+      } catch (error) {
+        if (!isBudgetSpent(error)) throw error;
+        events.compensationRetrying();
+        return untilDone.cancelCharge(intent, reason);
+      }
+    };
+  } else if (shape.budgetTimer) {
+    tryCharge = (...args) => withinBudget('try', policy.tryBudgetMs, () => tryStep.tryCharge(...args));
+    confirmCharge = (...args) => withinBudget('confirm', policy.confirmBudgetMs, () => confirmStep.confirmCharge(...args));
+  }
   return {
     tryCharge,
     confirmCharge,
-    cancelCharge: untilDone.cancelCharge,
+    cancelCharge,
     readCharge: untilDone.readCharge,
-    ...stepFailureReader(patchedSteps),
+    ...stepFailureReader(shape.localFailuresUnwrapped),
   };
+}
+
+/** A step that enforces its own deadline: its giving up, or the SDK's timeout, is the budget spent. */
+async function withinDeadline<T>(budget: LedgerBudget, budgetMs: number, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (isScheduleToCloseTimeout(error) || isBudgetSpent(error)) throw new LedgerBudgetExhausted(budget, budgetMs);
+    throw error;
+  }
 }
 
 /** The budget that ran out, when a step failed for that reason. */

@@ -32,7 +32,7 @@ const isSafeInteger = (value: unknown): value is number => Number.isSafeInteger(
 const isStringRecord = (value: unknown): boolean => isRecord(value) && Object.values(value).every(isString);
 
 /** The shape the service always sends; anything else is a start it did not make. Null when fine. */
-function shapeProblem(input: unknown): string | null {
+export function shapeProblem(input: unknown): string | null {
   if (!isRecord(input)) return 'the input is not a charge workflow input';
   const { intent, policy } = input;
   if (!isRecord(intent)) return 'intent is missing';
@@ -54,6 +54,8 @@ function shapeProblem(input: unknown): string | null {
   for (const field of budgets) {
     if (!isSafeInteger(policy[field]) || (policy[field] as number) <= 0) return `policy.${field} is not a positive integer`;
   }
+  const alertMs = policy.compensationAlertAfterMs;
+  if (alertMs !== undefined && (!isSafeInteger(alertMs) || alertMs <= 0)) return 'policy.compensationAlertAfterMs is not a positive integer';
   return null;
 }
 

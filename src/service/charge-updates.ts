@@ -11,7 +11,7 @@ import {
   type ReleaseHoldInput,
 } from '../../workflows/definitions.js';
 import type { ReleaseHoldWorkflow } from '../../workflows/hold-sweeper.js';
-import { orphanedOrAsIs } from './charges.js';
+import { closedWithoutRow, orphanedOrAsIs } from './charges.js';
 import type { ServiceContext } from './context.js';
 import { NotFoundError, UnavailableError } from './errors.js';
 import { chargeHandle, type ChargeHandle } from './start-or-attach.js';
@@ -128,6 +128,6 @@ async function updateOrJudge(
   if (row?.holdState === 'TRIED') return orphaned(orphanedOrAsIs(row));
   if (row) return judge(row.charge);
   // Decided without a ledger row (values the ledger rejects): the workflow's result is the record.
-  if (closed) return judge(await handle.result());
+  if (closed) return judge(await closedWithoutRow(handle, (await handle.describe()).status.name, idempotencyKey));
   throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}`);
 }

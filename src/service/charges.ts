@@ -6,6 +6,7 @@ import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { chargeStatusQuery } from '../../workflows/definitions.js';
 import type { ServiceContext } from './context.js';
 import { NotFoundError } from './errors.js';
+import { applicationFailureIn } from './temporal-failures.js';
 import { chargeHandle, startOrAttachCharge, type ChargeHandle } from './start-or-attach.js';
 import { assertIdempotencyKey, assertTenant } from './validation.js';
 import { waitForOutcome, waitForReservation } from './waiting.js';
@@ -52,7 +53,7 @@ export async function getCharge(ctx: ServiceContext, tenant: string, idempotency
     // Read again: the workflow closed after the first read, so the row may have been decided since.
     const settled = await readCharge(ctx.ledger, tenant, idempotencyKey);
     if (settled) return orphanedOrAsIs(settled);
-    return await handle.result(); // closed without a ledger row: its result is all there is
+    return await closedWithoutRow(handle, description.status.name, idempotencyKey);
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) {
       if (row) return orphanedOrAsIs(row);
@@ -60,6 +61,19 @@ export async function getCharge(ctx: ServiceContext, tenant: string, idempotency
     }
     throw error;
   }
+}
+
+/**
+ * A charge workflow that closed without the ledger ever recording its key. Completed: its result is
+ * the charge (cancelled before anything was held). Any other ending (a start the service did not
+ * make refused, an input the worker could not decode, terminated, timed out) charged nothing: there
+ * is no charge under the key, and the 404 says why the key's workflow ended.
+ */
+export async function closedWithoutRow(handle: ChargeHandle, status: string, idempotencyKey: string): Promise<Charge> {
+  if (status === 'COMPLETED') return handle.result();
+  const failure = status === 'FAILED' ? await handle.result().then(() => null, (error: unknown) => applicationFailureIn(error)) : null;
+  const why = failure?.type ? `${failure.type}: ${failure.message}` : `its workflow ended ${status.toLowerCase()}`;
+  throw new NotFoundError(`no charge with idempotency key ${idempotencyKey}: nothing was charged under it (${why.slice(0, 500)})`);
 }
 
 /**

@@ -7,7 +7,9 @@ import { refundStatusQuery } from '../../workflows/definitions.js';
 import type { ServiceContext } from './context.js';
 import { ChargeStateConflictError, NotFoundError } from './errors.js';
 import { refundHandle, startOrAttachRefund } from './start-or-attach.js';
-import { stateConflict } from './temporal-failures.js';
+import { applicationFailureIn, stateConflict } from './temporal-failures.js';
+import { undecodableInputType } from '../../workflows/authenticated-start.js';
+import { forgedStartType } from '../../workflows/verify-start.js';
 import { assertIdempotencyKey, assertTenant } from './validation.js';
 import { waitForOutcome } from './waiting.js';
 
@@ -70,7 +72,17 @@ export async function getRefund(ctx: ServiceContext, tenant: string, chargeKey: 
     // Read again: the workflow closed after the first read, so the ledger may have decided since.
     const settled = await readRefund(ctx.ledger, tenant, chargeKey, refundKey);
     if (settled) return settled.refund;
-    return await handle.result(); // closed without a ledger row: its failure is all there is
+    if (description.status.name === 'COMPLETED') return await handle.result();
+    // Closed without a ledger row: a refusal the ledger decided is translated as such; any other
+    // ending (a start the service did not make, an undecodable input, terminated) refunded nothing.
+    const failure = await handle.result().then(
+      () => null,
+      (error: unknown) => error,
+    );
+    const type = applicationFailureIn(failure)?.type;
+    if (type !== undefined && type !== forgedStartType && type !== undecodableInputType && failure !== null) throw failure;
+    const why = type ?? `its workflow ended ${description.status.name.toLowerCase()}`;
+    throw new NotFoundError(`no refund ${refundKey} of charge ${chargeKey}: nothing was refunded under it (${why})`);
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) throw new NotFoundError(`no refund ${refundKey} of charge ${chargeKey}`);
     throw error;

@@ -1,4 +1,5 @@
 import {
+  QueryNotRegisteredError,
   isGrpcServiceError,
   isRetryableError,
   type ConnectionLike,
@@ -130,6 +131,23 @@ export async function attributeWorkerTimeout(error: unknown, connection: Connect
 }
 
 /**
+ * Every query the service sends (`status`) is registered by its workflow's first lines and never
+ * throws, so Temporal's "query failed" (the client's QueryNotRegisteredError) means the worker
+ * could not run the workflow's code to answer it: a workflow task failure, such as nondeterminism
+ * after a deployment. Nothing is wrong with the request, and nothing was lost: the charge's state
+ * is in the ledger and in Temporal, so it is a 503 to retry, not a 500.
+ */
+export function workflowCodeFailureOf(error: unknown): unknown {
+  if (!(error instanceof QueryNotRegisteredError)) return error;
+  return new UnavailableError(
+    'worker',
+    `the worker could not run this workflow's code to answer (${error.message.slice(0, 300)}); ` +
+      `an operator must look at its failing workflow task (docs/operations.md); ${retryHint} later`,
+    { cause: error },
+  );
+}
+
+/**
  * Names the worker as the missing dependency when a query or update times out while Temporal itself
  * answers. Installed on the Client the surfaces use; other calls (start, describe) need no worker
  * and are classified by their status alone.
@@ -139,7 +157,7 @@ export function workerAttributionInterceptor(connection: ConnectionLike): Workfl
     throw await attributeWorkerTimeout(error, connection);
   };
   return {
-    query: (input, next) => next(input).catch(attribute),
+    query: (input, next) => next(input).catch((error: unknown) => attribute(workflowCodeFailureOf(error))),
     startUpdate: (input, next) => next(input).catch(attribute),
   };
 }
