@@ -117,7 +117,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
         expect(info.serverVersion).toMatch(/^1\./);
         const attributes = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
         expect(Object.keys(attributes.customAttributes ?? {})).toEqual(
-          expect.arrayContaining(['ChargeTenant', 'ChargeOrderId', 'ChargePayerAccountId', 'ChargeStatus']),
+          expect.arrayContaining(['ChargeTenant', 'ChargeOrderId', 'ChargePayerAccountId', 'ChargeAmountMinor', 'ChargeCurrency', 'ChargeCaptureMode', 'ChargeStatus']),
         );
         // No worker is needed to start a workflow; it proves Temporal state survives a restart.
         await new Client({ connection }).workflow.start('stackPersistenceProbe', {
