@@ -322,6 +322,38 @@ describe('webhooks: a signed delivery is read by the same rules', () => {
   });
 });
 
+describe('the payload codec reads its bodies by the same rules', () => {
+  const token = randomBytes(32).toString('base64url');
+  const codecApi = useApi({ env: { CHARGEGUARD_PAYLOAD_KEYS: `k1:${randomBytes(32).toString('base64')}`, CHARGEGUARD_CODEC_TOKEN: token } });
+
+  it('a duplicate member, a prototype name, bytes that are not UTF-8: 400 naming the field', async () => {
+    const payload = '{"metadata": {"encoding": "YmluYXJ5L3BsYWlu"}, "data": "AAE="}';
+    const cases: Array<[label: string, body: Buffer, field: string, problem: RegExp]> = [
+      ['duplicate payloads', bytesOf(`{"payloads": [], "payloads": [${payload}]}`), 'payloads', /more than once/],
+      ['duplicate metadata name', bytesOf('{"payloads": [{"metadata": {"encoding": "YQ==", "encoding": "Yg=="}}]}'), 'payloads.0.metadata.encoding', /more than once/],
+      ['__proto__ in a payload', bytesOf('{"payloads": [{"__proto__": {}}]}'), 'payloads.0.__proto__', /not a known field/],
+      ['not UTF-8', bytesOf('{"payloads": [{"data": "', [0xc0, 0xaf], '"}]}'), 'body', /not valid UTF-8/],
+    ];
+    for (const [label, body, field, problem] of cases) {
+      const response = await fetch(`${codecApi.baseUrl}/codec/decode`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body,
+      });
+      const text = await response.text();
+      expect(response.status, `${label}: ${text}`).toBe(400);
+      expect(JSON.parse(text).errors, `${label}: ${text}`).toEqual([{ field, message: expect.stringMatching(problem) }]);
+    }
+    const valid = await fetch(`${codecApi.baseUrl}/codec/decode`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: `{"payloads": [${payload}]}`,
+    });
+    expect(valid.status, await valid.clone().text()).toBe(200);
+    expect(await valid.json()).toEqual({ payloads: [JSON.parse(payload)] });
+  });
+});
+
 describe('Host: a request with two Host headers', () => {
   /** One HTTP/1.1 request written by hand: fetch cannot send a header twice. */
   function rawRequest(head: string[], body: Buffer): Promise<{ status: number; text: string }> {
