@@ -21,7 +21,7 @@ import { printParseErrorCode, visit } from 'jsonc-parser';
  * Pure: no I/O.
  */
 
-/** How deeply arrays and objects may nest in one body; the deepest legitimate body (an MCP batch of tool calls with metadata) needs 6. */
+/** How deeply arrays and objects may nest in one body; the deepest legitimate body (an MCP batch of create_charge calls with metadata) needs 5. */
 export const jsonMaxDepth = 32;
 
 /** Member names refused in every object: their only use in a request is prototype pollution. */
@@ -171,7 +171,7 @@ class ValueBuilder {
 
   literal(value: unknown, offset: number, length: number): void {
     if (typeof value === 'number') {
-      this.place(integerOf(this.text.slice(offset, offset + length), pathText(this.nextPath())));
+      this.place(integerOf(this.text.slice(offset, offset + length), () => pathText(this.nextPath())));
     } else {
       this.place(value);
     }
@@ -208,22 +208,22 @@ function pathText(path: readonly (string | number)[]): string {
 const integerLiteral = /^-?(?:0|[1-9][0-9]*)$/;
 
 /** A number token's value, read from its text: an integer literal within the safe range, or refused. */
-function integerOf(literal: string, field: string): number {
+function integerOf(literal: string, field: () => string): number {
   const quoted = literal.length > quotedNumberMaxLength ? `${literal.slice(0, quotedNumberMaxLength)}…` : literal;
   if (!integerLiteral.test(literal)) {
     throw new StrictJsonError(
       'member',
-      field,
+      field(),
       `must be an integer written as one, without a fraction or exponent (received ${quoted}): numbers are never rounded`,
     );
   }
-  if (literal === '-0') throw new StrictJsonError('member', field, 'is -0: write 0');
+  if (literal === '-0') throw new StrictJsonError('member', field(), 'is -0: write 0');
   // 16 digits hold every safe integer; a longer literal is not one, and is not handed to Number().
   const value = literal.replace('-', '').length <= 16 ? Number(literal) : Number.NaN;
   if (!Number.isSafeInteger(value)) {
     throw new StrictJsonError(
       'member',
-      field,
+      field(),
       `is beyond the safe integer range, ±${Number.MAX_SAFE_INTEGER} (received ${quoted})`,
     );
   }
