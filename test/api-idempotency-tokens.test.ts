@@ -136,7 +136,7 @@ describe('POST /v1/idempotency-tokens', () => {
     const cases: Array<[unknown, string, RegExp]> = [
       [{ ttl_seconds: 0 }, 'ttl_seconds', /^must be at least 1$/],
       [{ ttl_seconds: 901 }, 'ttl_seconds', /^must be at most 900/],
-      [{ ttl_seconds: 1.5 }, 'ttl_seconds', /whole number of seconds/],
+      [{ ttl_seconds: 1.5 }, 'ttl_seconds', /^must be an integer written as one, without a fraction or exponent/],
       [{ ttl_seconds: null }, 'ttl_seconds', /null is not a value/],
       [{ ttl_seconds: '60' }, 'ttl_seconds', /whole number of seconds/],
       [{ ttl: 60 }, 'ttl', /^is not a known field$/],

@@ -69,6 +69,7 @@ describe('malformed requests get a clear 4xx and write nothing', () => {
     const malformed = await api.request('/v1/charges', { apiKey, rawBody: '{"amount": 10,', headers });
     expect(malformed.status).toBe(400);
     expect(malformed.body).toMatchObject({ type: 'malformed_json', status: 400 });
+    expect(malformed.body.errors).toEqual([{ field: 'body', message: 'body is not valid JSON: a member name (a string in double quotes) expected at line 1, column 15' }]);
 
     const text = await api.request('/v1/charges', { apiKey, rawBody: 'amount=10', headers: { ...headers, 'content-type': 'text/plain' } });
     expect(text.status).toBe(415);

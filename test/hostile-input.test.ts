@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listApiKeys } from '../src/ledger/api-keys.js';
 import { readCharge } from '../src/ledger/charges.js';
 import { countLedger, type LedgerCounts } from '../src/ledger/reports.js';
+import { reservedMemberNames } from '../src/support/strict-json.js';
 import { balanceOf, chargeBody, expectLedgerInvariants, newKey, useHarness, workflowExists } from './support/harness.js';
 import { fundedApiTenant, useApi, type TestResponse } from './support/api.js';
 import { runCli } from './support/cli.js';
@@ -143,10 +144,12 @@ const hostileChargeBody = fc.constantFrom(...bodyFields).chain((field) =>
 );
 
 const knownNames = [...bodyFields, 'idempotency_key', 'refund_idempotency_key', 'account_id', 'external_id', 'id', 'allow_overdraft', 'limit', 'status', 'starting_after'];
-/** A field name no route has. The JSON parser itself refuses "__proto__" (as malformed JSON). */
+/** A field name no route has ("__proto__" is left to unknownMemberName: a query parameter is not a JSON member). */
 const unknownFieldName = fc.string({ minLength: 1, maxLength: 12 }).filter((name) => !knownNames.includes(name) && name !== '__proto__');
+/** A body member no route has, the names the JSON decoder refuses in every object included. */
+const unknownMemberName = fc.oneof(unknownFieldName, fc.constantFrom(...reservedMemberNames));
 /** The same, in words the MCP SDK's message quotes verbatim. */
-const unknownArgumentName = fc.stringMatching(/^[a-z_]{1,12}$/).filter((name) => !knownNames.includes(name));
+const unknownArgumentName = fc.oneof(fc.stringMatching(/^[a-z_]{1,12}$/).filter((name) => !knownNames.includes(name)), fc.constantFrom(...reservedMemberNames));
 
 // ---- checks -------------------------------------------------------------------------------------
 
@@ -239,7 +242,7 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
     await leavesNothingBehind(
       fc.asyncProperty(
         fc.oneof(
-          unknownFieldName.map((name) => ({ kind: 'unknown field', field: name, body: { ...chargeBody(), [name]: 1 } as unknown, key: newKey() })),
+          unknownMemberName.map((name) => ({ kind: 'unknown field', field: name, body: { ...chargeBody(), [name]: 1 } as unknown, key: newKey() })),
           hostileKeyHeader.map((key) => ({ kind: 'header', field: 'Idempotency-Key', body: chargeBody() as unknown, key })),
           fc.constantFrom(null, [], 'text', 5, true).map((body) => ({ kind: 'not an object', field: 'body', body, key: newKey() })),
         ),
@@ -281,9 +284,9 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
         fc.oneof(
           hostileAmount.map((amount) => ({ path: `/v1/charges/${reservedKey}/capture`, body: { amount } as unknown, field: 'amount', key: undefined })),
           hostileAmount.map((amount) => ({ path: `/v1/charges/${succeededKey}/refunds`, body: { amount } as unknown, field: 'amount', key: newKey('r') })),
-          unknownFieldName.map((name) => ({ path: `/v1/charges/${reservedKey}/cancel`, body: { [name]: 1 } as unknown, field: name, key: undefined })),
-          unknownFieldName.map((name) => ({ path: `/v1/charges/${reservedKey}/capture`, body: { amount: 1, [name]: 1 } as unknown, field: name, key: undefined })),
-          unknownFieldName.map((name) => ({ path: `/v1/charges/${succeededKey}/refunds`, body: { [name]: 1 } as unknown, field: name, key: newKey('r') })),
+          unknownMemberName.map((name) => ({ path: `/v1/charges/${reservedKey}/cancel`, body: { [name]: 1 } as unknown, field: name, key: undefined })),
+          unknownMemberName.map((name) => ({ path: `/v1/charges/${reservedKey}/capture`, body: { amount: 1, [name]: 1 } as unknown, field: name, key: undefined })),
+          unknownMemberName.map((name) => ({ path: `/v1/charges/${succeededKey}/refunds`, body: { [name]: 1 } as unknown, field: name, key: newKey('r') })),
           fc.constantFrom('cancel', 'capture').map((op) => ({ path: `/v1/charges/${reservedKey}/${op}`, body: [] as unknown, field: 'body', key: undefined })),
           hostileKeyHeader.map((key) => ({ path: `/v1/charges/${succeededKey}/refunds`, body: {} as unknown, field: 'Idempotency-Key', key })),
         ),
@@ -310,11 +313,11 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
           hostileAmount.map((amount) => ({ method: 'POST', path: '/v1/accounts/payer/deposits', body: { amount } as unknown, field: 'amount', key: newKey() })),
           hostileKey.filter((k) => k !== '').map((externalId) => ({ method: 'POST', path: '/v1/accounts/payer/deposits', body: { amount: 1, external_id: externalId } as unknown, field: 'external_id', key: undefined })),
           hostileKeyHeader.map((key) => ({ method: 'POST', path: '/v1/accounts/payer/deposits', body: { amount: 1 } as unknown, field: 'Idempotency-Key', key })),
-          unknownFieldName.map((name) => ({ method: 'POST', path: '/v1/accounts/payer/deposits', body: { amount: 1, [name]: 1 } as unknown, field: name, key: newKey() })),
+          unknownMemberName.map((name) => ({ method: 'POST', path: '/v1/accounts/payer/deposits', body: { amount: 1, [name]: 1 } as unknown, field: name, key: newKey() })),
           hostileAccountId.map((id) => ({ method: 'POST', path: '/v1/accounts', body: { currency: 'USD', id } as unknown, field: 'id', key: newKey() })),
           fc.oneof(hostileLine(3), fc.constantFrom('usd', 'XYZ', null)).map((currency) => ({ method: 'POST', path: '/v1/accounts', body: { currency } as unknown, field: 'currency', key: newKey() })),
           fc.constantFrom(null, 'true', 1, 0, []).map((flag) => ({ method: 'POST', path: '/v1/accounts', body: { currency: 'USD', allow_overdraft: flag } as unknown, field: 'allow_overdraft', key: newKey() })),
-          unknownFieldName.map((name) => ({ method: 'POST', path: '/v1/accounts', body: { currency: 'USD', [name]: 1 } as unknown, field: name, key: newKey() })),
+          unknownMemberName.map((name) => ({ method: 'POST', path: '/v1/accounts', body: { currency: 'USD', [name]: 1 } as unknown, field: name, key: newKey() })),
         ),
         async ({ method, path, body, field, key }) => {
           const response = await timed(() =>
@@ -370,7 +373,7 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
       fc.asyncProperty(
         text(255).filter((s) => s.length > 0),
         text(1_000, true),
-        fc.dictionary(text(40).filter((s) => s.length > 0 && s !== '__proto__'), text(500), { maxKeys: 5 }),
+        fc.dictionary(text(40).filter((s) => s.length > 0 && !reservedMemberNames.has(s)), text(500), { maxKeys: 5 }),
         async (orderId, description, metadata) => {
           const key = newKey('exotic');
           const body = chargeBody({ amount: 1, order_id: orderId, description, metadata });
@@ -391,8 +394,23 @@ describe('hostile input on the HTTP API: never a 5xx, a 4xx naming the field, no
 });
 
 describe('hostile input on the MCP tools: a tool error naming the argument, nothing started or recorded', () => {
-  /** Our own structured error names the field; the SDK's schema check names it in its text. */
-  function expectToolRefusal(result: Awaited<ReturnType<typeof callTool>>, fields: string[], label: string): void {
+  /**
+   * Our own structured error names the field; the SDK's schema check names it in its text. A value
+   * the strict JSON decoder refuses (a number that is not a safe integer literal, a prototype name)
+   * never reaches a tool: the endpoint answers HTTP 400 with a JSON-RPC error naming
+   * `params.arguments.<field>`, which the SDK client throws.
+   */
+  async function expectToolRefusal(call: Promise<Awaited<ReturnType<typeof callTool>>>, fields: string[], label: string): Promise<void> {
+    let result: Awaited<ReturnType<typeof callTool>>;
+    try {
+      result = await call;
+    } catch (error) {
+      const context = `${label}: ${String(error).slice(0, 400)}`;
+      expect((error as { code?: unknown }).code, context).toBe(400);
+      expect(String(error), context).toMatch(/"code":-32600/);
+      expect(fields.some((field) => String(error).includes(`"field":"params.arguments.${field}`)), context).toBe(true);
+      return;
+    }
     const text = (result.content[0] as { text: string } | undefined)?.text ?? '';
     const context = `${label}: ${text.slice(0, 300)}`;
     expect(result.isError, context).toBe(true);
@@ -431,9 +449,8 @@ describe('hostile input on the MCP tools: a tool error naming the argument, noth
         ),
         async ({ tool, args, fields }: { tool: string; args: Record<string, unknown>; fields: string[] }) => {
           const startedAtMs = performance.now();
-          const result = await callTool(mcp, tool, args);
+          await expectToolRefusal(callTool(mcp, tool, args), fields, `${tool} ${JSON.stringify(args).slice(0, 200)}`);
           refusalTimesMs.push(performance.now() - startedAtMs);
-          expectToolRefusal(result, fields, `${tool} ${JSON.stringify(args).slice(0, 200)}`);
           if (tool === 'create_charge' && typeof args.idempotency_key === 'string' && /^[!-~]{1,255}$/.test(args.idempotency_key)) {
             expect(await workflowExists(h, `charge/${tenant}/${args.idempotency_key}`)).toBe(false);
           }

@@ -12,6 +12,7 @@ import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
 import { problemFor, sendProblem } from './problem.js';
+import { strictJsonBodyParser } from './json-body.js';
 import { registerAccountRoutes } from './routes/accounts.js';
 import { registerChargeRoutes } from './routes/charges.js';
 import { registerHealthRoutes } from './routes/health.js';
@@ -124,19 +125,11 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(() => (data) => ({ value: data }));
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
-  // An empty body with a JSON content type (curl -H 'Content-Type: application/json' -X POST)
-  // means "no fields", as for a cancel or a full capture.
-  const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   // JSON only: a text/plain body would otherwise arrive as a string and fail as "not an object".
+  // Every JSON body is read by the strict decoder (src/api/json-body.ts): taken exactly as written
+  // or refused naming the field, never repaired, rounded or collapsed.
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: bodyLimitBytes }, (request, body, done) => {
-    request.rawBody = typeof body === 'string' ? Buffer.from(body) : body;
-    if (body.toString().trim() === '') {
-      done(null, undefined);
-      return;
-    }
-    void defaultJsonParser(request, body.toString(), done);
-  });
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: bodyLimitBytes }, strictJsonBodyParser);
 
   app.decorateRequest('tenant', '');
   app.decorateRequest('principal', null as unknown as Principal);
@@ -145,6 +138,14 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.decorateRequest('signatureKey', null);
   app.addHook('onRequest', async (request, reply) => {
     reply.header(requestIdHeader, request.id);
+  });
+  // HTTP/1.1 allows one Host (RFC 9112 §3.2). Node keeps the first of two, while a proxy in front
+  // may have routed by the second: refused before authentication, naming the header.
+  app.addHook('onRequest', async (request) => {
+    const hosts = headerCount(request.raw.rawHeaders, 'host');
+    if (hosts > 1) {
+      throw new ValidationError([{ field: 'Host', message: `appears ${hosts} times: a request carries exactly one Host header` }]);
+    }
   });
   app.setErrorHandler((error, request, reply) => {
     const found = problemFor(error, deps.retryAfterSeconds);
@@ -214,6 +215,13 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+/** How many times a header appears in Node's raw list (name, value, name, value, …), its name in any case. */
+function headerCount(rawHeaders: readonly string[], lowerCaseName: string): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === lowerCaseName) count += 1;
+  return count;
 }
 
 function problemIn(payload: unknown): Partial<WireProblem> | null {

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Payload } from '@temporalio/common';
 import { sendProblem } from '../api/problem.js';
 import { bearerToken } from '../api/authenticate.js';
+import { strictJsonBodyParser } from '../api/json-body.js';
 import { codecTokenMatches } from './codec-token.js';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
 import { parsePayloadKeyRing, type PayloadKeyRing } from './key-ring.js';
@@ -98,9 +99,10 @@ export async function registerCodecRoutes(app: FastifyInstance, options: CodecRo
 
   await app.register(
     async (scope) => {
-      // Bodies far larger than the API's own limit, parsed here only.
+      // Bodies far larger than the API's own limit, read here by the same strict decoder as every
+      // other JSON body (src/api/json-body.ts).
       scope.removeContentTypeParser('application/json');
-      scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: codecBodyLimitBytes }, scope.getDefaultJsonParser('error', 'error'));
+      scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: codecBodyLimitBytes }, strictJsonBodyParser);
 
       // CORS for the Web UI: only listed origins get the headers a browser needs to read the answer.
       scope.addHook('onRequest', async (request, reply) => {

@@ -1,10 +1,12 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.js';
+import { strictJsonRefusalOf } from '../api/json-body.js';
 import { sendProblem } from '../api/problem.js';
 import { admit, mcpRateLimitSettings } from '../api/rate-limit-hook.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
 import { mcpBatchMaxCalls } from '../domain/rate-limits.js';
+import type { StrictJsonError } from '../support/strict-json.js';
 import { createMcpServer } from './server.js';
 
 /** The origins a browser may call /mcp from: the configured list, comma-separated; empty by default. */
@@ -60,6 +62,26 @@ export function callsOf(body: unknown): { calls: number; chargeKeys: string[] } 
 }
 
 /**
+ * A JSON-RPC error for a body the strict decoder refused (src/support/strict-json.ts): Parse error
+ * for bytes that are not UTF-8 or not JSON, Invalid Request for JSON with a member the rules refuse
+ * (a duplicate name, a prototype name, a number that is not a safe integer literal). The message
+ * names the field as the HTTP API does (`params.arguments.amount`); `data.errors` carries it too.
+ * No id: the request was not read far enough to know it.
+ */
+export function jsonRpcRefusal(refusal: StrictJsonError) {
+  const [code, label] = refusal.kind === 'member' ? [-32600, 'Invalid Request'] : [-32700, 'Parse error'];
+  return {
+    jsonrpc: '2.0',
+    error: {
+      code,
+      message: `${label}: ${refusal.field} ${refusal.problem}. Nothing in it was run.`,
+      data: { errors: [{ field: refusal.field, message: refusal.problem }] },
+    },
+    id: null,
+  };
+}
+
+/**
  * MCP over streamable HTTP at /mcp, stateless: each POST gets a fresh server bound to the tenant of
  * its API key, so any API instance can answer any request and nothing is kept between calls (the
  * idempotency keys carry all the state that matters).
@@ -76,7 +98,18 @@ export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
 
   app.post(
     '/mcp',
-    { onRequest, schema: { summary: 'Model Context Protocol (streamable HTTP, stateless)', tags: ['mcp'] } },
+    {
+      onRequest,
+      // The API's strict JSON parser reads the body before the SDK sees it: the transport is handed
+      // the value already decoded (handleRequest's parsedBody), never the bytes. A body it refuses
+      // is answered in the protocol's terms; every other error goes on to the API's handler.
+      errorHandler: (error, _request, reply) => {
+        const refusal = strictJsonRefusalOf(error);
+        if (refusal === undefined) throw error;
+        void reply.code(400).type('application/json').send(jsonRpcRefusal(refusal));
+      },
+      schema: { summary: 'Model Context Protocol (streamable HTTP, stateless)', tags: ['mcp'] },
+    },
     async (request, reply) => {
       if (Array.isArray(request.body) && request.body.length > mcpBatchMaxCalls) {
         return reply

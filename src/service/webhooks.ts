@@ -8,6 +8,7 @@ import {
   webhookToleranceSeconds,
 } from '../domain/webhook-signature.js';
 import { limits } from '../domain/limits.js';
+import { decodeStrictJson, StrictJsonError } from '../support/strict-json.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import {
   activeWebhookSecrets,
@@ -169,19 +170,18 @@ export function depositSucceededSchema(amountMinorMax: number) {
 
 export type DepositSucceededEvent = z.output<ReturnType<typeof depositSucceededSchema>>;
 
-/** The body as JSON: valid UTF-8 and one JSON object, or a 400 naming `body`. */
+/**
+ * The body as JSON, read by the strict decoder as every request body is (src/support/strict-json.ts):
+ * UTF-8 without a byte order mark, integer literals only, each member name once and none of the
+ * prototype names. One JSON object, or a 400 naming `body` or the member at fault.
+ */
 function parseJsonObject(rawBody: Buffer): unknown {
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(rawBody);
-  } catch {
-    throw new ValidationError([{ field: 'body', message: 'is not valid UTF-8' }]);
-  }
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = decodeStrictJson(rawBody);
   } catch (error) {
-    throw new ValidationError([{ field: 'body', message: `is not valid JSON: ${(error as Error).message}` }]);
+    if (error instanceof StrictJsonError) throw new ValidationError([{ field: error.field, message: error.problem }]);
+    throw error;
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ValidationError([{ field: 'body', message: 'must be a JSON object (the event)' }]);

@@ -19,6 +19,8 @@ function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string,
  * its key hook; the signature is the authentication. The scope has its own JSON parser that keeps
  * the body's bytes as they arrived, because the signature covers those bytes and any
  * re-serialisation (key order, spacing, escapes) would not verify. The app-wide parser is untouched.
+ * The bytes become a value only once the signature verifies, in the service, through the same
+ * strict decoder as every other JSON body (src/support/strict-json.ts).
  */
 export async function registerWebhookRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const webhooks = new WebhookService({ ledger: deps.context.ledger, amountMinorMax: deps.context.config.CHARGE_AMOUNT_MINOR_MAX });
