@@ -3,7 +3,7 @@ import { defaultStepBatchLimits } from './ledger/step-batches.js';
 import { limits } from './domain/limits.js';
 import { codecTokenMinLength } from './codec/codec-token.js';
 import { parsePayloadKeyRing } from './codec/key-ring.js';
-import { rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
+import { addressLimitDefaults, rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
 
 const positiveMs = z.coerce.number().int().positive();
 const perSecond = z.coerce.number().int().min(1).max(rateLimitBounds.ratePerSecondMax);
@@ -88,6 +88,24 @@ const configSchema = z.object({
   RATE_LIMIT_TENANT_BURST: burst.default(rateLimitDefaults.tenantBurst),
   OPEN_HOLDS_KEY_MAX: openHolds.default(rateLimitDefaults.keyMaxOpenHolds),
   OPEN_HOLDS_TENANT_MAX: openHolds.default(rateLimitDefaults.tenantMaxOpenHolds),
+  /**
+   * Request rate limits of callers without a valid API key, per source address (the connection's
+   * peer: fastify's request.ip, no proxy header trusted): /v1 and /mcp requests without a proven key,
+   * webhooks (also per provider), health checks. docs/limits.md, Callers without a key.
+   */
+  RATE_LIMIT_STRANGER_PER_SECOND: perSecond.default(addressLimitDefaults.strangerRatePerSecond),
+  RATE_LIMIT_STRANGER_BURST: burst.default(addressLimitDefaults.strangerBurst),
+  RATE_LIMIT_WEBHOOK_ADDRESS_PER_SECOND: perSecond.default(addressLimitDefaults.webhookAddressRatePerSecond),
+  RATE_LIMIT_WEBHOOK_ADDRESS_BURST: burst.default(addressLimitDefaults.webhookAddressBurst),
+  RATE_LIMIT_WEBHOOK_PROVIDER_PER_SECOND: perSecond.default(addressLimitDefaults.webhookProviderRatePerSecond),
+  RATE_LIMIT_WEBHOOK_PROVIDER_BURST: burst.default(addressLimitDefaults.webhookProviderBurst),
+  RATE_LIMIT_HEALTH_PER_SECOND: perSecond.default(addressLimitDefaults.healthRatePerSecond),
+  RATE_LIMIT_HEALTH_BURST: burst.default(addressLimitDefaults.healthBurst),
+  /**
+   * Bearer token that lets a caller other than loopback read /metrics; unset: loopback only. As long
+   * as the codec's token (src/codec/codec-token.ts), compared the same way, in constant time.
+   */
+  CHARGEGUARD_METRICS_TOKEN: z.string().min(codecTokenMinLength).optional(),
   /**
    * Browser origins allowed to call /mcp, comma-separated (e.g. https://app.example.com). A request
    * carrying any other Origin is refused with 403 (MCP's DNS rebinding rule); requests without one

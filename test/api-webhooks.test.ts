@@ -395,7 +395,7 @@ describe('the OpenAPI document', () => {
     const document = (await api.request('/openapi.json')).body;
     const operation = document.paths['/v1/webhooks/{provider}'].post;
     expect(operation.security).toEqual([]);
-    expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '404', '413', '415', '422', '503']);
+    expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '404', '413', '415', '422', '429', '503']);
     expect(operation.parameters).toContainEqual(expect.objectContaining({ in: 'header', name: 'chargeguard-signature', required: true }));
     expect(operation.requestBody.content['application/json'].schema.properties.data.required).toEqual(['tenant', 'account_id', 'amount_minor', 'currency']);
   });

@@ -64,10 +64,15 @@ function services(doc: JsonObject): [string, JsonObject][] {
   return Object.entries(all).filter((entry): entry is [string, JsonObject] => isObject(entry[1]));
 }
 
-/** Host IP of a published port: '' (every interface) unless the mapping names one. */
+/** The text as Compose reads it when no variable is set: `${VAR:-default}` and `${VAR-default}` give their default. */
+function withDefaults(text: string): string {
+  return text.replace(/\$\{[A-Z_][A-Z0-9_]*:?-([^}]*)\}/g, '$1');
+}
+
+/** Host IP of a published port when no variable is set: '' (every interface) unless the mapping names one. */
 function publishedHostIp(port: Json): string {
-  if (isObject(port)) return typeof port.host_ip === 'string' ? port.host_ip : '';
-  const spec = String(port).replace(/\/(tcp|udp|sctp)$/, '');
+  if (isObject(port)) return typeof port.host_ip === 'string' ? withDefaults(port.host_ip) : '';
+  const spec = withDefaults(String(port)).replace(/\/(tcp|udp|sctp)$/, '');
   const bracketed = /^\[([^\]]+)\]:/.exec(spec);
   if (bracketed) return bracketed[1]!;
   const parts = spec.split(':');
@@ -84,6 +89,8 @@ function commandText(service: JsonObject): string {
 /** Secrets must come from the environment: the whole value, or the URL's password, is a `${VAR}`. */
 const secretName = /PASSWORD|PWD|SECRET|TOKEN|API_KEY/i;
 const requiredInterpolation = /^\$\{[A-Z_][A-Z0-9_]*(:?\?[^}]*)?\}$/;
+/** An optional secret: empty, so unset, unless the environment gives one (`${VAR:-}`). */
+const optionalInterpolation = /^\$\{[A-Z_][A-Z0-9_]*:?-\}$/;
 
 /** A URL without a password, or whose password is a single `${VAR:?…}`. */
 function urlPasswordFromEnvironment(url: string): boolean {
@@ -118,14 +125,19 @@ function ruleProblems(doc: JsonObject, serverVersion: string): string[] {
     if (/auto-setup/.test(image)) problems.push(`${name}: uses ${image} (auto-setup is deprecated)`);
     if (service.network_mode === 'host') problems.push(`${name}: network_mode host bypasses the published-ports rule`);
 
+    // The UI can terminate workflows; the API answers callers without a key (limited per source
+    // address) and /metrics to loopback: both stay on the host's loopback unless the operator says otherwise.
     const ports = Array.isArray(service.ports) ? service.ports : [];
-    if (name === 'temporal-ui') {
+    if (name === 'temporal-ui' || name === 'api') {
       for (const port of ports) {
         if (!loopback.has(publishedHostIp(port))) problems.push(`${name}: publishes ${JSON.stringify(port)} beyond 127.0.0.1`);
       }
-    } else if (name !== 'api' && ports.length > 0) {
+    } else if (ports.length > 0) {
       problems.push(`${name}: publishes ports ${JSON.stringify(ports)} (only the API may)`);
     }
+    // A service in the API's network namespace reaches it from its loopback, where /metrics needs no token.
+    const networkMode = typeof service.network_mode === 'string' ? service.network_mode : '';
+    if (/^(service|container):/.test(networkMode)) problems.push(`${name}: network_mode ${networkMode} shares another container's loopback`);
 
     if (!oneShot.has(name)) {
       const healthcheck = service.healthcheck;
@@ -149,8 +161,8 @@ function ruleProblems(doc: JsonObject, serverVersion: string): string[] {
           })
         : [];
     for (const [key, value] of variables) {
-      if (secretName.test(key) && !requiredInterpolation.test(String(value))) {
-        problems.push(`${name}: ${key} is not taken from the environment with \${VAR:?…}`);
+      if (secretName.test(key) && !requiredInterpolation.test(String(value)) && !optionalInterpolation.test(String(value))) {
+        problems.push(`${name}: ${key} is not taken from the environment with \${VAR:?…} (or \${VAR:-}, unset by default)`);
       }
       if (key === 'DATABASE_URL' && !urlPasswordFromEnvironment(String(value))) {
         problems.push(`${name}: DATABASE_URL carries a password that is not \${VAR:?…}`);
@@ -234,6 +246,13 @@ describe('docker-compose.yml', () => {
     expect(problemsOf(copy())).toEqual([]);
   });
 
+  it("publishes the API on the host's loopback by default, and takes the metrics token from the environment only", () => {
+    const api = service(copy(), 'api');
+    expect((api.ports as Json[]).map(publishedHostIp)).toEqual(['127.0.0.1']);
+    expect((api.environment as JsonObject).CHARGEGUARD_METRICS_TOKEN).toBe('${CHARGEGUARD_METRICS_TOKEN:-}');
+    expect(withDefaults(String((api.environment as JsonObject).CHARGEGUARD_METRICS_TOKEN))).toBe('');
+  });
+
   it('runs the Temporal server release the dev server embeds', () => {
     expect(devServerVersion()).toBe('1.29.1');
     expect(service(copy(), 'temporal').image).toBe(`temporalio/server:${devServerVersion()}`);
@@ -248,6 +267,33 @@ describe('docker-compose.yml', () => {
       'the UI on 0.0.0.0 (long syntax)',
       (doc) => void (service(doc, 'temporal-ui').ports = [{ target: 8080, published: '8233', host_ip: '0.0.0.0' }]),
       /temporal-ui: publishes .* beyond 127\.0\.0\.1/,
+    ],
+    ['the API on every interface', (doc) => void (service(doc, 'api').ports = ['3000:3000']), /api: publishes "3000:3000" beyond 127\.0\.0\.1/],
+    [
+      'the API on every interface by default',
+      (doc) => void (service(doc, 'api').ports = ['${CHARGEGUARD_API_HOST:-0.0.0.0}:${CHARGEGUARD_API_PORT:-3000}:3000']),
+      /api: publishes .* beyond 127\.0\.0\.1/,
+    ],
+    [
+      'the API on 0.0.0.0 (long syntax)',
+      (doc) => void (service(doc, 'api').ports = [{ target: 3000, published: '3000', host_ip: '0.0.0.0' }]),
+      /api: publishes .* beyond 127\.0\.0\.1/,
+    ],
+    [
+      'a committed metrics token',
+      (doc) => void ((service(doc, 'api').environment as JsonObject).CHARGEGUARD_METRICS_TOKEN = '${CHARGEGUARD_METRICS_TOKEN:-0123456789abcdef0123456789abcdef}'),
+      /api: CHARGEGUARD_METRICS_TOKEN is not taken/,
+    ],
+    [
+      "a sidecar in the API's network namespace",
+      (doc) =>
+        void ((doc.services as JsonObject)['metrics-proxy'] = {
+          image: 'nginx:1.27',
+          network_mode: 'service:api',
+          restart: 'unless-stopped',
+          healthcheck: { test: ['CMD', 'true'] },
+        }),
+      /metrics-proxy: network_mode service:api shares another container's loopback/,
     ],
     ['a worker without a healthcheck', (doc) => void delete service(doc, 'worker').healthcheck, /worker: long-running service without a healthcheck/],
     ['a disabled healthcheck', (doc) => void (service(doc, 'api').healthcheck = { disable: true }), /api: long-running service without a healthcheck/],

@@ -195,15 +195,15 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   // Everything under /v1 (and /mcp) belongs to a tenant: the key, and whether its role allows the
   // route's operation, are checked before the body is read.
   await app.register(async (tenantScope) => {
-    tenantScope.addHook('onRequest', async (request) => {
-      const principal = await authenticate(request, context.ledger);
+    tenantScope.addHook('onRequest', async (request, reply) => {
+      const principal = await authenticate(request, reply, context);
       request.principal = principal;
       request.tenant = principal.tenant;
       const operation = request.routeOptions.config.operation;
       if (operation !== undefined) authorize(principal, operation);
     });
     // Request rate and open holds of the key and its tenant (docs/limits.md): after authentication,
-    // so a request without a valid key spends nobody's tokens.
+    // so a request without a valid key spends no key's tokens (its source address's: authenticate).
     tenantScope.addHook('onRequest', rateLimitHook(context));
     // A key that requires signed requests: checked once the body is read, before any handler.
     tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.ledger));

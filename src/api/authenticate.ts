@@ -1,9 +1,11 @@
-import type { FastifyRequest } from 'fastify';
-import { principalForApiKey } from '../auth/api-keys.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { apiKeyPrefix, hashApiKey, principalForApiKey } from '../auth/api-keys.js';
 import type { Principal } from '../auth/principal.js';
 import { acceptSignedRequest, type SignatureKey } from '../auth/request-signatures.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import type { AppContext } from '../runtime/app-context.js';
 import { UnauthorizedError } from '../service/errors.js';
+import { addressLimiterFor, admitFromAddress } from './rate-limit-hook.js';
 
 export { UnauthorizedError };
 
@@ -19,21 +21,37 @@ export function bearerToken(authorization: string | undefined): string | null {
   return match?.[1] ?? null;
 }
 
+/** Longer than any key `api-keys create` makes (4 + 43 characters): not hashed, not looked up. */
+const apiKeyMaxLength = 128;
+
 /**
  * Who the request's API key acts as: tenant, key id and role. Keys are looked up on every request
  * (one indexed query, which also records the key's last use at most once a minute) rather than
  * cached, so revoking a key takes effect at once. A database outage is rethrown as is: the error
  * handler turns it into a 503, not a 401.
+ *
+ * Before the lookup, a request whose key has not authenticated through this process lately (no
+ * key, a malformed, unknown or revoked one, or a valid key's first request here) takes a token
+ * from its source address's bucket (docs/limits.md, Callers without a key): past that limit it is
+ * refused with 429 and its key is never looked up. The only work before that is one SHA-256 of a
+ * key-shaped token, to recognise a proven key.
  */
-export async function authenticate(request: FastifyRequest, ledger: LedgerPool): Promise<Principal> {
+export async function authenticate(request: FastifyRequest, reply: FastifyReply, context: AppContext): Promise<Principal> {
   const token = bearerToken(request.headers.authorization);
+  const keyHash = token !== null && token.startsWith(apiKeyPrefix) && token.length <= apiKeyMaxLength ? hashApiKey(token) : null;
+  const { provenKeys } = addressLimiterFor(context);
+  if (keyHash === null || !provenKeys.has(keyHash)) await admitFromAddress(context, request, reply, { kind: 'stranger' });
   if (token === null) {
     throw new UnauthorizedError('send an API key as "Authorization: Bearer <key>"; create one with `chargeguard api-keys create`');
   }
-  const found = await principalForApiKey(ledger, token);
+  const found = keyHash === null ? null : await principalForApiKey(context.ledger, token);
   // An expired key is refused like a revoked one (401): it no longer authenticates anyone, so the
   // caller needs a new key, not another permission.
-  if (found === null) throw new UnauthorizedError('the API key is unknown, revoked or expired');
+  if (found === null) {
+    if (keyHash !== null) provenKeys.forget(keyHash);
+    throw new UnauthorizedError('the API key is unknown, revoked or expired');
+  }
+  provenKeys.remember(keyHash!);
   // The signing secret stays with this request's signature check, out of the principal that the
   // services and MCP tools receive.
   const { signingSecret, ...principal } = found;

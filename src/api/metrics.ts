@@ -1,4 +1,10 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { codecTokenMatches } from '../codec/codec-token.js';
+import { UnauthorizedError } from '../service/errors.js';
+import { bearerToken } from './authenticate.js';
+import { sendProblem } from './problem.js';
+import { isLoopback } from './source-address.js';
 import type { ChargeReply } from '../service/charge-service.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { overdueHolds } from '../reconcile/index.js';
@@ -95,4 +101,34 @@ export class ApiMetrics {
   idempotencyConflict(): void {
     this.idempotencyConflicts.inc();
   }
+}
+
+/**
+ * Who may read /metrics: a loopback client (a sidecar, `curl` on the host, the container's own
+ * healthcheck) always; anyone else only with `Authorization: Bearer <CHARGEGUARD_METRICS_TOKEN>`,
+ * compared in constant time as the codec's token is. The metrics name no tenant, but they tell an
+ * outsider the service's traffic, its failures and its overdue holds.
+ *
+ * Refused: without a token configured, 404, the answer for a path that does not exist (there is no
+ * way in, so nothing to authenticate against); with one, 401 and WWW-Authenticate, so a scraper
+ * with a wrong or missing token is told it is an authentication problem. The source address is
+ * the connection's peer (src/api/source-address.ts): behind a proxy on the same host, every caller
+ * is loopback, so such a proxy must not forward /metrics (docs/limits.md).
+ */
+export function metricsAccessHook(token: string | undefined): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+  return async (request, reply) => {
+    if (isLoopback(request.ip)) return;
+    if (token === undefined) {
+      await sendProblem(reply, {
+        body: { type: 'not_found', title: 'Not found', status: 404, detail: `no route ${request.method} ${request.url}` },
+        headers: {},
+      });
+      return;
+    }
+    if (!codecTokenMatches(token, bearerToken(request.headers.authorization))) {
+      throw new UnauthorizedError(
+        'metrics are served to loopback clients, and to others with the operator\'s metrics token: "Authorization: Bearer <CHARGEGUARD_METRICS_TOKEN>"',
+      );
+    }
+  };
 }

@@ -83,7 +83,8 @@ export const commonProblems: Record<string, JsonSchema> = {
   400: problemResponse('malformed request: `errors` names each offending field'),
   401: problemResponse('missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed'),
   429: problemResponse(
-    'over the key\'s or the tenant\'s request rate (`rate_limited`) or open holds (`open_holds_exceeded`); nothing was recorded. ' +
+    'over the key\'s or the tenant\'s request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request ' +
+      'whose key has not authenticated lately (none, a bad one, a first use), over its source address\'s rate (`scope: address`); nothing was recorded. ' +
       'Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left',
   ),
   503: problemResponse('Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key'),

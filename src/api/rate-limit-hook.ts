@@ -1,7 +1,19 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../runtime/app-context.js';
-import { admitRequest, rateLimitSettingsFrom, type RateLimitSettings } from '../auth/rate-limits.js';
+import { RateLimitedError } from '../service/errors.js';
+import {
+  addressLimitSettingsFrom,
+  admitByAddress,
+  admitRequest,
+  rateLimitSettingsFrom,
+  type AddressAdmissionRequest,
+  type AddressLimitSettings,
+  type RateLimitSettings,
+} from '../auth/rate-limits.js';
+import { ProvenKeys, provenKeysMax } from '../auth/proven-keys.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
+import { providerPattern } from '../service/webhooks.js';
+import { limitSubjectOf } from './source-address.js';
 
 /**
  * Judges one request (or the extra calls of an MCP batch) against its key's and tenant's limits:
@@ -36,7 +48,7 @@ function chargeKeyOf(request: FastifyRequest): string[] {
 
 /**
  * The hook for the tenant scope, registered right after authentication: an unauthenticated request
- * was refused (401) before it, so it spends nobody's tokens. Every /v1 and /mcp request costs one
+ * was refused (401, or 429 by its source address's limit) before it, so it spends no key's tokens. Every /v1 and /mcp request costs one
  * token, replays included; a charge create (POST /v1/charges) also has the open holds of its key
  * and tenant checked, unless the ledger already knows its Idempotency-Key (a replay holds nothing new).
  * A malformed Idempotency-Key is left for the route to refuse with 400.
@@ -51,4 +63,82 @@ export function rateLimitHook(context: AppContext): (request: FastifyRequest, re
 /** The settings the hook judges by, for the MCP route's extra calls. */
 export function mcpRateLimitSettings(context: AppContext): RateLimitSettings {
   return rateLimitSettingsFrom(context.config);
+}
+
+/** What one app judges callers without a valid key by: its settings, and the keys proven in this process. */
+export interface AddressLimiter {
+  settings: AddressLimitSettings;
+  provenKeys: ProvenKeys;
+}
+
+const addressLimiters = new WeakMap<AppContext, AddressLimiter>();
+
+/** The app's address limiter, made on first use (every hook of one app shares its proven keys). */
+export function addressLimiterFor(context: AppContext): AddressLimiter {
+  let limiter = addressLimiters.get(context);
+  if (!limiter) {
+    limiter = { settings: addressLimitSettingsFrom(context.config), provenKeys: new ProvenKeys(provenKeysMax) };
+    addressLimiters.set(context, limiter);
+  }
+  return limiter;
+}
+
+/**
+ * Judges a request by its source address's bucket (and a webhook's provider's): sets the RateLimit
+ * fields and throws the refusal (429 with Retry-After), before the request costs anything else.
+ * Timed into Server-Timing `ratelimit`, as admit is.
+ */
+export async function admitFromAddress(
+  context: AppContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  what: { kind: 'stranger' | 'health' } | { kind: 'webhook'; provider: string | null },
+): Promise<void> {
+  const startedAt = performance.now();
+  const address = limitSubjectOf(request.ip);
+  const judged: AddressAdmissionRequest = what.kind === 'webhook' ? { ...what, address } : { kind: what.kind, address };
+  const admission = await admitByAddress(context.ledger, addressLimiterFor(context).settings, judged);
+  reply.headers(admission.headers);
+  reply.header('server-timing', `ratelimit;dur=${(performance.now() - startedAt).toFixed(3)}`);
+  if (admission.refusal) throw admission.refusal;
+}
+
+/**
+ * POST /v1/webhooks/{provider}: one token of the source address's webhook bucket, then one of the
+ * provider's, before the body is read and before any signature is computed. A provider name the
+ * route would refuse (400) takes from the address's bucket only: made-up names make no rows.
+ */
+export function webhookRateLimitHook(context: AppContext): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+  return async (request, reply) => {
+    const { provider } = request.params as { provider?: unknown };
+    const named = typeof provider === 'string' && providerPattern.test(provider) ? provider : null;
+    await admitFromAddress(context, request, reply, { kind: 'webhook', provider: named });
+  };
+}
+
+/** How long a health probe waits for its limiter before it is served anyway: a fraction of a probe's usual 1 s timeout. */
+export const healthLimiterBudgetMs = 250;
+
+/**
+ * /healthz and /readyz: one token of the source address's health bucket. Fails open: when the
+ * limiter cannot answer within healthLimiterBudgetMs (the database is down or slow), the probe is
+ * served, so liveness never depends on PostgreSQL and readiness reports an outage itself rather
+ * than as a limiter error.
+ */
+export function healthRateLimitHook(context: AppContext): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+  return async (request, reply) => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        admitFromAddress(context, request, reply, { kind: 'health' }),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, healthLimiterBudgetMs);
+        }),
+      ]);
+    } catch (error) {
+      if (error instanceof RateLimitedError) throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { deleteFullAddressBuckets } from '../auth/rate-limits.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { buildApi, type ApiOptions } from './app.js';
 
@@ -10,6 +11,13 @@ export interface RunningApi {
 }
 
 export const defaultApiPort = 8080;
+
+/**
+ * How often a served API deletes the source address and provider buckets that have refilled to
+ * full (docs/limits.md): addresses come and go, and a full bucket is what a missing row means. Every
+ * replica does it; the statement is idempotent, and cheap on a table that keeps only recent addresses.
+ */
+export const addressBucketSweepIntervalMs = 60_000;
 
 /**
  * What `start` and `mcp --http` log with: info, for the listening line; with per-request lines off
@@ -26,6 +34,13 @@ export async function serveApi(
   // A served API always logs (its 5xx lines at least); a line per request only when the caller asks for a logger.
   const logged = apiOptions.logger === undefined ? { logger: defaultServeLogger, logRequests: apiOptions.logRequests ?? false } : {};
   const app = await buildApi({ ...apiOptions, ...logged, context });
+  const sweeper = setInterval(() => {
+    deleteFullAddressBuckets(context.ledger).catch((error: unknown) =>
+      app.log.warn({ err: error }, 'could not delete the idle address rate limit buckets; the next sweep retries'),
+    );
+  }, addressBucketSweepIntervalMs);
+  sweeper.unref();
+  app.addHook('onClose', async () => clearInterval(sweeper));
   await app.listen({ host, port });
   const address = app.server.address();
   const boundPort = address !== null && typeof address === 'object' ? address.port : port;

@@ -1,5 +1,6 @@
 import type { ChargeguardConfig } from '../config.js';
 import {
+  type BucketLimit,
   openHoldsRefusal,
   rateLimitField,
   rateLimitPolicyField,
@@ -7,7 +8,7 @@ import {
   type BucketState,
   type LimitScope,
 } from '../domain/rate-limits.js';
-import { takeRequestTokens } from '../ledger/rate-limits.js';
+import { deleteFullAddressBuckets, takeChainedTokens, takeRequestTokens, type ChainedBucket } from '../ledger/rate-limits.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { RateLimitedError } from '../service/errors.js';
 import type { Principal } from './principal.js';
@@ -82,3 +83,68 @@ export async function admitRequest(
     refusal: refusal ? new RateLimitedError(refusal.type, refusal.scope, refusal.retryAfterSeconds, refusal.detail) : null,
   };
 }
+
+/** The configured limits of callers without a valid API key (docs/limits.md, Callers without a key). */
+export interface AddressLimitSettings {
+  stranger: BucketLimit;
+  webhookAddress: BucketLimit;
+  webhookProvider: BucketLimit;
+  health: BucketLimit;
+}
+
+export function addressLimitSettingsFrom(config: ChargeguardConfig): AddressLimitSettings {
+  return {
+    stranger: { ratePerSecond: config.RATE_LIMIT_STRANGER_PER_SECOND, burst: config.RATE_LIMIT_STRANGER_BURST },
+    webhookAddress: { ratePerSecond: config.RATE_LIMIT_WEBHOOK_ADDRESS_PER_SECOND, burst: config.RATE_LIMIT_WEBHOOK_ADDRESS_BURST },
+    webhookProvider: { ratePerSecond: config.RATE_LIMIT_WEBHOOK_PROVIDER_PER_SECOND, burst: config.RATE_LIMIT_WEBHOOK_PROVIDER_BURST },
+    health: { ratePerSecond: config.RATE_LIMIT_HEALTH_PER_SECOND, burst: config.RATE_LIMIT_HEALTH_BURST },
+  };
+}
+
+/** What a request without a proven key is metered as, and by what it is keyed. */
+export type AddressAdmissionRequest =
+  | { kind: 'stranger' | 'health'; address: string }
+  /** `provider` null: not a provider name at all (the route refuses it with 400); the address's bucket only. */
+  | { kind: 'webhook'; address: string; provider: string | null };
+
+const refusalNames = {
+  stranger: { address: "this source address's limit on requests without a valid API key" },
+  health: { address: "this source address's limit on health checks" },
+  webhook: { address: "this source address's limit on webhooks", provider: "this provider's limit on webhooks" },
+} as const;
+
+/**
+ * Takes one token for a request from a caller not (yet) known by a valid API key: from its source
+ * address's bucket, and for a webhook then from its provider's (one database round trip, shared by
+ * every API process). Answers the RateLimit fields and the refusal, as admitRequest does.
+ */
+export async function admitByAddress(
+  pool: LedgerPool,
+  settings: AddressLimitSettings,
+  request: AddressAdmissionRequest,
+): Promise<Admission> {
+  const addressLimit =
+    request.kind === 'stranger' ? settings.stranger : request.kind === 'health' ? settings.health : settings.webhookAddress;
+  const addressBucket: ChainedBucket = {
+    scope: request.kind === 'webhook' ? 'webhook_address' : request.kind,
+    subject: request.address,
+    ...addressLimit,
+  };
+  const providerBucket: ChainedBucket | null =
+    request.kind === 'webhook' && request.provider !== null
+      ? { scope: 'webhook_provider', subject: request.provider, ...settings.webhookProvider }
+      : null;
+  const taken = await takeChainedTokens(pool, 1, addressBucket, providerBucket);
+  const states: Partial<Record<LimitScope, BucketState>> = { address: taken.first };
+  if (taken.second) states.provider = taken.second;
+  const policy: Partial<Record<LimitScope, BucketLimit>> = { address: addressLimit };
+  if (providerBucket) policy.provider = settings.webhookProvider;
+  const refusal = requestRateRefusal(states, 1, refusalNames[request.kind]);
+  return {
+    headers: { 'ratelimit-policy': rateLimitPolicyField(policy), ratelimit: rateLimitField(states) },
+    refusal: refusal ? new RateLimitedError(refusal.type, refusal.scope, refusal.retryAfterSeconds, refusal.detail) : null,
+  };
+}
+
+/** For the served API's periodic clean-up of idle address buckets (src/api/server.ts). */
+export { deleteFullAddressBuckets };

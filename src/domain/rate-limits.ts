@@ -1,7 +1,9 @@
 /**
  * Who may move money how fast: request-rate token buckets per API key and per tenant, and bounds on
- * the charges a key or a tenant may have holding money at once. Pure rules and header formatting;
- * the buckets live in PostgreSQL (src/ledger/rate-limits.ts) so every API process shares them.
+ * the charges a key or a tenant may have holding money at once; and how fast callers without a
+ * valid key (per source address), webhooks (per address and per provider) and health checks (per
+ * address) may knock. Pure rules and header formatting; the buckets live in PostgreSQL
+ * (src/ledger/rate-limits.ts) so every API process shares them.
  */
 
 /** A token bucket: `burst` tokens at most, refilled at `ratePerSecond`; a request takes one. */
@@ -35,6 +37,32 @@ export const rateLimitDefaults = {
   tenantMaxOpenHolds: 1_000,
 } as const;
 
+/**
+ * Defaults for callers without a valid API key, each bucket per source address (IPv6: per /64)
+ * unless named otherwise; each overridable by configuration (src/config.ts, docs/limits.md).
+ *
+ * - stranger: /v1 and /mcp requests that carry no API key, a malformed or unknown one, or a key this
+ *   process has not yet seen authenticate. 10 a second after a burst of 100: a client mistyping
+ *   its key, or a host starting a hundred agents at once, gets through; a flood of made-up keys
+ *   costs at most 10 key lookups a second per address instead of as many as it can send.
+ * - webhook address / provider: a provider delivers from a few addresses, in bursts after an
+ *   outage; each request can cost several HMACs (signatures × the provider's live secrets). The
+ *   provider's bucket bounds that work whatever the number of addresses sending.
+ * - health: /healthz and /readyz. A checker probing every second (a load balancer, an orchestrator
+ *   probing liveness and readiness of 10 replicas on one node every second) stays far below 20 a
+ *   second; 200 of burst covers a fleet of checkers starting together.
+ */
+export const addressLimitDefaults = {
+  strangerRatePerSecond: 10,
+  strangerBurst: 100,
+  webhookAddressRatePerSecond: 50,
+  webhookAddressBurst: 200,
+  webhookProviderRatePerSecond: 200,
+  webhookProviderBurst: 1_000,
+  healthRatePerSecond: 20,
+  healthBurst: 200,
+} as const;
+
 /** Bounds on every configured or per-key value (also CHECKs on api_keys). */
 export const rateLimitBounds = {
   ratePerSecondMax: 1_000_000,
@@ -53,7 +81,14 @@ export const mcpBatchMaxCalls = 20;
 /** What a 429 for open holds tells callers to wait: a hold ends when someone captures or cancels it. */
 export const openHoldsRetryAfterSeconds = 5;
 
-export type LimitScope = 'key' | 'tenant';
+/**
+ * Whose bucket a limit is, as the RateLimit fields and a 429's `scope` name it: an API key, its
+ * tenant, a source address (callers without a valid key, webhooks, health checks) or a webhook provider.
+ */
+export type LimitScope = 'key' | 'tenant' | 'address' | 'provider';
+
+/** The order buckets are taken in, and listed in the RateLimit fields. */
+const scopeOrder: readonly LimitScope[] = ['key', 'tenant', 'address', 'provider'];
 
 /** A bucket after a take, as the ledger returns it. */
 export interface BucketState {
@@ -88,11 +123,15 @@ export function windowSeconds(limit: BucketLimit): number {
 
 /**
  * The `RateLimit-Policy` field (draft-ietf-httpapi-ratelimit-headers-11, section 3): a Structured
- * Fields list, one item per bucket, named "key" and "tenant".
+ * Fields list, one item per bucket the request is judged by, named by its scope ("key" and "tenant",
+ * or "address" and, for a webhook, "provider").
  */
-export function rateLimitPolicyField(policy: Pick<RateLimitPolicy, 'key' | 'tenant'>): string {
-  return (['key', 'tenant'] as const)
-    .map((scope) => `"${scope}";q=${policy[scope].burst};w=${windowSeconds(policy[scope])}`)
+export function rateLimitPolicyField(policy: Partial<Record<LimitScope, BucketLimit>>): string {
+  return scopeOrder
+    .flatMap((scope) => {
+      const limit = policy[scope];
+      return limit ? [`"${scope}";q=${limit.burst};w=${windowSeconds(limit)}`] : [];
+    })
     .join(', ');
 }
 
@@ -102,7 +141,7 @@ export function rateLimitPolicyField(policy: Pick<RateLimitPolicy, 'key' | 'tena
  * first) is left out: what it holds was not read.
  */
 export function rateLimitField(states: Partial<Record<LimitScope, BucketState>>): string {
-  return (['key', 'tenant'] as const)
+  return scopeOrder
     .flatMap((scope) => {
       const state = states[scope];
       return state ? [`"${scope}";r=${Math.max(0, Math.floor(state.tokens))};t=${secondsUntilFull(state)}`] : [];
@@ -118,20 +157,36 @@ export interface LimitRefusal {
   detail: string;
 }
 
-/** Which bucket refused the request, if one did; the key's is judged first (the ledger takes from it first). */
-export function requestRateRefusal(states: Partial<Record<LimitScope, BucketState>>, cost: number): LimitRefusal | null {
-  for (const scope of ['key', 'tenant'] as const) {
+/** Whose limit a refusal names, by scope: "this API key's request limit is exhausted". */
+const requestLimitNames: Record<LimitScope, string> = {
+  key: "this API key's request limit",
+  tenant: "this tenant's request limit",
+  address: "this source address's request limit",
+  provider: "this provider's request limit",
+};
+
+/**
+ * Which bucket refused the request, if one did; judged in the order the ledger takes from them
+ * (the key's before the tenant's, the address's before the provider's). `names` words the detail
+ * for limits that cover only some requests ("this source address's limit on webhooks").
+ */
+export function requestRateRefusal(
+  states: Partial<Record<LimitScope, BucketState>>,
+  cost: number,
+  names: Partial<Record<LimitScope, string>> = {},
+): LimitRefusal | null {
+  for (const scope of scopeOrder) {
     const state = states[scope];
     if (!state || state.allowed) continue;
-    const whose = scope === 'key' ? "this API key's" : "this tenant's";
+    const limitName = names[scope] ?? requestLimitNames[scope];
     const tooBig = cost > state.burst;
     return {
       type: 'rate_limited',
       scope,
       retryAfterSeconds: secondsUntilTokens(state, Math.min(cost, state.burst)),
       detail: tooBig
-        ? `this batch needs ${cost} more request tokens at once, more than ${whose} request limit allows in a burst (${state.burst}); send fewer calls at a time`
-        : `${whose} request limit is exhausted (${state.ratePerSecond} requests/s, burst ${state.burst}); retry after the Retry-After seconds`,
+        ? `this batch needs ${cost} more request tokens at once, more than ${limitName} allows in a burst (${state.burst}); send fewer calls at a time`
+        : `${limitName} is exhausted (${state.ratePerSecond} requests/s, burst ${state.burst}); retry after the Retry-After seconds`,
     };
   }
   return null;

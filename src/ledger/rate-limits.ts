@@ -138,3 +138,83 @@ export async function takeRequestTokens(pool: LedgerPool, request: TakeRequest):
     knownCharges: row.known_charges,
   };
 }
+
+/**
+ * The buckets of callers without a valid API key (rate_limit_buckets.scope): per source address
+ * for /v1 and /mcp requests, per address and per provider for webhooks, per address for health checks.
+ */
+export type AddressBucketScope = 'stranger' | 'webhook_address' | 'webhook_provider' | 'health';
+
+export const addressBucketScopes: readonly AddressBucketScope[] = ['stranger', 'webhook_address', 'webhook_provider', 'health'];
+
+/** One bucket of a chained take: which row, and the limits it is refilled and bounded by. */
+export interface ChainedBucket {
+  scope: AddressBucketScope;
+  subject: string;
+  ratePerSecond: number;
+  burst: number;
+}
+
+/**
+ * One or two buckets in one statement, the second taken only if the first allowed the request (as
+ * the tenant's after the key's: a source address over its own limit must not drain its provider's
+ * bucket for the other addresses). A new bucket starts full.
+ */
+const takeChainSql = `
+WITH first_take AS (
+  INSERT INTO rate_limit_buckets AS b (scope, subject, tokens, rate_per_second, burst, refilled_at, last_take_allowed)
+  VALUES ($1, $2, CASE WHEN $5::int >= $3::int THEN $5::int - $3::int ELSE $5::int END, $4::int, $5::int, now(), $5::int >= $3::int)
+  ${takeOnConflict}
+), second_take AS (
+  INSERT INTO rate_limit_buckets AS b (scope, subject, tokens, rate_per_second, burst, refilled_at, last_take_allowed)
+  SELECT $6, $7, CASE WHEN $9::int >= $3::int THEN $9::int - $3::int ELSE $9::int END, $8::int, $9::int, now(), $9::int >= $3::int
+   WHERE $7::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM first_take WHERE NOT last_take_allowed)
+  ${takeOnConflict}
+)
+SELECT (SELECT row_to_json(first_take) FROM first_take) AS first_bucket,
+       (SELECT row_to_json(second_take) FROM second_take) AS second_bucket`;
+
+/**
+ * Takes `cost` tokens from `first` and, if it allowed the request, from `second`: one round trip.
+ * The second's state is null when the first refused (its row was not touched).
+ */
+export async function takeChainedTokens(
+  pool: LedgerPool,
+  cost: number,
+  first: ChainedBucket,
+  second: ChainedBucket | null = null,
+): Promise<{ first: BucketState; second: BucketState | null }> {
+  const result = await pool.query<{ first_bucket: BucketRow; second_bucket: BucketRow | null }>({
+    name: 'rate_limits_take_chain',
+    text: takeChainSql,
+    values: [
+      first.scope,
+      first.subject,
+      cost,
+      first.ratePerSecond,
+      first.burst,
+      second?.scope ?? null,
+      second?.subject ?? null,
+      second?.ratePerSecond ?? null,
+      second?.burst ?? null,
+    ],
+  });
+  const row = result.rows[0]!;
+  return { first: bucketOf(row.first_bucket)!, second: bucketOf(row.second_bucket) };
+}
+
+/**
+ * Deletes the address and provider buckets that have refilled to full: such a row says nothing a
+ * missing row does not (a new bucket starts full), so no decision changes, and the table keeps
+ * only the addresses that knocked within the last burst/rate seconds. Returns how many went.
+ */
+export async function deleteFullAddressBuckets(pool: LedgerPool): Promise<number> {
+  const result = await pool.query({
+    name: 'rate_limits_delete_full',
+    text: `DELETE FROM rate_limit_buckets
+            WHERE scope = ANY ($1::text[])
+              AND tokens + rate_per_second * greatest(extract(epoch FROM now() - refilled_at), 0) >= burst`,
+    values: [addressBucketScopes],
+  });
+  return result.rowCount ?? 0;
+}

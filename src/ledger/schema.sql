@@ -133,7 +133,7 @@ CREATE UNLOGGED TABLE rate_limit_buckets (
   CONSTRAINT rate_limit_buckets_burst_check CHECK (burst >= 1::double precision),
   CONSTRAINT rate_limit_buckets_pkey PRIMARY KEY (scope, subject),
   CONSTRAINT rate_limit_buckets_rate_per_second_check CHECK (rate_per_second > 0::double precision),
-  CONSTRAINT rate_limit_buckets_scope_check CHECK (scope = ANY (ARRAY['key'::text, 'tenant'::text])),
+  CONSTRAINT rate_limit_buckets_scope_check CHECK (scope = ANY (ARRAY['key'::text, 'tenant'::text, 'stranger'::text, 'webhook_address'::text, 'webhook_provider'::text, 'health'::text])),
   CONSTRAINT rate_limit_buckets_tokens_check CHECK (tokens >= 0::double precision)
 );
 

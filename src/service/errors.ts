@@ -1,4 +1,5 @@
 import type { MandateRule } from '../domain/mandate.js';
+import type { LimitScope } from '../domain/rate-limits.js';
 
 /**
  * The typed errors every surface maps to its own protocol (HTTP status, MCP tool error, CLI exit).
@@ -107,7 +108,7 @@ export class UnavailableError extends ChargeguardError {
 export class RateLimitedError extends ChargeguardError {
   constructor(
     readonly code: 'rate_limited' | 'open_holds_exceeded',
-    readonly scope: 'key' | 'tenant',
+    readonly scope: LimitScope,
     /** Whole seconds, at least 1: the Retry-After the refusal carries. */
     readonly retryAfterSeconds: number,
     message: string,

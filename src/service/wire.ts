@@ -162,9 +162,12 @@ export const wireProblemSchema = z
       .optional()
       .describe('for mandate_exceeded: the mandate rule the charge broke'),
     dependency: z.enum(['temporal', 'database', 'worker']).optional().describe('for service_unavailable: what is unreachable'),
-    scope: z.enum(['key', 'tenant']).optional().describe('for rate_limited and open_holds_exceeded: whose limit was reached'),
+    scope: z
+      .enum(['key', 'tenant', 'address', 'provider'])
+      .optional()
+      .describe('for rate_limited and open_holds_exceeded: whose limit was reached (address: the source address of a caller without a valid key, a webhook or a health check; provider: a webhook provider)'),
     'violated-policies': z
-      .array(z.enum(['key', 'tenant']))
+      .array(z.enum(['key', 'tenant', 'address', 'provider']))
       .optional()
       .describe('for rate_limited: the RateLimit-Policy entries that refused the request (RateLimit headers draft)'),
     request_id: z.string().optional().describe('the id this request is logged under; also its X-Request-Id header'),

@@ -32,7 +32,7 @@ export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & { temporalAd
 /**
  * Tests make hundreds of requests a second with one key (100 concurrent charges, 100 token uses):
  * the test API's limits are far above the production defaults (src/domain/rate-limits.ts), which
- * test/api-rate-limits.test.ts exercises by setting its own through `env`.
+ * test/api-rate-limits.test.ts and test/api-stranger-limits.test.ts exercise by setting their own through `env`.
  */
 export const generousRateLimits = {
   RATE_LIMIT_KEY_PER_SECOND: '100000',
@@ -41,6 +41,15 @@ export const generousRateLimits = {
   RATE_LIMIT_TENANT_BURST: '100000',
   OPEN_HOLDS_KEY_MAX: '100000',
   OPEN_HOLDS_TENANT_MAX: '100000',
+  // Every test API is reached from 127.0.0.1, so all of them share its source address buckets.
+  RATE_LIMIT_STRANGER_PER_SECOND: '100000',
+  RATE_LIMIT_STRANGER_BURST: '100000',
+  RATE_LIMIT_WEBHOOK_ADDRESS_PER_SECOND: '100000',
+  RATE_LIMIT_WEBHOOK_ADDRESS_BURST: '100000',
+  RATE_LIMIT_WEBHOOK_PROVIDER_PER_SECOND: '100000',
+  RATE_LIMIT_WEBHOOK_PROVIDER_BURST: '100000',
+  RATE_LIMIT_HEALTH_PER_SECOND: '100000',
+  RATE_LIMIT_HEALTH_BURST: '100000',
 } as const;
 
 export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi> {

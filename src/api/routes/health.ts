@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../deps.js';
+import { metricsAccessHook } from '../metrics.js';
+import { healthRateLimitHook } from '../rate-limit-hook.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 /** Short: a readiness probe that hangs is worse than one that says "not ready". */
@@ -27,24 +29,41 @@ export function registerHealthRoutes(app: FastifyInstance, deps: ApiDeps): void 
   const open = { security: [], tags: ['operations'] };
   for (const url of ['/healthz', '/readyz', '/metrics']) refuseOtherMethods(app, url, ['GET']);
 
-  app.get('/healthz', { schema: { ...open, summary: 'The process is alive' } }, async () => ({ status: 'ok' }));
+  // Per source address, generously (docs/limits.md); served anyway when the limiter cannot answer.
+  const metered = healthRateLimitHook(context);
 
-  app.get('/readyz', { schema: { ...open, summary: 'Temporal and PostgreSQL are reachable (503 otherwise)' } }, async (_request, reply) => {
-    const [temporal, database] = await Promise.all([
-      check(() =>
-        context.temporal.withDeadline(Date.now() + readinessTimeoutMs, () =>
-          context.temporal.workflowService.getSystemInfo({}),
+  app.get('/healthz', { onRequest: metered, schema: { ...open, summary: 'The process is alive' } }, async () => ({ status: 'ok' }));
+
+  app.get(
+    '/readyz',
+    { onRequest: metered, schema: { ...open, summary: 'Temporal and PostgreSQL are reachable (503 otherwise)' } },
+    async (_request, reply) => {
+      const [temporal, database] = await Promise.all([
+        check(() =>
+          context.temporal.withDeadline(Date.now() + readinessTimeoutMs, () =>
+            context.temporal.workflowService.getSystemInfo({}),
+          ),
         ),
-      ),
-      check(() => context.ledger.query('SELECT 1')),
-    ]);
-    const ready = temporal === 'ok' && database === 'ok';
-    if (!ready) reply.header('retry-after', String(deps.retryAfterSeconds));
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks: { temporal, database } });
-  });
+        check(() => context.ledger.query('SELECT 1')),
+      ]);
+      const ready = temporal === 'ok' && database === 'ok';
+      if (!ready) reply.header('retry-after', String(deps.retryAfterSeconds));
+      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks: { temporal, database } });
+    },
+  );
 
-  app.get('/metrics', { schema: { ...open, summary: 'Prometheus metrics' } }, async (_request, reply) => {
-    reply.type(metrics.registry.contentType);
-    return metrics.registry.metrics();
-  });
+  app.get(
+    '/metrics',
+    {
+      onRequest: metricsAccessHook(context.config.CHARGEGUARD_METRICS_TOKEN),
+      schema: {
+        ...open,
+        summary: 'Prometheus metrics: to loopback clients, and to others with the operator\'s metrics token (CHARGEGUARD_METRICS_TOKEN)',
+      },
+    },
+    async (_request, reply) => {
+      reply.type(metrics.registry.contentType);
+      return metrics.registry.metrics();
+    },
+  );
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { webhookMaxSignatures, webhookSignatureHeader, webhookToleranceSeconds } from '../../domain/webhook-signature.js';
 import { depositSucceededSchema, providerPattern, WebhookService, wireWebhookReceiptSchema } from '../../service/webhooks.js';
 import type { ApiDeps } from '../deps.js';
+import { webhookRateLimitHook } from '../rate-limit-hook.js';
 import { bodyProblems, problemResponses } from '../openapi.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
@@ -36,6 +37,9 @@ export async function registerWebhookRoutes(app: FastifyInstance, deps: ApiDeps)
       if (reply.hasHeader('www-authenticate')) reply.header('www-authenticate', `${webhookSignatureHeader} realm="chargeguard-webhooks"`);
       return payload;
     });
+    // Per source address, then per provider (docs/limits.md): before the body is read, so a refused
+    // delivery costs no HMAC and no read of the provider's secrets.
+    webhookScope.addHook('onRequest', webhookRateLimitHook(deps.context));
     refuseOtherMethods(webhookScope, webhookUrl, ['POST']);
 
     webhookScope.post<{ Params: { provider: string }; Body: Buffer | undefined }>(
@@ -99,6 +103,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, deps: ApiDeps)
               401: `no ${webhookSignatureHeader} header, \`t\` outside the tolerance, or no v1 matches a current secret of this provider (an unknown provider answers the same); nothing was written`,
               404: 'no such account for the tenant; nothing was written',
               422: 'the event id was first delivered with another tenant, account, amount or currency: nothing moves again',
+              429: 'over the source address\'s or the provider\'s webhook rate (`scope` says which; docs/limits.md), before the signature was checked: nothing was read or written; redeliver after `Retry-After` seconds',
               503: 'PostgreSQL unreachable: nothing was written; redeliver later',
             }),
             ...bodyProblems,
