@@ -1,0 +1,350 @@
+/**
+ * The Stripe connector: PaymentIntents with manual capture, through the official `stripe` SDK
+ * (docs/providers.md). Everything Stripe-specific lives in this file; the rest of the program sees
+ * only the PaymentConnector interface.
+ */
+import Stripe from 'stripe';
+import { mapProviderDecline } from '../domain/provider-declines.js';
+import type {
+  AuthorizeRequest,
+  AuthorizeResult,
+  CaptureRequest,
+  CaptureResult,
+  FindByReferenceRequest,
+  FindByReferenceResult,
+  PaymentConnector,
+  PaymentReference,
+  ProviderPayment,
+  ProviderPaymentState,
+  RefundRequest,
+  RefundResult,
+  RejectedOutcome,
+  UnknownOutcome,
+  VerifyWebhookRequest,
+  VerifyWebhookResult,
+  VoidRequest,
+  VoidResult,
+} from './connector.js';
+
+/**
+ * The API version every request pins. The SDK's types describe only its own latest version, so an
+ * SDK upgrade that moves it fails to typecheck here: the version changes by decision, not by upgrade.
+ */
+export const stripeApiVersion = '2026-10-28.endive' as const;
+
+/** Stripe prunes idempotency keys after 24 hours: a retry after that may act again. */
+export const stripeKeyRetentionMs = 24 * 60 * 60 * 1000;
+
+/**
+ * Retries the SDK makes itself, always with our key, before the connector answers `unknown`:
+ * on a connection error or timeout, 409, and 5xx, honouring Stripe-Should-Retry (stripe 23.x,
+ * RequestSender._shouldRetry). Two absorb a blip (a 409 while the first attempt finishes, one
+ * dropped connection) without hiding an outage from the caller, whose own retries (the workflow's)
+ * are visible and bounded. The SDK also retries a reset connection once even at 0.
+ */
+export const stripeMaxNetworkRetries = 2;
+
+/**
+ * Per attempt. Stripe answers a card authorization in a few seconds at worst; 20 s leaves room for
+ * a slow issuer while letting the caller learn of a stuck request well inside an activity's timeout
+ * (3 attempts with the SDK's backoff of 0.5-5 s stay under 75 s).
+ */
+export const stripeRequestTimeoutMs = 20_000;
+
+/** Stripe's own default: an event signed more than 5 minutes before it arrives is refused (replays). */
+export const stripeWebhookToleranceMs = 5 * 60 * 1000;
+
+/** Subtracted from a charge's creation time before listing, for clocks that disagree. */
+export const findByReferenceClockSkewMs = 5 * 60 * 1000;
+
+/** The most payments one findByReference reads before answering `unknown` (lookup_incomplete). */
+export const findByReferenceMaxScanned = 10_000;
+
+/** Stripe's largest list page. */
+const stripeListPageSize = 100;
+
+export interface StripeEndpoint {
+  host: string;
+  port: number;
+  protocol: 'http' | 'https';
+}
+
+export interface StripeConnectorOptions {
+  /** A secret key (`sk_test_…` / `sk_live_…`) or a restricted key allowed PaymentIntents and Refunds. */
+  apiKey: string;
+  /**
+   * Webhook signing secrets (`whsec_…`), newest first. During a rotation Stripe signs each event with
+   * every live secret, so keeping the old one until its expiry loses nothing.
+   */
+  webhookSecrets: readonly string[];
+  /** Another server speaking Stripe's API (stripe-mock, the simulator); Stripe itself when absent. */
+  endpoint?: StripeEndpoint;
+  maxNetworkRetries?: number;
+  requestTimeoutMs?: number;
+  webhookToleranceMs?: number;
+  /** Only for a server that prunes keys sooner than Stripe (the simulator). */
+  keyRetentionMs?: number;
+}
+
+export class StripeConnector implements PaymentConnector {
+  readonly provider = 'stripe';
+  readonly keyRetentionMs: number;
+  private readonly stripe: Stripe;
+  private readonly webhookSecrets: readonly string[];
+  private readonly webhookToleranceMs: number;
+
+  constructor(options: StripeConnectorOptions) {
+    if (options.webhookSecrets.length === 0) throw new Error('StripeConnector needs at least one webhook secret');
+    this.keyRetentionMs = options.keyRetentionMs ?? stripeKeyRetentionMs;
+    this.webhookSecrets = options.webhookSecrets;
+    this.webhookToleranceMs = options.webhookToleranceMs ?? stripeWebhookToleranceMs;
+    this.stripe = new Stripe(options.apiKey, {
+      apiVersion: stripeApiVersion,
+      maxNetworkRetries: options.maxNetworkRetries ?? stripeMaxNetworkRetries,
+      timeout: options.requestTimeoutMs ?? stripeRequestTimeoutMs,
+      telemetry: false,
+      ...(options.endpoint ?? {}),
+    });
+  }
+
+  async authorize(request: AuthorizeRequest): Promise<AuthorizeResult> {
+    let intent: Stripe.PaymentIntent;
+    try {
+      intent = await this.stripe.paymentIntents.create(
+        {
+          amount: request.amountMinor,
+          currency: request.currency.toLowerCase(),
+          payment_method: request.paymentMethod,
+          // Cards only: with every method the Dashboard enables, a server-side confirm without a
+          // return URL is refused in case the payer's method is redirect-based.
+          allowed_payment_method_types: ['card'],
+          capture_method: 'manual',
+          confirm: true,
+          metadata: { tenant: request.reference.tenant, charge_id: request.reference.chargeId },
+          ...(request.description !== undefined ? { description: request.description } : {}),
+          ...(request.returnUrl !== undefined ? { return_url: request.returnUrl } : {}),
+        },
+        { idempotencyKey: request.idempotencyKey },
+      );
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeCardError) {
+        const payment = err.payment_intent ? toPayment(err.payment_intent) : null;
+        return {
+          outcome: 'declined',
+          payment,
+          ...mapProviderDecline(err.decline_code ?? err.code),
+          detail: err.message,
+        };
+      }
+      return classifyError(err);
+    }
+    const payment = toPayment(intent);
+    switch (payment.state) {
+      case 'authorized':
+        return { outcome: 'authorized', payment };
+      case 'requires_action':
+        return { outcome: 'requires_action', payment, nextAction: intent.next_action };
+      case 'declined':
+        // Confirmed without a card error but left without a payment method: an authentication failed.
+        return {
+          outcome: 'declined',
+          payment,
+          ...mapProviderDecline(payment.lastDeclineCode),
+          detail: intent.last_payment_error?.message ?? `PaymentIntent ${intent.id} needs a new payment method`,
+        };
+      case 'processing':
+        return { outcome: 'unknown', reason: 'processing', detail: `PaymentIntent ${intent.id} is ${intent.status}` };
+      case 'captured':
+      case 'voided':
+        return rejectedState(payment, `PaymentIntent ${intent.id} is already ${intent.status}`);
+    }
+  }
+
+  async capture(request: CaptureRequest): Promise<CaptureResult> {
+    try {
+      const intent = await this.stripe.paymentIntents.capture(
+        request.paymentId,
+        request.amountMinor !== undefined ? { amount_to_capture: request.amountMinor } : {},
+        { idempotencyKey: request.idempotencyKey },
+      );
+      return { outcome: 'captured', payment: toPayment(intent) };
+    } catch (err) {
+      const outcome = classifyError(err);
+      if (outcome.outcome === 'rejected' && outcome.payment?.state === 'captured') {
+        return { outcome: 'already_captured', payment: outcome.payment };
+      }
+      return outcome;
+    }
+  }
+
+  async void(request: VoidRequest): Promise<VoidResult> {
+    try {
+      const intent = await this.stripe.paymentIntents.cancel(request.paymentId, {}, { idempotencyKey: request.idempotencyKey });
+      return { outcome: 'voided', payment: toPayment(intent) };
+    } catch (err) {
+      const outcome = classifyError(err);
+      if (outcome.outcome === 'rejected' && outcome.payment?.state === 'voided') {
+        return { outcome: 'already_voided', payment: outcome.payment };
+      }
+      return outcome;
+    }
+  }
+
+  async refund(request: RefundRequest): Promise<RefundResult> {
+    try {
+      const refund = await this.stripe.refunds.create(
+        { payment_intent: request.paymentId, amount: request.amountMinor },
+        { idempotencyKey: request.idempotencyKey },
+      );
+      return { outcome: 'refunded', refund: { id: refund.id, amountMinor: refund.amount, providerStatus: refund.status ?? 'unknown' } };
+    } catch (err) {
+      return classifyError(err);
+    }
+  }
+
+  /**
+   * Reads the list endpoint, not search: Stripe's list is read-after-write consistent, so a payment
+   * created a moment ago (the very case this lookup exists for: an answer lost after commit) is
+   * there; search is eventually consistent (Stripe documents up to a minute of lag, more during an
+   * outage) and is not offered in every region. List cannot filter on metadata, so the window
+   * since the charge's creation bounds the scan instead.
+   */
+  async findByReference(request: FindByReferenceRequest): Promise<FindByReferenceResult> {
+    const createdGteS = Math.floor((request.createdNotBeforeMs - findByReferenceClockSkewMs) / 1000);
+    const found: ProviderPayment[] = [];
+    let scanned = 0;
+    try {
+      for await (const intent of this.stripe.paymentIntents.list({ created: { gte: createdGteS }, limit: stripeListPageSize })) {
+        scanned += 1;
+        if (intent.metadata['tenant'] === request.reference.tenant && intent.metadata['charge_id'] === request.reference.chargeId) {
+          found.push(toPayment(intent));
+        }
+        if (scanned >= findByReferenceMaxScanned) {
+          return {
+            outcome: 'unknown',
+            reason: 'lookup_incomplete',
+            detail: `read ${scanned} payments created since ${new Date(createdGteS * 1000).toISOString()} without reaching the end`,
+          };
+        }
+      }
+    } catch (err) {
+      return classifyError(err);
+    }
+    if (found.length === 0) return { outcome: 'not_found' };
+    found.sort((a, b) => a.createdAtMs - b.createdAtMs);
+    return { outcome: 'found', payments: found as [ProviderPayment, ...ProviderPayment[]] };
+  }
+
+  verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult {
+    const receivedAtMs = request.receivedAtMs ?? Date.now();
+    const toleranceS = Math.floor(this.webhookToleranceMs / 1000);
+    const event = this.constructWithAnySecret(request, toleranceS, receivedAtMs);
+    if (event) return { outcome: 'verified', event: toEvent(event) };
+    // Tell a stale event from a forged one: the same check without the age limit.
+    if (this.constructWithAnySecret(request, 0, receivedAtMs)) {
+      return {
+        outcome: 'refused',
+        reason: 'too_old',
+        detail: `signed more than ${this.webhookToleranceMs} ms before it arrived`,
+      };
+    }
+    if (!/(^|,)t=\d+/.test(request.signatureHeader) || !/(^|,)v1=[0-9a-f]+/.test(request.signatureHeader)) {
+      return { outcome: 'refused', reason: 'malformed', detail: 'Stripe-Signature lacks t= or v1=' };
+    }
+    return { outcome: 'refused', reason: 'bad_signature', detail: 'no v1 signature matches any configured webhook secret' };
+  }
+
+  private constructWithAnySecret(request: VerifyWebhookRequest, toleranceS: number, receivedAtMs: number): Stripe.Event | null {
+    for (const secret of this.webhookSecrets) {
+      try {
+        return this.stripe.webhooks.constructEvent(request.payload, request.signatureHeader, secret, toleranceS, undefined, receivedAtMs);
+      } catch (err) {
+        if (!(err instanceof Stripe.errors.StripeSignatureVerificationError)) throw err;
+      }
+    }
+    return null;
+  }
+}
+
+function stateOf(status: Stripe.PaymentIntent.Status): ProviderPaymentState {
+  switch (status) {
+    case 'requires_capture':
+      return 'authorized';
+    case 'requires_action':
+      return 'requires_action';
+    case 'succeeded':
+      return 'captured';
+    case 'canceled':
+      return 'voided';
+    // We always confirm with a payment method: back to "needs a payment method" means the attempt failed.
+    case 'requires_payment_method':
+      return 'declined';
+    default:
+      // requires_confirmation, processing, and statuses newer than this code.
+      return 'processing';
+  }
+}
+
+function referenceOf(metadata: Stripe.Metadata | null | undefined): PaymentReference | null {
+  const tenant = metadata?.['tenant'];
+  const chargeId = metadata?.['charge_id'];
+  return tenant && chargeId ? { tenant, chargeId } : null;
+}
+
+export function toPayment(intent: Stripe.PaymentIntent): ProviderPayment {
+  return {
+    id: intent.id,
+    state: stateOf(intent.status),
+    providerStatus: intent.status,
+    reference: referenceOf(intent.metadata),
+    amountMinor: intent.amount,
+    amountCapturableMinor: intent.amount_capturable,
+    amountCapturedMinor: intent.amount_received,
+    currency: intent.currency.toUpperCase(),
+    createdAtMs: intent.created * 1000,
+    nextAction: intent.next_action ?? null,
+    lastDeclineCode: intent.last_payment_error?.decline_code ?? intent.last_payment_error?.code ?? null,
+  };
+}
+
+function toEvent(event: Stripe.Event): { id: string; type: string; createdAtMs: number; payment: ProviderPayment | null } {
+  const object = event.data.object as { object?: string };
+  return {
+    id: event.id,
+    type: event.type,
+    createdAtMs: event.created * 1000,
+    payment: object.object === 'payment_intent' ? toPayment(object as Stripe.PaymentIntent) : null,
+  };
+}
+
+function rejectedState(payment: ProviderPayment, detail: string): RejectedOutcome {
+  return { outcome: 'rejected', reason: 'state_conflict', code: 'payment_intent_unexpected_state', detail, payment };
+}
+
+/**
+ * Sorts a failed call into "may have happened, retry with the same key" and "final". Anything that
+ * is not the SDK's error is a bug in this program and is thrown on.
+ */
+function classifyError(err: unknown): UnknownOutcome | RejectedOutcome {
+  if (!(err instanceof Stripe.errors.StripeError)) throw err;
+  if (err instanceof Stripe.errors.StripeConnectionError) {
+    const code = (err.detail as { code?: string } | undefined)?.code;
+    return { outcome: 'unknown', reason: code === 'ETIMEDOUT' ? 'timeout' : 'connection_lost', detail: err.message };
+  }
+  const status = err.statusCode ?? 0;
+  if (status === 409) return { outcome: 'unknown', reason: 'key_in_use', detail: err.message };
+  if (status === 429) return { outcome: 'unknown', reason: 'rate_limited', detail: err.message };
+  // No status: the answer could not be read (a body that is not JSON): the request may have run.
+  if (status >= 500 || status === 0) return { outcome: 'unknown', reason: 'server_error', detail: err.message };
+  const payment = err.payment_intent ? toPayment(err.payment_intent) : null;
+  const code = err.code ?? null;
+  if (err instanceof Stripe.errors.StripeIdempotencyError) {
+    return { outcome: 'rejected', reason: 'idempotency_mismatch', code, detail: err.message, payment };
+  }
+  if (status === 401 || status === 403) return { outcome: 'rejected', reason: 'authentication', code, detail: err.message, payment };
+  if (status === 404 || code === 'resource_missing') return { outcome: 'rejected', reason: 'not_found', code, detail: err.message, payment };
+  if (code === 'payment_intent_unexpected_state' || code === 'charge_already_refunded' || code === 'charge_already_captured') {
+    return { outcome: 'rejected', reason: 'state_conflict', code, detail: err.message, payment };
+  }
+  return { outcome: 'rejected', reason: 'invalid_request', code, detail: err.message, payment };
+}
