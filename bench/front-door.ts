@@ -28,6 +28,7 @@ import { createLedgerPool } from '../src/ledger/pool.js';
 import { openAppContext } from '../src/runtime/app-context.js';
 import { startLocalStack } from '../src/stack/stack.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
+import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
 
 const checkIterations = 1_000;
 const replayRounds = 6;
@@ -56,12 +57,14 @@ try {
   await migrateLedger(stack.migrationDatabaseUrl);
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 8 });
   const connection = await NativeConnection.connect({ address: stack.temporalAddress });
-  const worker = await createChargeWorker({ connection, namespace: 'default', ledger: pool });
+  const payloadSettings = { CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFilePath! };
+  const worker = await createChargeWorker({ connection, namespace: 'default', ledger: pool, payloadProtection: payloadProtectionFromSettings(payloadSettings) });
   const running = worker.run();
   // Ample limits: the measurement is the limiter's cost, not its refusals.
   const config = loadConfig({
     TEMPORAL_ADDRESS: stack.temporalAddress,
     DATABASE_URL: stack.databaseUrl,
+    ...payloadSettings,
     RATE_LIMIT_KEY_PER_SECOND: '100000',
     RATE_LIMIT_KEY_BURST: '100000',
     RATE_LIMIT_TENANT_PER_SECOND: '100000',

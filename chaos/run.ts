@@ -15,6 +15,9 @@ import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { reconcile } from '../src/reconcile/reconcile.js';
+import { clientDataConverter } from '../src/codec/data-converter.js';
+import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
+import { ensurePayloadKeyFile } from '../src/stack/payload-key-file.js';
 import { findFreePorts } from '../src/stack/free-port.js';
 import { measureRecoveries, planFaults, runFaults, type FaultSchedule, type InjectedFault } from './faults.js';
 import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal, type ChaosTemporalStarter } from './infrastructure.js';
@@ -83,6 +86,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     postgres = await startChaosPostgres(dataDir);
     temporal = await (options.startTemporal ?? startChaosDevServer)(dataDir, postgres);
     const cliEntry = await built;
+    // The processes find the payload key as an embedded deployment's do: a key file in the data dir.
+    const payloadKeysFile = (await ensurePayloadKeyFile(dataDir)).path;
     log(`PostgreSQL and ${temporal.kind} up (data and logs in ${dataDir})`);
     await migrateLedger(postgres.databaseUrl);
     const tenant = `chaos-${Date.now().toString(36)}`;
@@ -91,6 +96,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const env = {
       TEMPORAL_ADDRESS: temporal.address,
       DATABASE_URL: postgres.databaseUrl,
+      CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile,
       CHARGE_WAIT_BUDGET_MS: '10000',
       // The storm is one agent key of one tenant far beyond the default request rate: the run is
       // about money under faults, so the limiter (tested on its own) does not throttle it.
@@ -140,7 +146,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     try {
       return await verdict({
         pool,
-        temporal: new Client({ connection }),
+        temporal: new Client({ connection, dataConverter: clientDataConverter(payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile })) }),
         tenant,
         storm,
         faults,

@@ -256,6 +256,8 @@ async function recordInto(dataDir: string): Promise<number> {
         // the sweeps recorded are started by their paths, scoped to tenants of their own.
         temporal,
         holdSweeper: false,
+        // Recorded in clear, as every committed history is: the replay tests read them without keys.
+        payloadProtection: { ring: null, plaintext: 'accept' },
         hooks: {
           async beforeStep(step, stepTenant, key) {
             if (stepTenant === tenant) await stepHooks.get(`${step}:${key}`)?.();

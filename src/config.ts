@@ -3,6 +3,7 @@ import { defaultStepBatchLimits } from './ledger/step-batches.js';
 import { limits } from './domain/limits.js';
 import { codecTokenMinLength } from './codec/codec-token.js';
 import { parsePayloadKeyRing } from './codec/key-ring.js';
+import { plaintextPolicies } from './codec/payload-protection.js';
 import { addressLimitDefaults, rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
 
 const positiveMs = z.coerce.number().int().positive();
@@ -58,7 +59,9 @@ const configSchema = z.object({
   LEDGER_STEP_BATCH_MAX_SIZE: z.coerce.number().int().min(1).max(64).default(defaultStepBatchLimits.maxBatchSize),
   /**
    * Payload encryption keys, `<id>:<base64 of 32 bytes>` comma-separated, the first encrypting and
-   * every one decrypting (docs/back-door.md). Unset: payloads go to Temporal in clear.
+   * every one decrypting (docs/back-door.md). Or CHARGEGUARD_PAYLOAD_KEYS_FILE, a file holding them
+   * (what the embedded stack generates in the data dir); never both. A process that talks to an
+   * external Temporal with neither, and without CHARGEGUARD_PAYLOAD_PLAINTEXT=accept, refuses to start.
    */
   CHARGEGUARD_PAYLOAD_KEYS: z.string().optional().superRefine((value, ctx) => {
     try {
@@ -67,6 +70,9 @@ const configSchema = z.object({
       ctx.addIssue({ code: 'custom', message: (error as Error).message });
     }
   }),
+  CHARGEGUARD_PAYLOAD_KEYS_FILE: z.string().min(1).optional(),
+  /** `accept`: payloads in clear are read (and, without keys, written); `refuse` (the default) when keys are set. */
+  CHARGEGUARD_PAYLOAD_PLAINTEXT: z.enum(plaintextPolicies).optional(),
   /** Bearer token of the API's /codec endpoint (Temporal's remote codec protocol); unset: no endpoint. */
   CHARGEGUARD_CODEC_TOKEN: z.string().min(codecTokenMinLength).optional(),
   /** Browser origins (the Temporal Web UI's) allowed to call /codec, comma-separated. */

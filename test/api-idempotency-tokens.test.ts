@@ -23,6 +23,7 @@ import {
   useHarness,
   waitFor,
   workflowExists,
+  testDataConverter,
 } from './support/harness.js';
 import { fundedApiTenant, useApi } from './support/api.js';
 
@@ -74,7 +75,7 @@ async function deadTemporalContext(): Promise<AppContext> {
   const config = loadConfig({});
   const address = `127.0.0.1:${await findFreePort()}`;
   const connection = Connection.lazy({ address });
-  const temporal = new Client({ connection, namespace: 'default' });
+  const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
   return {
     config,
     endpoints: { temporalAddress: address, databaseUrl: inject('stack').databaseUrl },

@@ -28,6 +28,9 @@ import {
   testPolicy,
   useHarness,
   waitFor,
+  testDataConverter,
+  testPayloadProtection,
+  testPayloadSettings,
 } from './support/harness.js';
 import { apiKeyFor, listenOnLoopback, openTestApi, send } from './support/api.js';
 
@@ -39,7 +42,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
   const deadDatabaseUrl = `postgres://postgres:${password}@127.0.0.1:${await findFreePort()}/chargeguard`;
   const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
   const connection = await Connection.connect({ address: h.connection.options.address });
-  const temporal = new Client({ connection, namespace: 'default' });
+  const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
   return {
     config,
     endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
@@ -280,8 +283,8 @@ describe('recovery after Temporal restarts, as `chargeguard start` runs (worker 
     let server: TemporalDevServer | null = await startTemporalDevServer(serverOptions);
     // The shape local-runtime.ts builds: the API's client on the worker's own connection, eager start on.
     const connection = await NativeConnection.connect({ address: server.address });
-    const context = await openAppContext(loadConfig({}), { temporalAddress: server.address, databaseUrl: stack.databaseUrl }, { workerConnection: connection });
-    const worker = await createChargeWorker({ connection, namespace: 'default', ledger: context.ledger, workflowBundle: { codePath: stack.workflowBundlePath } });
+    const context = await openAppContext(loadConfig(testPayloadSettings()), { temporalAddress: server.address, databaseUrl: stack.databaseUrl }, { workerConnection: connection });
+    const worker = await createChargeWorker({ connection, namespace: 'default', ledger: context.ledger, workflowBundle: { codePath: stack.workflowBundlePath }, payloadProtection: testPayloadProtection() });
     const running = worker.run();
     const app = await buildApi({ context, temporalCallTimeoutMs: 2_000 });
     let workerFailure: unknown = null;
@@ -330,7 +333,7 @@ describe('recovery after PostgreSQL restarts', () => {
     const port = await findFreePort();
     const postgresOptions = { dataDir: join(dataRoot, 'postgres'), port };
     let postgres: EmbeddedPostgres | null = await startEmbeddedPostgres(postgresOptions);
-    const context = await openAppContext(loadConfig({}), { temporalAddress: inject('stack').temporalAddress, databaseUrl: postgres.databaseUrl });
+    const context = await openAppContext(loadConfig(testPayloadSettings()), { temporalAddress: inject('stack').temporalAddress, databaseUrl: postgres.databaseUrl });
     const app = await buildApi({ context });
     try {
       const baseUrl = await listenOnLoopback(app);

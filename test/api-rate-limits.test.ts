@@ -199,7 +199,7 @@ async function startApiProcess(env: Record<string, string>): Promise<RunningApi>
   const stack = inject('stack');
   const port = await findFreePort('127.0.0.1');
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'api', '--port', String(port), '--log-level', 'warn'], {
-    env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, ...env },
+    env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFile, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let text = '';

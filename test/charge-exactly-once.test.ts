@@ -20,6 +20,7 @@ import {
   startTestWorker,
   useHarness,
   waitFor,
+  testDataConverter,
 } from './support/harness.js';
 
 const h = useHarness();
@@ -66,7 +67,7 @@ describe('a charge runs exactly once per idempotency key', () => {
     );
     try {
       const clients = connections.map((connection) =>
-        h.clientFor({ temporal: new Client({ connection, namespace: 'default' }) }),
+        h.clientFor({ temporal: new Client({ connection, namespace: 'default', dataConverter: testDataConverter() }) }),
       );
       const replies = await Promise.all(clients.map((client) => client.charge(tenant, key, body)));
 
@@ -92,7 +93,7 @@ describe('a charge runs exactly once per idempotency key', () => {
     try {
       const client = h.clientFor({
         taskQueue,
-        temporal: new Client({ connection: worker.connection, namespace: 'default' }),
+        temporal: new Client({ connection: worker.connection, namespace: 'default', dataConverter: testDataConverter() }),
         eagerWorkflowStart: true,
       });
       const body = chargeBody({ amount: 4_321 });
@@ -199,7 +200,7 @@ describe('a charge runs exactly once per idempotency key', () => {
     const connection = await Connection.connect({ address: fresh.address });
     const worker = await startTestWorker({ taskQueue: 'charges', pool: h.pool, temporalAddress: fresh.address });
     try {
-      const client = h.clientFor({ temporal: new Client({ connection, namespace: 'default' }) });
+      const client = h.clientFor({ temporal: new Client({ connection, namespace: 'default', dataConverter: testDataConverter() }) });
       const again = await client.charge(tenant, succeededKey, body);
       const againDeclined = await client.charge(tenant, declinedKey, { ...body, amount: 50_000 });
       expect(again.charge).toEqual(succeeded.charge);

@@ -85,6 +85,7 @@ describe('faults between the ledger and Temporal', () => {
         DATABASE_URL: stack.databaseUrl,
         TASK_QUEUE: taskQueue,
         WORKFLOW_BUNDLE_PATH: stack.workflowBundlePath,
+        CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFile,
         CRASH_AFTER_STEP: 'confirm',
       },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -13,10 +13,12 @@ import fc from 'fast-check';
 import { describe, expect, inject, it } from 'vitest';
 import { chargeWorkflowId, type ChargeIntent, type ChargeRequest } from '../src/domain/charge.js';
 import { canonicalJson, chargeFingerprint, chargeIdFor } from '../src/domain/request-fingerprint.js';
+import { workerDataConverter } from '../src/codec/data-converter.js';
 import { resolveTemporalCliPath } from '../src/stack/temporal-cli.js';
 import { chargeTaskQueue, type ChargeWorkflowInput } from '../workflows/definitions.js';
 import { forgedStartType, startMismatches } from '../workflows/verify-start.js';
-import { balanceOf, chargeBody, fundedTenant, newKey, testPolicy, useHarness } from './support/harness.js';
+import { balanceOf, chargeBody, fundedTenant, newKey, testPayloadProtection, testPolicy, useHarness } from './support/harness.js';
+import { encryptedInputArgs } from './support/temporal-cli.js';
 
 const h = useHarness();
 
@@ -37,14 +39,29 @@ function temporalCli(...args: string[]): Promise<CliRun> {
   });
 }
 
-/** `temporal workflow execute` of ChargeWorkflow on the production task queue: the measured attack. */
+/**
+ * `temporal workflow execute` of ChargeWorkflow on the production task queue: the measured attack,
+ * by someone who also holds the payload key (a plaintext start is refused before the workflow
+ * checks anything: test/undecodable-input.test.ts). The input is encrypted as the service's codec
+ * does it and handed to the CLI as raw bytes with the encrypted payload's metadata.
+ */
 function executeByHand(workflowId: string, input: unknown): Promise<CliRun> {
   return temporalCli(
     'workflow', 'execute',
     '--type', 'ChargeWorkflow',
     '--workflow-id', workflowId,
     '--task-queue', chargeTaskQueue,
-    '--input', JSON.stringify(input),
+    ...encryptedInputArgs(input, testPayloadProtection().ring!.current),
+  );
+}
+
+/** Replays an execution's history on this code, decoding its payloads as the worker does. */
+async function replay(workflowId: string): Promise<void> {
+  const history = await h.temporal.workflow.getHandle(workflowId).fetchHistory();
+  await Worker.runReplayHistory(
+    { workflowBundle: { codePath: inject('stack').workflowBundlePath }, dataConverter: workerDataConverter(testPayloadProtection()) },
+    history,
+    workflowId,
   );
 }
 
@@ -114,8 +131,7 @@ describe('a ChargeWorkflow started by hand with the temporal CLI', () => {
 
     await expectRefusedWithoutTrace(forgedId, [a, b], before, /workflow id .* is not .*charge\/t-forged-a/);
     // The refusal replays on this code (a query of the closed execution replays it): it is deterministic.
-    const history = await h.temporal.workflow.getHandle(forgedId).fetchHistory();
-    await Worker.runReplayHistory({ workflowBundle: { codePath: inject('stack').workflowBundlePath } }, history, forgedId);
+    await replay(forgedId);
   });
 
   it("a genuine charge's input started again under another key's workflow id fails with ForgedStart; nothing reaches the ledger", async () => {

@@ -9,7 +9,7 @@ import { searchAttributeKindOf } from '../src/stack/temporal-dev-server.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { SearchAttributesMissingError, assertChargeSearchAttributes } from '../src/worker/search-attributes-check.js';
 import { chargeSearchAttributeKeys, startSearchAttributes } from '../workflows/search-attributes.js';
-import { chargeBody, fundedTenant, ledgerIntent, newKey, newTenant, useHarness, waitFor } from './support/harness.js';
+import { chargeBody, fundedTenant, ledgerIntent, newKey, newTenant, testDataConverter, useHarness, waitFor } from './support/harness.js';
 
 const h = useHarness();
 const run = promisify(execFile);
@@ -141,7 +141,7 @@ describe('worker start against a namespace without the search attributes', () =>
   });
 
   it('without the check, the server refuses the start that carries them', async () => {
-    const client = new Client({ connection: h.connection, namespace });
+    const client = new Client({ connection: h.connection, namespace, dataConverter: testDataConverter() });
     const t = newTenant('sa-refused');
     const refused = await client.workflow
       .start('ChargeWorkflow', {

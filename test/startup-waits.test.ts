@@ -10,7 +10,7 @@ import { migrateLedgerWhenReachable } from '../src/runtime/app-context.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
 import { findFreePort } from '../src/stack/free-port.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
-import { chargeBody, fundedTenant, newKey, useHarness, waitFor } from './support/harness.js';
+import { chargeBody, fundedTenant, newKey, testDataConverter, testPayloadSettings, useHarness, waitFor } from './support/harness.js';
 
 const h = useHarness();
 
@@ -30,7 +30,8 @@ interface RunningCli {
 /** The real CLI in a child process, as a deployment runs it; stdout and stderr collected together. */
 function startCli(args: string[], env: Record<string, string>): RunningCli {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    env: { ...process.env, ...env },
+    // The run's payload keys, as `start` prints them for other terminals.
+    env: { ...process.env, ...testPayloadSettings(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let text = '';
@@ -170,7 +171,7 @@ describe('a process started while a dependency is down waits for it', () => {
 
       const tenant = await fundedTenant(h, { label: 'waits', payerMinor: 5_000 });
       connection = await Connection.connect({ address });
-      const client = h.clientFor({ temporal: new Client({ connection }) });
+      const client = h.clientFor({ temporal: new Client({ connection, dataConverter: testDataConverter() }) });
       const reply = await client.charge(tenant, newKey('after-wait'), chargeBody({ amount: 700 }));
       expect(reply.charge.status).toBe('succeeded');
       expect(await stopCli(cli)).toBe(0);

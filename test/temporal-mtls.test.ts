@@ -9,7 +9,7 @@ import type { DependencyWaitLimits } from '../src/runtime/dependency-wait.js';
 import { connectWorkerWhenReachable } from '../src/runtime/local-runtime.js';
 import { temporalConnectionSecurity, type TemporalSecuritySettings } from '../src/runtime/temporal-connection.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
-import { chargeBody, fundedTenant, newKey, useHarness } from './support/harness.js';
+import { chargeBody, fundedTenant, newKey, testDataConverter, testPayloadProtection, testPayloadSettings, useHarness } from './support/harness.js';
 import { makeTestPki, type TestPki } from './support/pki.js';
 
 /**
@@ -114,12 +114,13 @@ describe('every Temporal connection the app makes uses the configured mTLS', () 
         ledger: h.pool,
         taskQueue,
         workflowBundle: { codePath: inject('stack').workflowBundlePath },
+        payloadProtection: testPayloadProtection(),
       });
       const running = worker.run();
       try {
         const tenant = await fundedTenant(h, { label: 'mtls', payerMinor: 1_000 });
         // Only the worker behind the proxy polls this queue: the charge completes only if both connections work.
-        const charges = h.clientFor({ taskQueue, temporal: new Client({ connection: clientConnection, namespace: 'default' }) });
+        const charges = h.clientFor({ taskQueue, temporal: new Client({ connection: clientConnection, namespace: 'default', dataConverter: testDataConverter() }) });
         const result = await charges.charge(tenant, newKey('mtls'), chargeBody({ amount: 300 }));
         expect(result.charge.status).toBe('succeeded');
       } finally {
@@ -137,7 +138,7 @@ describe('every Temporal connection the app makes uses the configured mTLS', () 
 
   it('openAppContext (api, mcp, CLI) reads the same variables from its config', async () => {
     const before = proxy.acceptedClients.length;
-    const context = await openAppContext(loadConfig({ ...settings() } as NodeJS.ProcessEnv), {
+    const context = await openAppContext(loadConfig({ ...settings(), ...testPayloadSettings() } as NodeJS.ProcessEnv), {
       temporalAddress: proxy.address,
       databaseUrl: inject('stack').databaseUrl,
     });

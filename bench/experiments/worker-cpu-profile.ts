@@ -55,6 +55,8 @@ import { readFileIfPresent } from '../../src/support/files.js';
 import { isProcessAlive } from '../../src/stack/child-process.js';
 import { baselineWorkflowType, type BaselineInput } from '../baseline-workflow.js';
 import { startBenchStack } from '../lib/bench-stack.js';
+import { clientDataConverter } from '../../src/codec/data-converter.js';
+import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
 import { ChargeTally, chargeBody, chargeOperation } from '../lib/charging.js';
 import { takeCpuSnapshot } from '../lib/cpu.js';
 import type { Operation } from '../lib/load.js';
@@ -387,7 +389,12 @@ try {
     if (profileArm) profiled.set(`charge: ${variant}`, { pid: workerPid, dir: armProfileDir, windowsUs: [] });
     const service = variant === 'no-start-sas'
       ? new ChargeService({
-          temporal: new Client({ connection: session.temporal.connection, namespace: 'default', interceptors: { workflow: [withoutSearchAttributes] } }),
+          temporal: new Client({
+            connection: session.temporal.connection,
+            namespace: 'default',
+            interceptors: { workflow: [withoutSearchAttributes] },
+            dataConverter: clientDataConverter(payloadProtectionFromEnvironment()),
+          }),
           ledger: servicePool,
           policy: benchPolicy,
           amountMinorMax: limits.amountMinorMaxDefault,

@@ -1,3 +1,4 @@
+import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { migrateLedger } from '../../src/ledger/migrate.js';
@@ -67,6 +68,11 @@ export async function startBenchStack(options: {
   const dataDir = resolve(options.dataDir);
   await mkdir(dataDir, { recursive: true, mode: 0o711 });
   const logsDir = join(dataDir, 'logs');
+  // Encrypted payloads, as every deployment runs: the run's key file, found through the environment
+  // by the in-process worker, worker processes and the session's client alike.
+  if (!['CHARGEGUARD_PAYLOAD_KEYS', 'CHARGEGUARD_PAYLOAD_KEYS_FILE', 'CHARGEGUARD_PAYLOAD_PLAINTEXT'].some((name) => nonEmpty(process.env[name]) !== null)) {
+    process.env.CHARGEGUARD_PAYLOAD_KEYS_FILE = (await ensurePayloadKeyFile(dataDir)).path;
+  }
   const externalTemporal = nonEmpty(process.env.TEMPORAL_ADDRESS);
   const externalDatabase = nonEmpty(process.env.DATABASE_URL);
 

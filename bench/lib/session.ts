@@ -1,3 +1,5 @@
+import { clientDataConverter } from '../../src/codec/data-converter.js';
+import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
 import { Client, Connection } from '@temporalio/client';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
@@ -56,7 +58,11 @@ export async function openTemporalSession(stack: BenchStack, options: SessionOpt
     const eagerStart = options.eagerStart && workers.nativeConnection !== null;
     // Eager start needs the client on the workers' own (native) connection; otherwise a plain one.
     const grpcConnection = eagerStart ? null : await Connection.connect({ address: stack.temporalAddress });
-    const temporal = new Client({ connection: workers.nativeConnection && eagerStart ? workers.nativeConnection : grpcConnection!, namespace: 'default' });
+    const temporal = new Client({
+      connection: workers.nativeConnection && eagerStart ? workers.nativeConnection : grpcConnection!,
+      namespace: 'default',
+      dataConverter: clientDataConverter(payloadProtectionFromEnvironment()),
+    });
     const { createLedgerPool } = await import('../../src/ledger/pool.js');
     const ledger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 16 });
     const charges = new ChargeService({

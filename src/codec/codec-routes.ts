@@ -5,7 +5,8 @@ import { bearerToken } from '../api/authenticate.js';
 import { strictJsonBodyParser } from '../api/json-body.js';
 import { codecTokenMatches } from './codec-token.js';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
-import { parsePayloadKeyRing, type PayloadKeyRing } from './key-ring.js';
+import type { PayloadKeyRing } from './key-ring.js';
+import { payloadProtectionFromSettings, type PayloadSettings } from './payload-protection.js';
 
 /**
  * Temporal's remote codec protocol, so the Web UI and `temporal workflow show --codec-endpoint`
@@ -94,7 +95,8 @@ function refuse(reply: FastifyReply, status: number, type: string, title: string
 }
 
 export async function registerCodecRoutes(app: FastifyInstance, options: CodecRouteOptions): Promise<void> {
-  const codec = new EncryptionCodec(options.ring);
+  // The UI sends every payload of a history, plaintext ones too (older histories): shown as they are.
+  const codec = new EncryptionCodec(options.ring, { onUndecodable: 'throw', plaintext: 'accept' });
   const allowedOrigins = new Set(options.corsOrigins);
 
   await app.register(
@@ -162,13 +164,17 @@ export async function registerCodecRoutes(app: FastifyInstance, options: CodecRo
   );
 }
 
-/** Serves the endpoint when the configuration has both a key ring and a codec token; otherwise /codec is a 404. */
+/**
+ * Serves the endpoint when the configuration has both keys (CHARGEGUARD_PAYLOAD_KEYS or its file)
+ * and a codec token; otherwise /codec is a 404.
+ */
 export async function registerCodecRoutesFromConfig(
   app: FastifyInstance,
-  config: { CHARGEGUARD_PAYLOAD_KEYS?: string | undefined; CHARGEGUARD_CODEC_TOKEN?: string | undefined; CHARGEGUARD_CODEC_CORS_ORIGINS: string },
+  config: PayloadSettings & { CHARGEGUARD_CODEC_TOKEN?: string | undefined; CHARGEGUARD_CODEC_CORS_ORIGINS: string },
 ): Promise<void> {
-  const ring = parsePayloadKeyRing(config.CHARGEGUARD_PAYLOAD_KEYS);
-  if (ring === null || config.CHARGEGUARD_CODEC_TOKEN === undefined) return;
+  if (config.CHARGEGUARD_CODEC_TOKEN === undefined) return;
+  const { ring } = payloadProtectionFromSettings(config);
+  if (ring === null) return;
   const corsOrigins = config.CHARGEGUARD_CODEC_CORS_ORIGINS.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '');
   await registerCodecRoutes(app, { ring, token: config.CHARGEGUARD_CODEC_TOKEN, corsOrigins });
 }

@@ -1,22 +1,25 @@
 import type { DataConverter } from '@temporalio/common';
-import { EncryptionCodec } from './encryption-codec.js';
-import { parsePayloadKeyRing, type PayloadKeyRing } from './key-ring.js';
+import { EncryptionCodec, type UndecodablePolicy } from './encryption-codec.js';
+import type { PayloadProtection } from './payload-protection.js';
 
 /**
- * The data converter every Temporal client and worker of the service uses: payloads encrypted with
- * the key ring when one is configured, in clear (Temporal's default converter) when not. Clients and
- * workers must agree: a worker without the keys cannot read what an encrypting client started.
+ * The data converters of the service's Temporal clients and workers: payloads encrypted with the
+ * key ring (payload-protection.ts), decoded by two variants of one codec. A worker's hands the
+ * workflow the undecodable-payload value for what it cannot read, so the execution fails visibly
+ * instead of retrying its first task for ever; a client's (API, MCP, CLI) throws, naming why.
  */
-export function payloadDataConverter(ring: PayloadKeyRing | null): DataConverter {
-  return ring === null ? {} : { payloadCodecs: [new EncryptionCodec(ring)] };
+export function payloadDataConverter(protection: Pick<PayloadProtection, 'ring' | 'plaintext'>, onUndecodable: UndecodablePolicy): DataConverter {
+  // Nothing to encrypt and nothing refused: Temporal's default converter, as before keys existed.
+  if (protection.ring === null && protection.plaintext === 'accept') return {};
+  return { payloadCodecs: [new EncryptionCodec(protection.ring, { onUndecodable, plaintext: protection.plaintext })] };
 }
 
-/** From CHARGEGUARD_PAYLOAD_KEYS as set (or not) in this environment. */
-export function payloadDataConverterFromEnvironment(env: NodeJS.ProcessEnv = process.env): DataConverter {
-  return payloadDataConverter(parsePayloadKeyRing(env.CHARGEGUARD_PAYLOAD_KEYS));
+/** For the clients that start and read charges (API, MCP, CLI, `start`). */
+export function clientDataConverter(protection: Pick<PayloadProtection, 'ring' | 'plaintext'>): DataConverter {
+  return payloadDataConverter(protection, 'throw');
 }
 
-/** From the service's validated configuration. */
-export function payloadDataConverterFromConfig(config: { CHARGEGUARD_PAYLOAD_KEYS?: string | undefined }): DataConverter {
-  return payloadDataConverter(parsePayloadKeyRing(config.CHARGEGUARD_PAYLOAD_KEYS));
+/** For workers: what cannot be decoded reaches the workflow as the undecodable-payload value. */
+export function workerDataConverter(protection: Pick<PayloadProtection, 'ring' | 'plaintext'>): DataConverter {
+  return payloadDataConverter(protection, 'sentinel');
 }

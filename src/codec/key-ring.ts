@@ -1,9 +1,12 @@
 /**
- * The payload encryption keys, from CHARGEGUARD_PAYLOAD_KEYS: `<id>:<base64 of 32 bytes>` separated
- * by commas. The first key encrypts; every key decrypts. Rotation: put a new key first and keep the
- * old ones after it for as long as any history (retention) or running charge may hold a payload
- * they encrypted.
+ * The payload encryption keys, from CHARGEGUARD_PAYLOAD_KEYS (or the file CHARGEGUARD_PAYLOAD_KEYS_FILE
+ * names): `<id>:<base64 of 32 bytes>` separated by commas. The first key encrypts; every key
+ * decrypts. Rotation takes two steps, because a worker refuses a payload under a key it lacks:
+ * first add the new key last on every process, then put it first; keep the old ones after it for as
+ * long as any history (retention) or running charge may hold a payload they encrypted.
  */
+
+import { createHmac } from 'node:crypto';
 
 /** AES-256: 32 bytes of key. */
 export const payloadKeyBytes = 32;
@@ -11,6 +14,10 @@ export const payloadKeyBytes = 32;
 const keyIdPattern = /^[A-Za-z0-9._-]{1,64}$/;
 /** Canonical base64 only: a key that decodes "somehow" is a key someone mistyped. */
 const base64Pattern = /^[A-Za-z0-9+/]+={0,2}$/;
+
+export function isWellFormedKeyId(id: string): boolean {
+  return keyIdPattern.test(id);
+}
 
 export interface PayloadKey {
   id: string;
@@ -55,4 +62,17 @@ export function parsePayloadKeyRing(setting: string | undefined, settingName = '
     byId.set(id, entryKey);
   });
   return { current: keys[0]!, byId };
+}
+
+/** 64 bits: enough to tell two keys apart, nothing to learn a key from. */
+const keyCheckValueBytes = 8;
+
+/**
+ * A key's check value: the first bytes of HMAC-SHA256 under the key of a fixed label, as payment
+ * systems publish a key check value beside a key's id. Processes compare these to learn whether
+ * they hold the same key under an id without showing each other the key; HMAC is a PRF, so the
+ * value says nothing about the key.
+ */
+export function keyCheckValue(key: PayloadKey): string {
+  return createHmac('sha256', key.key).update('chargeguard payload key check v1').digest().subarray(0, keyCheckValueBytes).toString('hex');
 }

@@ -16,7 +16,10 @@ import type { StepBatchLimits } from '../ledger/step-batches.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 import { clientConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
-import { payloadDataConverterFromConfig } from '../codec/data-converter.js';
+import { clientDataConverter } from '../codec/data-converter.js';
+import { assertPayloadKeysMatchWorkers } from '../codec/key-advertisement.js';
+import { describePayloadProtection, payloadProtectionFromSettings } from '../codec/payload-protection.js';
+import { chargeTaskQueue } from '../../workflows/definitions.js';
 
 /** Addresses of the two servers everything talks to. */
 export interface Endpoints {
@@ -212,11 +215,24 @@ export async function openServiceContext(config: ChargeguardConfig, log: (line: 
 export async function openAppContext(
   config: ChargeguardConfig,
   endpoints: Endpoints,
-  options: { workerConnection?: ConnectionLike; log?: (line: string) => void; waitLimits?: DependencyWaitLimits } = {},
+  options: {
+    workerConnection?: ConnectionLike;
+    log?: (line: string) => void;
+    waitLimits?: DependencyWaitLimits;
+    /**
+     * Compare the payload keys with those of the workers polling the charges queue, refusing to
+     * start on a mismatch (codec/key-advertisement.ts); default true. Skipped with a worker in this
+     * process, which holds the same keys.
+     */
+    checkWorkerKeys?: boolean;
+  } = {},
 ): Promise<AppContext> {
   const wait: WaitOptions = { limits: options.waitLimits ?? noWaiting, log: options.log ?? (() => {}) };
-  // Before anything is opened: a certificate file that cannot be read stops the start here.
+  // Before anything is opened: a certificate file or a key file that cannot be read, or no payload
+  // keys where the deployment needs them, stops the start here.
   const temporalSecurity = temporalConnectionSecurity(config);
+  const payload = payloadProtectionFromSettings(config);
+  wait.log(describePayloadProtection(payload));
   await migrateLedgerWhenReachable(endpoints.migrationDatabaseUrl ?? endpoints.databaseUrl, wait);
   const ledger = await openLedgerPoolWhenReachable(endpoints.databaseUrl, config.LEDGER_POOL_MAX_CONNECTIONS, wait, stepBatchLimitsFromConfig(config));
   let ownConnection: Connection | null = null;
@@ -224,7 +240,16 @@ export async function openAppContext(
     ownConnection = options.workerConnection
       ? null
       : await connectTemporalWhenReachable(endpoints.temporalAddress, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
+    if (ownConnection !== null && options.checkWorkerKeys !== false) {
+      await assertPayloadKeysMatchWorkers(ownConnection.workflowService, {
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue: chargeTaskQueue,
+        protection: payload,
+        log: wait.log,
+      });
+    }
   } catch (error) {
+    await ownConnection?.close().catch((closeError: unknown) => wait.log(`closing the Temporal connection failed: ${(closeError as Error).message}`));
     await ledger.end().catch((endError: unknown) => wait.log(`closing the ledger pool failed: ${(endError as Error).message}`));
     throw error;
   }
@@ -233,8 +258,8 @@ export async function openAppContext(
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     interceptors: { workflow: [workerAttributionInterceptor(connection)] },
-    // Payloads encrypted as the workers expect them (CHARGEGUARD_PAYLOAD_KEYS; docs/back-door.md).
-    dataConverter: payloadDataConverterFromConfig(config),
+    // Payloads encrypted as the workers expect them (docs/back-door.md); what cannot be decoded is an error.
+    dataConverter: clientDataConverter(payload),
   });
   const charges = new ChargeService({
     temporal,

@@ -6,10 +6,16 @@ import { startLocalStack, type LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
 import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
 import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { payloadProtectionFromSettings } from '../codec/payload-protection.js';
 import { nativeConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
 
 export interface LocalRuntime {
   stack: LocalStack;
+  /**
+   * The configuration the runtime runs with: the one given, with CHARGEGUARD_PAYLOAD_KEYS_FILE
+   * pointing at the embedded stack's generated key file when no keys were set.
+   */
+  config: ChargeguardConfig;
   context: AppContext;
   worker: Worker;
   /** Resolves when the worker stops; rejects if it crashes. */
@@ -64,6 +70,15 @@ export async function runAll(steps: ReadonlyArray<readonly [string, () => Promis
 }
 
 /**
+ * The embedded stack's generated key file, unless the configuration names keys of its own: every
+ * process of the deployment then reads the same file (`start` prints it for other terminals).
+ */
+export function withStackPayloadKeys(config: ChargeguardConfig, stack: Pick<LocalStack, 'payloadKeysFilePath'>): ChargeguardConfig {
+  if (stack.payloadKeysFilePath === null || config.CHARGEGUARD_PAYLOAD_KEYS !== undefined || config.CHARGEGUARD_PAYLOAD_KEYS_FILE !== undefined) return config;
+  return { ...config, CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFilePath };
+}
+
+/**
  * The main job on one machine: the embedded servers (or TEMPORAL_ADDRESS / DATABASE_URL), the
  * migrated ledger, a worker, and the client every surface uses.
  */
@@ -72,8 +87,10 @@ export async function startLocalRuntime(
   options: { temporalUiPort?: number | null; log?: (line: string) => void } = {},
 ): Promise<LocalRuntime> {
   const log = options.log ?? ((line: string) => process.stderr.write(`  ${line}\n`));
-  // Before anything starts: a certificate file that cannot be read stops the start here.
+  // Before anything starts: a certificate file that cannot be read stops the start here, and so do
+  // missing payload keys for an external Temporal (the embedded one's are generated with the stack).
   const temporalSecurity = temporalConnectionSecurity(config);
+  if (config.TEMPORAL_ADDRESS !== undefined) payloadProtectionFromSettings(config);
   const stack = await step('starting Temporal and PostgreSQL', () =>
     startLocalStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
@@ -86,6 +103,8 @@ export async function startLocalRuntime(
   // runAll has logged each failed step; the start's own error is the one thrown.
   const rollback = () => runAll([...undo].reverse(), log).catch((error: unknown) => log(`rollback after a failed start: ${(error as Error).message}`));
   try {
+    config = withStackPayloadKeys(config, stack);
+    const payloadProtection = payloadProtectionFromSettings(config);
     const wait = { limits: dependencyWaitLimitsFromConfig(config), log };
     const endpoints = { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl, migrationDatabaseUrl: stack.migrationDatabaseUrl };
     const connection = await connectWorkerWhenReachable(stack.temporalAddress, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
@@ -95,7 +114,7 @@ export async function startLocalRuntime(
     );
     undo.push(['close the ledger pool', () => context.close()]);
     const worker = await step('bundling workflows and starting the worker', () =>
-      createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger }),
+      createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger, payloadProtection }),
     );
     const workerRun = worker.run();
     // Observed here so a crash is never an unhandled rejection and is logged when it happens;
@@ -103,6 +122,7 @@ export async function startLocalRuntime(
     const workerEnded = workerRun.catch((error: unknown) => log(`the worker stopped with an error: ${(error as Error).message}`));
     return {
       stack,
+      config,
       context,
       worker,
       workerRun,

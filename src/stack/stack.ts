@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
+import { ensurePayloadKeyFile } from './payload-key-file.js';
 import { startTemporalCluster } from './temporal-cluster.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
 
@@ -32,6 +33,11 @@ export interface LocalStack {
   /** The embedded server's password file (PGPASSFILE) for the two roles; null with an external DATABASE_URL. */
   passwordFilePath: string | null;
   temporalUiUrl: string | null;
+  /**
+   * The payload key file of an embedded Temporal, generated in the data dir on first start
+   * (payload-key-file.ts); null with TEMPORAL_ADDRESS, whose deployment brings its own keys.
+   */
+  payloadKeysFilePath: string | null;
   /** What serves temporalAddress: one the stack started, or TEMPORAL_ADDRESS's. */
   temporalKind: TemporalKind | 'external';
   stop(): Promise<void>;
@@ -57,6 +63,9 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const temporalKind = opts.temporal ?? temporalKindFromEnv();
   if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log);
 
+  // Beside the Temporal database whose payloads it encrypts; before anything starts, so a key file
+  // that is not one stops the start with nothing to clean up.
+  const payloadKeys = nonEmptyEnv('TEMPORAL_ADDRESS') === null ? await payloadKeyFileFor(dataDir, log) : null;
   const temporalStart = startTemporal(dataDir, logsDir, opts.temporalUiPort, log);
   const postgresStart = startPostgres(dataDir, logsDir, log);
   const [temporal, postgres] = await Promise.allSettled([temporalStart, postgresStart]);
@@ -74,6 +83,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     temporalAddress: temporal.value.value.address,
     temporalUiUrl: temporal.value.value.uiUrl,
     temporalKind: nonEmptyEnv('TEMPORAL_ADDRESS') === null ? 'dev' : 'external',
+    payloadKeysFilePath: payloadKeys,
     ...postgres.value.value,
     stop: () => {
       stopping ??= (async () => {
@@ -126,6 +136,7 @@ async function startTemporal(
  * while it shuts down.
  */
 async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void): Promise<LocalStack> {
+  const payloadKeys = await payloadKeyFileFor(dataDir, log);
   const postgres = await startPostgres(dataDir, logsDir, log);
   const adminUrl = postgres.value.adminDatabaseUrl;
   if (adminUrl === null) {
@@ -162,6 +173,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     temporalAddress: cluster.address,
     temporalUiUrl: null,
     temporalKind: 'cluster',
+    payloadKeysFilePath: payloadKeys,
     ...postgres.value,
     stop: () => {
       stopping ??= (async () => {
@@ -178,6 +190,12 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
       return stopping;
     },
   };
+}
+
+async function payloadKeyFileFor(dataDir: string, log: (line: string) => void): Promise<string> {
+  const { path, created } = await ensurePayloadKeyFile(dataDir);
+  log(`payload keys: ${created ? 'generated' : 'using'} ${path}`);
+  return path;
 }
 
 /** The PostgreSQL role the cluster's Temporal server connects as; its password is in the embedded server's password file. */

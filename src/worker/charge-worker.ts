@@ -11,8 +11,9 @@ import {
   type RefundActivityHooks,
   type WorkflowRunningProbe,
 } from '../../activities/index.js';
-import type { DataConverter } from '@temporalio/common';
-import { payloadDataConverterFromEnvironment } from '../codec/data-converter.js';
+import { clientDataConverter, workerDataConverter } from '../codec/data-converter.js';
+import { workerIdentity } from '../codec/key-advertisement.js';
+import { payloadProtectionFromEnvironment, type PayloadProtection } from '../codec/payload-protection.js';
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
@@ -61,10 +62,11 @@ export interface ChargeWorkerOptions {
    */
   checkSearchAttributes?: boolean;
   /**
-   * How payloads are encoded (encrypted, docs/back-door.md); by default as CHARGEGUARD_PAYLOAD_KEYS
-   * in this process's environment says, which is what the service's clients read too.
+   * The payload keys and plaintext policy (docs/back-door.md); by default as this process's
+   * environment says (CHARGEGUARD_PAYLOAD_KEYS, _KEYS_FILE, _PLAINTEXT), which is what the service's
+   * clients read too. The worker advertises them in its identity for the start-up key check.
    */
-  dataConverter?: DataConverter;
+  payloadProtection?: Pick<PayloadProtection, 'ring' | 'plaintext'>;
 }
 
 /**
@@ -133,15 +135,17 @@ function workflowRunningProbe(temporal: Client): WorkflowRunningProbe {
 export async function createChargeWorker(options: ChargeWorkerOptions): Promise<Worker> {
   const taskQueue = options.taskQueue ?? chargeTaskQueue;
   if (options.checkSearchAttributes !== false) await assertChargeSearchAttributes(options.connection, options.namespace);
-  const dataConverter = options.dataConverter ?? payloadDataConverterFromEnvironment();
-  const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace, dataConverter });
+  const protection = options.payloadProtection ?? payloadProtectionFromEnvironment();
+  const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace, dataConverter: clientDataConverter(protection) });
   const sweeper = options.holdSweeper ?? (taskQueue === chargeTaskQueue ? {} : false);
   if (sweeper !== false) await ensureHoldSweeperSchedule(temporal, { taskQueue, ...sweeper });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue,
-    dataConverter,
+    // What the worker cannot decode reaches the workflow as the undecodable-payload value.
+    dataConverter: workerDataConverter(protection),
+    identity: workerIdentity(protection),
     ...workflowSource(options.workflowBundle),
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),

@@ -11,7 +11,7 @@ import { startTemporalCluster, type TemporalCluster } from '../../src/stack/temp
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
-import { chargeBody, fundedTenant, newKey, testPolicy } from '../support/harness.js';
+import { chargeBody, fundedTenant, newKey, testDataConverter, testPayloadProtection, testPolicy } from '../support/harness.js';
 import { makeTestPki } from '../support/pki.js';
 
 /**
@@ -75,12 +75,13 @@ describe('the Temporal server with mTLS on its frontend', () => {
         ledger: pool,
         // The cluster project's setup runs its workers as processes and bundles nothing here.
         ...(inject('stack').workflowBundlePath ? { workflowBundle: { codePath: inject('stack').workflowBundlePath } } : {}),
+        payloadProtection: testPayloadProtection(),
       });
       const running = worker.run();
       try {
         const tenant = await fundedTenant(pool, { label: 'cluster-mtls', payerMinor: 1_000 });
         const charges = new ChargeService({
-          temporal: new Client({ connection: clientConnection, namespace: 'default' }),
+          temporal: new Client({ connection: clientConnection, namespace: 'default', dataConverter: testDataConverter() }),
           ledger: pool,
           policy: testPolicy,
           amountMinorMax: 1_000_000,

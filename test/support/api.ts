@@ -6,7 +6,7 @@ import type { Role } from '../../src/domain/permissions.js';
 import { loadConfig } from '../../src/config.js';
 import type { LedgerPool } from '../../src/ledger/pool.js';
 import { openAppContext, type AppContext } from '../../src/runtime/app-context.js';
-import { fundedTenant, lateBound, type FundedTenantOptions } from './harness.js';
+import { fundedTenant, lateBound, testPayloadSettings, type FundedTenantOptions } from './harness.js';
 
 /** A real API on a loopback port in front of the shared test stack (or another Temporal). */
 export interface TestApi {
@@ -27,7 +27,15 @@ export interface TestResponse {
   text: string;
 }
 
-export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & { temporalAddress?: string; env?: Record<string, string> };
+export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & {
+  temporalAddress?: string;
+  /** Added to the configuration; payload settings given here replace the run's key file. */
+  env?: Record<string, string>;
+  /** Compare the payload keys with the shared worker's at start (openAppContext); default true. */
+  checkWorkerKeys?: boolean;
+};
+
+const payloadSettingNames = ['CHARGEGUARD_PAYLOAD_KEYS', 'CHARGEGUARD_PAYLOAD_KEYS_FILE', 'CHARGEGUARD_PAYLOAD_PLAINTEXT'];
 
 /**
  * Tests make hundreds of requests a second with one key (100 concurrent charges, 100 token uses):
@@ -54,11 +62,18 @@ export const generousRateLimits = {
 
 export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi> {
   const stack = inject('stack');
-  const config = loadConfig({ CHARGE_WAIT_BUDGET_MS: '30000', ...generousRateLimits, ...options.env });
-  const context = await openAppContext(config, {
-    temporalAddress: options.temporalAddress ?? stack.temporalAddress,
-    databaseUrl: stack.databaseUrl,
+  const ownPayloadSettings = Object.keys(options.env ?? {}).some((name) => payloadSettingNames.includes(name));
+  const config = loadConfig({
+    CHARGE_WAIT_BUDGET_MS: '30000',
+    ...generousRateLimits,
+    ...(ownPayloadSettings ? {} : testPayloadSettings()),
+    ...options.env,
   });
+  const context = await openAppContext(
+    config,
+    { temporalAddress: options.temporalAddress ?? stack.temporalAddress, databaseUrl: stack.databaseUrl },
+    { checkWorkerKeys: options.checkWorkerKeys },
+  );
   const app = await buildApi({ ...options, context });
   const baseUrl = await listenOnLoopback(app);
   return {

@@ -10,7 +10,8 @@ export interface CliResult {
 }
 
 /**
- * Runs the real CLI in a child process against the shared test stack, as a user or a script would.
+ * Runs the real CLI in a child process against the shared test stack, as a user or a script would,
+ * with the run's payload keys as `start` prints them for other terminals.
  * `env` adds to the environment; a variable given as undefined is left out.
  */
 export function runCli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
@@ -19,7 +20,16 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
     execFile(
       process.execPath,
       ['--import', 'tsx', 'src/cli/main.ts', ...args],
-      { env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, ...env }, timeout: 60_000 },
+      {
+        env: {
+          ...process.env,
+          TEMPORAL_ADDRESS: stack.temporalAddress,
+          DATABASE_URL: stack.databaseUrl,
+          CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFile,
+          ...env,
+        },
+        timeout: 60_000,
+      },
       (error, stdout, stderr) => {
         let json: unknown;
         try {

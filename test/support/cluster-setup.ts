@@ -11,6 +11,7 @@ import {
   type ChargeguardProcess,
   type CliInvocation,
 } from '../../src/stack/chargeguard-processes.js';
+import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
 import { startLocalStack } from '../../src/stack/stack.js';
 import { generousRateLimits } from './api.js';
 
@@ -65,7 +66,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await migrateLedger(stack.migrationDatabaseUrl);
 
     const cli: CliInvocation = { command: process.execPath, args: ['--import', 'tsx', 'src/cli/main.ts'] };
+    const payloadKeysFile = stack.payloadKeysFilePath ?? (await ensurePayloadKeyFile(dataDir)).path;
     const workerEnv = {
+      CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile,
       TEMPORAL_ADDRESS: stack.temporalAddress,
       DATABASE_URL: stack.databaseUrl,
       MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl,
@@ -107,6 +110,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       databaseUrl: stack.databaseUrl,
       migrationDatabaseUrl: stack.migrationDatabaseUrl,
       adminDatabaseUrl: stack.adminDatabaseUrl ?? stack.migrationDatabaseUrl,
+      payloadKeysFile,
       // No bundle here: the cluster's workers are the CLI's own processes, which bundle at start.
       workflowBundlePath: '',
       dataDir,

@@ -5,6 +5,8 @@ import { NativeConnection } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
+import { payloadProtectionFromSettings } from '../../src/codec/payload-protection.js';
+import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
 import { startLocalStack } from '../../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../../src/worker/charge-worker.js';
 
@@ -19,6 +21,12 @@ export interface TestStack {
    * embedded server's superuser; with an external PostgreSQL, the migration URL.
    */
   adminDatabaseUrl: string;
+  /**
+   * The run's payload key file (CHARGEGUARD_PAYLOAD_KEYS_FILE): the embedded stack's, generated in
+   * the data dir as `start` generates it, or one made for the run with an external Temporal. The
+   * shared worker refuses plaintext, so every client a test builds encrypts with it.
+   */
+  payloadKeysFile: string;
   /** The workflow bundle, built once, for workers that tests start themselves. */
   workflowBundlePath: string;
   dataDir: string;
@@ -32,7 +40,8 @@ declare module 'vitest' {
 
 /**
  * Starts the real pair once for the whole run (a Temporal dev server and PostgreSQL, or the
- * servers that TEMPORAL_ADDRESS / DATABASE_URL name) and one worker on the `charges` queue.
+ * servers that TEMPORAL_ADDRESS / DATABASE_URL name) and one worker on the `charges` queue, with
+ * payload encryption on as in every deployment.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-test-'));
@@ -41,6 +50,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const stack = await startLocalStack({ dataDir, temporalUiPort: null });
   // As a deployment does it: the owner migrates, everything else runs as the app role.
   await migrateLedger(stack.migrationDatabaseUrl);
+  const payloadKeysFile = stack.payloadKeysFilePath ?? (await ensurePayloadKeyFile(dataDir)).path;
 
   const bundle = await bundleChargeWorkflows();
   const workflowBundlePath = join(dataDir, 'workflow-bundle.js');
@@ -53,6 +63,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     namespace: 'default',
     ledger: pool,
     workflowBundle: { codePath: workflowBundlePath },
+    payloadProtection: payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile }),
   });
   const running = worker.run();
 
@@ -61,6 +72,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     databaseUrl: stack.databaseUrl,
     migrationDatabaseUrl: stack.migrationDatabaseUrl,
     adminDatabaseUrl: stack.adminDatabaseUrl ?? stack.migrationDatabaseUrl,
+    payloadKeysFile,
     workflowBundlePath,
     dataDir,
   });

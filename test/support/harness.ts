@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
 import type { LedgerActivityHooks, RefundActivityHooks } from '../../activities/index.js';
+import { clientDataConverter } from '../../src/codec/data-converter.js';
+import { payloadProtectionFromSettings, type PayloadProtection } from '../../src/codec/payload-protection.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { chargeFingerprint, chargeIdFor } from '../../src/service/intent.js';
 import type { ChargeIntent } from '../../src/domain/charge.js';
@@ -31,10 +34,28 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/** The run's payload settings, as `start` prints them for other terminals: the stack's key file. */
+export function testPayloadSettings(): { CHARGEGUARD_PAYLOAD_KEYS_FILE: string } {
+  return { CHARGEGUARD_PAYLOAD_KEYS_FILE: inject('stack').payloadKeysFile };
+}
+
+/** The run's payload keys, plaintext refused: what the shared worker reads with. */
+export function testPayloadProtection(): PayloadProtection {
+  return payloadProtectionFromSettings(testPayloadSettings());
+}
+
+/**
+ * The data converter every client a test builds must use: the shared worker refuses plaintext, so a
+ * client without it would start charges that fail as undecodable.
+ */
+export function testDataConverter(): DataConverter {
+  return clientDataConverter(testPayloadProtection());
+}
+
 export async function openHarness(): Promise<Harness> {
   const stack = inject('stack');
   const connection = await Connection.connect({ address: stack.temporalAddress });
-  const temporal = new Client({ connection, namespace: 'default' });
+  const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 10 });
   const clientFor: Harness['clientFor'] = (options) =>
     new ChargeService({
@@ -203,6 +224,8 @@ export async function startTestWorker(options: {
   pool: LedgerPool;
   /** Another Temporal server than the shared one. */
   temporalAddress?: string;
+  /** Other payload keys than the run's. */
+  payloadProtection?: ChargeWorkerOptions['payloadProtection'];
 }): Promise<{ connection: NativeConnection; stop(): Promise<void> }> {
   const stack = inject('stack');
   const connection = await NativeConnection.connect({ address: options.temporalAddress ?? stack.temporalAddress });
@@ -215,6 +238,7 @@ export async function startTestWorker(options: {
     refundHooks: options.refundHooks,
     holdSweeper: options.holdSweeper,
     workflowBundle: { codePath: stack.workflowBundlePath },
+    payloadProtection: options.payloadProtection ?? testPayloadProtection(),
   });
   const running = worker.run();
   return {

@@ -1,7 +1,8 @@
 import { join, resolve } from 'node:path';
 import type { ChargeguardConfig } from '../../config.js';
 import { dependencyWaitLimitsFromConfig, migrateLedgerWhenReachable } from '../../runtime/app-context.js';
-import { runAll } from '../../runtime/local-runtime.js';
+import { runAll, withStackPayloadKeys } from '../../runtime/local-runtime.js';
+import { payloadEnvironment, type PayloadSettings } from '../../codec/payload-protection.js';
 import type { ProcessSafetyNet } from '../../runtime/process-safety.js';
 import {
   apiReadyLine,
@@ -20,7 +21,7 @@ export interface ClusterStartOptions {
   apiPorts: readonly number[];
   workerCount: number;
   /** How other terminals reach the same servers (start.ts's lines, shared with the dev shape). */
-  connectionLines: (stack: LocalStack) => string[];
+  connectionLines: (stack: LocalStack, payload: PayloadSettings) => string[];
 }
 
 /** More would only compete for the same cores; a real deployment scales on more machines. */
@@ -50,8 +51,15 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     await step('migrating the ledger', () =>
       migrateLedgerWhenReachable(stack.migrationDatabaseUrl, { limits: dependencyWaitLimitsFromConfig(config), log }),
     );
-    // Through the environment, not the command line: the URLs carry the roles' passwords.
-    const env = { TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl };
+    // Through the environment, not the command line: the URLs carry the roles' passwords. The
+    // children find the payload keys as other terminals do: the stack's key file, or what was set.
+    const payload = withStackPayloadKeys(config, stack);
+    const env = {
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      DATABASE_URL: stack.databaseUrl,
+      MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl,
+      ...payloadEnvironment(payload),
+    };
     const cli = currentCliInvocation();
     const common = { cli, env, startTimeoutMs: processStartTimeoutMs, stopTimeoutMs: processStopTimeoutMs };
     const starts = [
@@ -69,7 +77,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     const failed = started.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
     if (failed.length > 0) throw new AggregateError(failed, failed.map((e) => e.message).join('\n\n'));
 
-    process.stdout.write(`${[...runningLines(stack, processes, logsDir), '', ...options.connectionLines(stack), 'Ctrl-C stops everything.'].join('\n')}\n`);
+    process.stdout.write(`${[...runningLines(stack, processes, logsDir), '', ...options.connectionLines(stack, payload), 'Ctrl-C stops everything.'].join('\n')}\n`);
     const stop = await waitForStopReason(safety, { 'the cluster': lastOfAKindExits(processes) });
     failure = stop.error;
     process.stderr.write(`stopping (${stop.reason})…\n`);

@@ -3,16 +3,27 @@ import { loadConfig } from '../../config.js';
 import { startLocalRuntime } from '../../runtime/local-runtime.js';
 import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-safety.js';
 import type { LocalStack } from '../../stack/stack.js';
+import type { PayloadSettings } from '../../codec/payload-protection.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
 import { waitForStopReason } from '../shutdown.js';
 import { clusterApiPorts, maxClusterProcessesPerKind, parseCount, runClusterStart } from './start-cluster.js';
 
 /**
- * How other terminals reach the same servers, without a password on screen or in a captured log:
- * the embedded server's passwords stay in its password file, which PGPASSFILE points the clients at,
- * so the lines work as printed; an external DATABASE_URL is shown with its password masked.
+ * How other terminals reach the same servers, without a password or a key on screen or in a
+ * captured log: the embedded server's passwords stay in its password file, which PGPASSFILE points
+ * the clients at, and the payload keys in their file, which CHARGEGUARD_PAYLOAD_KEYS_FILE points
+ * every worker, API and CLI command at, so the lines work as printed; an external DATABASE_URL is
+ * shown with its password masked, keys set inline are named, not shown.
  */
-export function connectionLines(stack: Pick<LocalStack, 'temporalAddress' | 'databaseUrl' | 'migrationDatabaseUrl' | 'passwordFilePath'>): string[] {
+export function connectionLines(
+  stack: Pick<LocalStack, 'temporalAddress' | 'databaseUrl' | 'migrationDatabaseUrl' | 'passwordFilePath'>,
+  payload: PayloadSettings = {},
+): string[] {
+  const payloadLines = [
+    ...(payload.CHARGEGUARD_PAYLOAD_KEYS_FILE !== undefined ? [`  export CHARGEGUARD_PAYLOAD_KEYS_FILE=${payload.CHARGEGUARD_PAYLOAD_KEYS_FILE}`] : []),
+    ...(payload.CHARGEGUARD_PAYLOAD_KEYS !== undefined ? ['  export CHARGEGUARD_PAYLOAD_KEYS=<the keys you set>'] : []),
+    ...(payload.CHARGEGUARD_PAYLOAD_PLAINTEXT !== undefined ? [`  export CHARGEGUARD_PAYLOAD_PLAINTEXT=${payload.CHARGEGUARD_PAYLOAD_PLAINTEXT}`] : []),
+  ];
   if (stack.passwordFilePath === null) {
     return [
       'Other terminals reach the same servers with (passwords masked: use the values you set):',
@@ -21,6 +32,7 @@ export function connectionLines(stack: Pick<LocalStack, 'temporalAddress' | 'dat
       ...(stack.migrationDatabaseUrl !== stack.databaseUrl
         ? [`  export MIGRATION_DATABASE_URL=${maskUrlPassword(stack.migrationDatabaseUrl, 'MIGRATION_DATABASE_URL')}`]
         : []),
+      ...payloadLines,
     ];
   }
   return [
@@ -29,6 +41,7 @@ export function connectionLines(stack: Pick<LocalStack, 'temporalAddress' | 'dat
     `  export PGPASSFILE=${stack.passwordFilePath}`,
     `  export DATABASE_URL=${withoutUrlPassword(stack.databaseUrl, 'DATABASE_URL')}`,
     `  export MIGRATION_DATABASE_URL=${withoutUrlPassword(stack.migrationDatabaseUrl, 'MIGRATION_DATABASE_URL')}`,
+    ...payloadLines,
   ];
 }
 
@@ -74,7 +87,7 @@ export function registerStartCommand(program: Command): void {
             `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
             `  worker:          task queue "charges"`,
             '',
-            ...connectionLines(runtime.stack),
+            ...connectionLines(runtime.stack, runtime.config),
             'Ctrl-C stops everything.',
           ];
           process.stdout.write(`${lines.join('\n')}\n`);

@@ -10,6 +10,9 @@ import { connectWorkerWhenReachable } from '../../runtime/local-runtime.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
 import { temporalConnectionSecurity } from '../../runtime/temporal-connection.js';
 import { createChargeWorker } from '../../worker/charge-worker.js';
+import { assertPayloadKeysMatchWorkers } from '../../codec/key-advertisement.js';
+import { describePayloadProtection, payloadProtectionFromSettings } from '../../codec/payload-protection.js';
+import { chargeTaskQueue } from '../../../workflows/definitions.js';
 import { waitForStopReason } from '../shutdown.js';
 
 export function registerWorkerCommand(program: Command): void {
@@ -22,17 +25,27 @@ export function registerWorkerCommand(program: Command): void {
       if (!config.TEMPORAL_ADDRESS || !config.DATABASE_URL) {
         throw new Error('worker needs TEMPORAL_ADDRESS and DATABASE_URL; for everything on one machine use `start`');
       }
-      // Before anything is opened: a certificate file that cannot be read stops the start here.
+      // Before anything is opened: a certificate file or a key file that cannot be read, or no payload
+      // keys and no acceptance of plaintext, stops the start here.
       const temporalSecurity = temporalConnectionSecurity(config);
+      const payloadProtection = payloadProtectionFromSettings(config);
       // Either server may still be starting (compose, a reboot): wait for it, within the limits.
       const wait = { limits: dependencyWaitLimitsFromConfig(config), log: (line: string) => process.stderr.write(`${line}\n`) };
+      wait.log(describePayloadProtection(payloadProtection));
       await migrateLedgerWhenReachable(config.MIGRATION_DATABASE_URL ?? config.DATABASE_URL, wait);
       const ledger = await openLedgerPoolWhenReachable(config.DATABASE_URL, config.LEDGER_POOL_MAX_CONNECTIONS, wait, stepBatchLimitsFromConfig(config));
       let failure: unknown = undefined;
       try {
         const connection = await connectWorkerWhenReachable(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, { ...wait, security: temporalSecurity });
         try {
-          const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger });
+          // A worker whose keys differ from the other workers' would fail every charge it cannot read.
+          await assertPayloadKeysMatchWorkers(connection.workflowService, {
+            namespace: config.TEMPORAL_NAMESPACE,
+            taskQueue: chargeTaskQueue,
+            protection: payloadProtection,
+            log: wait.log,
+          });
+          const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger, payloadProtection });
           process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary})\n`);
           const running = worker.run();
           const stop = await waitForStopReason(safety, { 'the worker': running });
