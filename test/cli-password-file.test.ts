@@ -35,5 +35,4 @@ describe('a password from PGPASSFILE', () => {
     expect(help.stdout).toContain('Usage: chargeguard');
     expect(help.stderr).not.toMatch(/deprecat/i);
   });
-
 });
