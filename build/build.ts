@@ -12,6 +12,7 @@ import { cp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { workflowBundleHeader, workflowSourcesHash } from '../src/cli/commands/worker-bundle.js';
 import { bundleChargeWorkflows, compiledLayout } from '../src/worker/charge-worker.js';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
@@ -40,7 +41,9 @@ export async function buildDist(options: BuildOptions): Promise<void> {
   if (options.workflowBundle) {
     // Bundled from tsc's output, so the bundle is the very code the rest of the build was made of.
     const { code } = await bundleChargeWorkflows(join(outDir, compiledLayout.workflowsIndex));
-    await writeFile(join(outDir, compiledLayout.workflowBundle), code);
+    // Named by the hash of the code it was made of, in both forms, for `worker --bundle` to check.
+    const [typescript, javascript] = await Promise.all([workflowSourcesHash(repoRoot, 'typescript'), workflowSourcesHash(outDir, 'javascript')]);
+    await writeFile(join(outDir, compiledLayout.workflowBundle), workflowBundleHeader({ typescript, javascript }) + code);
   }
 }
 

@@ -1,8 +1,11 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parseSignatureHeader, webhookSignatureHeaderValue } from '../src/domain/webhook-signature.js';
 import { useApi } from './support/api.js';
 
 const api = useApi();
+// The payload codec's routes exist only when configured: an API serving them, for the document's sake.
+const withCodec = useApi({ env: { CHARGEGUARD_PAYLOAD_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`, CHARGEGUARD_CODEC_TOKEN: 'c'.repeat(48) } });
 let document: any;
 beforeAll(async () => {
   const response = await api.request('/openapi.json');
@@ -57,7 +60,9 @@ describe('the OpenAPI document', () => {
       for (const [method, operation] of Object.entries<any>(operations)) {
         expect(Object.keys(operation.responses ?? {}).length, `${method} ${path}`).toBeGreaterThan(0);
         for (const [code, response] of Object.entries<any>(operation.responses)) {
-          if (Number(code) >= 400 && response.content) {
+          // /mcp's own answers are the MCP transport's JSON-RPC errors; the API's hooks before it answer problems.
+          const jsonRpc = path === '/mcp' && response.content?.['application/json'];
+          if (Number(code) >= 400 && response.content && !jsonRpc) {
             expect(Object.keys(response.content), `${method} ${path} ${code}`).toEqual(['application/problem+json']);
           }
         }
@@ -77,7 +82,7 @@ describe('the OpenAPI document', () => {
     for (const [path, method] of [['/v1/accounts', 'post'], ['/v1/accounts/{id}/deposits', 'post']] as const) {
       expect(document.paths[path][method].responses, `${method} ${path}`).toHaveProperty('403');
     }
-    expect(create.parameters).toContainEqual(expect.objectContaining({ in: 'header', name: 'idempotency-key', required: true }));
+    expect(create.parameters).toContainEqual(expect.objectContaining({ in: 'header', name: 'idempotency-key', required: false }));
     expect(create.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/CreateChargeRequest' });
     const request = document.components.schemas.CreateChargeRequest;
     expect(request.required).toEqual(expect.arrayContaining(['order_id', 'payer_account_id', 'payee_account_id', 'amount', 'currency']));
@@ -156,6 +161,71 @@ describe('the OpenAPI document', () => {
       expect(response.headers.get('content-type'), `${method} ${path}`).toMatch(/^application\/problem\+json/);
       expect(response.body).toMatchObject({ type: 'method_not_allowed', status: 405 });
     }
+  });
+
+  // Five places where the document disagreed with the program (found by a schema fuzzer): each fact
+  // checked in the served document and, where it can be, against the program itself.
+  describe('says what the program does', () => {
+    it('issuing an idempotency token takes no body: the body is optional', async () => {
+      const issue = document.paths['/v1/idempotency-tokens'].post;
+      expect(issue.requestBody.required).toBe(false);
+      const issued = await api.request('/v1/idempotency-tokens', { method: 'POST', apiKey: await api.keyFor(`t-openapi-token-${Date.now().toString(36)}`) });
+      expect(issued.status).toBe(201);
+    });
+
+    it('POST /mcp documents what the transport and the API hooks answer, not only 200', async () => {
+      const responses = document.paths['/mcp'].post.responses;
+      expect(Object.keys(responses)).toEqual(expect.arrayContaining(['200', '401', '406', '429']));
+      expect(responses['401'].content['application/problem+json']).toBeDefined();
+      expect(responses['429'].content['application/problem+json']).toBeDefined();
+      expect(responses['406'].content['application/json']).toBeDefined();
+      const apiKey = await api.keyFor(`t-openapi-mcp-${Date.now().toString(36)}`);
+      const call = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+      expect((await api.request('/mcp', { method: 'POST', body: call, apiKey: null })).status).toBe(401);
+      // The streamable HTTP transport wants both media types in Accept.
+      expect((await api.request('/mcp', { method: 'POST', body: call, apiKey, headers: { accept: 'application/json' } })).status).toBe(406);
+    });
+
+    it('the payload codec is hidden whole: neither its preflights nor its POSTs are listed, though served', async () => {
+      expect(withCodec.app.hasRoute({ method: 'POST', url: '/codec/encode' })).toBe(true);
+      expect(withCodec.app.hasRoute({ method: 'OPTIONS', url: '/codec/decode' })).toBe(true);
+      const served = (await withCodec.request('/openapi.json')).body;
+      expect(Object.keys(served.paths).filter((path) => path.startsWith('/codec'))).toEqual([]);
+      for (const [path, operations] of Object.entries<any>(served.paths)) {
+        expect(Object.keys(operations), path).not.toContain('options');
+      }
+    });
+
+    it('the webhook signature header has a pattern that what a provider signs matches and the parser agrees with', () => {
+      const header = document.paths['/v1/webhooks/{provider}'].post.parameters.find((p: any) => p.in === 'header' && p.name === 'chargeguard-signature');
+      expect(header.required).toBe(true);
+      const pattern = new RegExp(header.schema.pattern, 'u');
+      const signed = [['s1'], ['s1', 's2'], Array.from({ length: 8 }, (_, i) => `s${i}`)].map((secrets) => webhookSignatureHeaderValue(secrets, 1_764_000_000, '{}'));
+      for (const value of signed) {
+        expect(pattern.test(value), value).toBe(true);
+        expect(parseSignatureHeader(value)).not.toHaveProperty('reason');
+      }
+      const hex = 'a'.repeat(64);
+      const refused = ['', `v1=${hex}`, `t=1764000000`, `t=x,v1=${hex}`, `t=1,v1=${hex.slice(1)}`, `t=1,${Array.from({ length: 9 }, () => `v1=${hex}`).join(',')}`];
+      for (const value of refused) {
+        expect(pattern.test(value), value).toBe(false);
+        expect(parseSignatureHeader(value), value).toHaveProperty('reason');
+      }
+    });
+
+    it('a charge needs one of Idempotency-Key and Idempotency-Token, neither marked required alone', async () => {
+      const parameters = document.paths['/v1/charges'].post.parameters.filter((p: any) => p.in === 'header');
+      for (const name of ['idempotency-key', 'idempotency-token']) {
+        const parameter = parameters.find((p: any) => p.name === name);
+        expect(parameter.required, name).toBe(false);
+        expect(parameter.description, name).toMatch(/One of Idempotency-Key and Idempotency-Token is required \(not both\)/);
+      }
+      const apiKey = await api.keyFor(`t-openapi-key-${Date.now().toString(36)}`);
+      const body = { order_id: 'o-1', payer_account_id: 'payer', payee_account_id: 'payee', amount: 100, currency: 'USD' };
+      const neither = await api.request('/v1/charges', { method: 'POST', body, apiKey });
+      expect(neither.status).toBe(400);
+      expect(JSON.stringify(neither.body)).toMatch(/idempotency-key|Idempotency-Key/i);
+    });
   });
 
   it('is browsable at /docs', async () => {

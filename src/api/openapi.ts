@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { createAccountBodySchema, depositBodySchema } from '../service/accounts-service.js';
 import { chargeRequestSchema } from '../service/validation.js';
 import { limits, textPatterns } from '../domain/limits.js';
+import { webhookMaxSignatures, webhookSignatureHeader } from '../domain/webhook-signature.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
 import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
 import {
@@ -146,13 +147,17 @@ export const idempotencyKeyParameter = (required: boolean, description: string):
   ...(required ? { required: ['idempotency-key'] } : {}),
 });
 
+/** What the key and the token each say of the other: OpenAPI cannot require one of two headers. */
+export const oneOfKeyOrToken = 'One of Idempotency-Key and Idempotency-Token is required (not both)';
+
 /**
  * A create's Idempotency-Key, or instead a server-issued Idempotency-Token (never both). OpenAPI
- * cannot say "one of these two headers", so the key stays marked required, as it is for every
- * caller that makes its own keys, and both descriptions state the alternative.
+ * cannot say "one of these two headers is required", so neither is marked required (marking the key
+ * would call every token-only request invalid), and both descriptions state the rule; the route
+ * refuses a request with neither or both with a 400 naming them.
  */
 export const idempotencyKeyOrTokenParameters = (description: string): JsonSchema => {
-  const key = idempotencyKeyParameter(true, `${description}; or leave it out and send Idempotency-Token`) as {
+  const key = idempotencyKeyParameter(false, `${oneOfKeyOrToken}. The key: ${description}`) as {
     properties: Record<string, JsonSchema>;
   };
   return {
@@ -165,12 +170,80 @@ export const idempotencyKeyOrTokenParameters = (description: string): JsonSchema
         maxLength: idempotencyTokenLength,
         pattern: idempotencyTokenPattern.source,
         description:
-          'instead of Idempotency-Key: a token from POST /v1/idempotency-tokens. Its first use makes it this ' +
+          `${oneOfKeyOrToken}. The token, instead of Idempotency-Key: one from POST /v1/idempotency-tokens. Its first use makes it this ` +
           "charge's key; repeats replay the charge. Unknown, another tenant's, or expired before its first use: 400",
       },
     },
   };
 };
+
+/**
+ * `Chargeguard-Signature` in the form to send: `t` (unix seconds) first, then one `v1` per secret
+ * (at most webhookMaxSignatures). The parser (src/domain/webhook-signature.ts) also skips other
+ * schemes and tolerates another order and spaces; what it refuses never matches this.
+ */
+export const webhookSignatureHeaderPattern =
+  `^t=[0-9]{1,12},v1=[0-9a-fA-F]{64}(,v1=[0-9a-fA-F]{64}){0,${webhookMaxSignatures - 1}}$`;
+
+const jsonRpcError = (description: string): JsonSchema => ({
+  description,
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        properties: {
+          jsonrpc: { const: '2.0' },
+          error: { type: 'object', properties: { code: { type: 'integer' }, message: { type: 'string' } }, required: ['code', 'message'] },
+          id: {},
+        },
+        required: ['jsonrpc', 'error'],
+      },
+    },
+  },
+});
+
+/**
+ * What POST /mcp answers: the MCP SDK's transport answers the protocol's own cases (JSON-RPC in
+ * application/json), the API's hooks before it the authentication and limits (problem documents).
+ */
+export const mcpResponses: Record<string, JsonSchema> = {
+  200: { description: 'the JSON-RPC response (enableJsonResponse: JSON, never an event stream)', content: { 'application/json': { schema: { type: 'object' } } } },
+  202: { description: 'notifications or responses only: accepted, nothing to answer' },
+  400: jsonRpcError('not a JSON-RPC message, or a batch over mcpBatchMaxCalls (nothing in it was run)'),
+  401: commonProblems[401]!,
+  403: problemResponse('an `Origin` not allowed by MCP_ALLOWED_ORIGINS'),
+  406: jsonRpcError('`Accept` must list both application/json and text/event-stream (the streamable HTTP transport)'),
+  429: commonProblems[429]!,
+};
+
+/**
+ * Facts of the program the route schemas cannot state, or that routes registered elsewhere leave
+ * out, applied to the generated document:
+ * - POST /v1/idempotency-tokens takes no body or `{}` (fastify-swagger marks every body required);
+ * - POST /mcp answers more than 200 (mcpResponses);
+ * - the payload codec (/codec/encode, /codec/decode) is hidden, both methods: it is Temporal's
+ *   remote-codec protocol for the Web UI and CLI, behind its own token (CHARGEGUARD_CODEC_TOKEN),
+ *   not an API key, and served only when configured; its POSTs were hidden, its CORS preflights not,
+ *   so the document listed OPTIONS routes under the API-key lock and none of the real ones;
+ * - the webhook signature header has the pattern of webhookSignatureHeaderPattern.
+ */
+export function amendDocument(document: { paths?: Record<string, Record<string, any>> }): void {
+  const paths = document.paths ?? {};
+  for (const path of Object.keys(paths)) if (path.startsWith(codecPathPrefix)) delete paths[path];
+  const issueToken = paths['/v1/idempotency-tokens']?.post;
+  if (issueToken?.requestBody) issueToken.requestBody.required = false;
+  const mcp = paths['/mcp']?.post;
+  if (mcp) mcp.responses = mcpResponses;
+  for (const operation of Object.values(paths['/v1/webhooks/{provider}'] ?? {})) {
+    for (const parameter of operation.parameters ?? []) {
+      if (parameter.in === 'header' && parameter.name === webhookSignatureHeader.toLowerCase()) {
+        parameter.schema = { ...parameter.schema, pattern: webhookSignatureHeaderPattern };
+      }
+    }
+  }
+}
+
+const codecPathPrefix = '/codec/';
 
 export async function registerOpenApi(app: FastifyInstance, options: { amountMinorMax: number; version: string }): Promise<void> {
   const schemas = componentSchemas(options.amountMinorMax);
@@ -182,7 +255,8 @@ export async function registerOpenApi(app: FastifyInstance, options: { amountMin
         version: options.version,
         description:
           'Exactly-once charges for automated agents. Every POST that creates something takes an ' +
-          '`Idempotency-Key`: reuse it verbatim on every retry of the same request, and the request runs once.\n\n' +
+          '`Idempotency-Key`: reuse it verbatim on every retry of the same request, and the request runs once ' +
+          '(a charge may instead take a server-issued `Idempotency-Token`: one of the two).\n\n' +
           'What is refused, before anything is recorded or started: text that is not valid Unicode (lone ' +
           'surrogates) or holds control characters (a description may hold tab and line breaks), or exceeds its ' +
           'stated length (counted in characters); unknown body fields and query parameters; `null` where a value ' +
@@ -205,6 +279,7 @@ export async function registerOpenApi(app: FastifyInstance, options: { amountMin
         schemas: { ...document.components?.schemas, ...schemas },
         responses: { ...(document.components as { responses?: Record<string, unknown> } | undefined)?.responses, MethodNotAllowed: methodNotAllowed },
       } as typeof document.components;
+      amendDocument(document as Parameters<typeof amendDocument>[0]);
       return documentObject.openapiObject;
     },
   });

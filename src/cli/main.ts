@@ -16,9 +16,11 @@ import { registerStatusCommand } from './commands/status.js';
 import { registerStartCommand } from './commands/start.js';
 import { registerWorkerCommand } from './commands/worker.js';
 import { registerWebhookSecretsCommand } from './commands/webhook-secrets.js';
+import { readDatabasePasswordsFromPasswordFile } from './database-password-file.js';
 
 // Workers log at WARN: a command's own output should not drown in polling chatter.
 Runtime.install({ logger: new DefaultLogger('WARN') });
+readDatabasePasswordsFromPasswordFile();
 
 const program = new Command()
   .name('chargeguard')

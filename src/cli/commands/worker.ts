@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import {
   dependencyWaitLimitsFromConfig,
@@ -14,17 +14,24 @@ import { assertPayloadKeysMatchWorkers } from '../../codec/key-advertisement.js'
 import { describePayloadProtection, payloadProtectionFromSettings } from '../../codec/payload-protection.js';
 import { chargeTaskQueue } from '../../../workflows/definitions.js';
 import { waitForStopReason } from '../shutdown.js';
+import { checkedWorkflowBundle } from './worker-bundle.js';
 
 export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
     .description('run a worker against TEMPORAL_ADDRESS and DATABASE_URL (stateless: run as many as you like)')
-    .action(async () => {
+    .addOption(
+      new Option('--bundle <path>', 'the workflow bundle `npm run build` made (dist/workflow-bundle.js); refused unless built from the workflow code this worker runs')
+        .env('CHARGEGUARD_WORKFLOW_BUNDLE'),
+    )
+    .action(async (options: { bundle?: string }) => {
       const safety = installProcessSafetyNet({ command: 'worker' });
       const config = loadConfig();
       if (!config.TEMPORAL_ADDRESS || !config.DATABASE_URL) {
         throw new Error('worker needs TEMPORAL_ADDRESS and DATABASE_URL; for everything on one machine use `start`');
       }
+      // Checked before any server is waited for: a wrong bundle is a deployment mistake, not a delay.
+      const workflowBundle = options.bundle === undefined ? undefined : await checkedWorkflowBundle(options.bundle);
       // Before anything is opened: a certificate file or a key file that cannot be read, or no payload
       // keys and no acceptance of plaintext, stops the start here.
       const temporalSecurity = temporalConnectionSecurity(config);
@@ -45,8 +52,15 @@ export function registerWorkerCommand(program: Command): void {
             protection: payloadProtection,
             log: wait.log,
           });
-          const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger, payloadProtection });
-          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary})\n`);
+          const worker = await createChargeWorker({
+            connection,
+            namespace: config.TEMPORAL_NAMESPACE,
+            ledger,
+            payloadProtection,
+            ...(workflowBundle ? { workflowBundle } : {}),
+          });
+          const bundled = workflowBundle ? `; workflows from ${workflowBundle.codePath}` : '';
+          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary}${bundled})\n`);
           const running = worker.run();
           const stop = await waitForStopReason(safety, { 'the worker': running });
           failure = stop.error;
