@@ -1,6 +1,7 @@
 /**
  * The charge as every layer sees it. Pure types and functions only: workflow code imports this.
  */
+import type { declineCodes } from './refusals.js';
 
 export type CaptureMode = 'automatic' | 'manual';
 
@@ -23,13 +24,8 @@ export const chargeStatuses = [
 
 export type ChargeStatus = (typeof chargeStatuses)[number];
 
-export type DeclineCode =
-  | 'insufficient_funds'
-  | 'account_frozen'
-  | 'unknown_account'
-  | 'currency_mismatch'
-  /** The acting key's daily limit would be exceeded (a decision, final for that key). */
-  | 'mandate_exceeded';
+/** Why Try declined the charge: the list, with what each means, is `declineCodes` (src/domain/refusals.ts). */
+export type DeclineCode = (typeof declineCodes)[number];
 
 /** The business fields of a charge: what the caller asked for, validated. */
 export interface ChargeRequest {

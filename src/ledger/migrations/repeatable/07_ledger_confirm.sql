@@ -4,6 +4,12 @@
 -- row. Neither posting can lower an available balance (the payee is credited; the payer's hold
 -- turns into a debit no larger than the hold). Every 16th transfer folds its two accounts without
 -- ever waiting (SKIP LOCKED), so the queue of an account that is only ever credited stays short.
+--
+-- Confirm moves only what Try reserved, on the row Try decided from its own tables (see
+-- ledger_try). It still refuses (ChargeNotAllowed, CGK02; the workflow then cancels, releasing the
+-- hold) a hold that no Try of this version would have reserved: above ledger_amount_minor_max()
+-- or between accounts that are not both ordinary accounts of the tenant. Only a hold reserved
+-- before these rules can be one.
 
 CREATE OR REPLACE FUNCTION ledger_confirm(p_tenant text, p_key text, p_capture_minor bigint)
 RETURNS charges LANGUAGE plpgsql AS $$
@@ -18,6 +24,9 @@ BEGIN
                      hold_expires_at = NULL, updated_at = now()
    WHERE tenant = p_tenant AND idempotency_key = p_key AND hold_state = 'TRIED'
      AND coalesce(p_capture_minor, held_minor) BETWEEN 1 AND held_minor
+     AND amount_minor <= ledger_amount_minor_max()
+     AND NOT EXISTS (SELECT 1 FROM accounts a
+                      WHERE a.tenant = p_tenant AND a.id IN (payer_account_id, payee_account_id) AND a.is_system)
   RETURNING * INTO r;
 
   IF NOT FOUND THEN
@@ -35,6 +44,12 @@ BEGIN
         RAISE EXCEPTION 'charge % was cancelled; it can no longer be captured', p_key
           USING ERRCODE = 'CGH01';
       ELSE
+        IF r.amount_minor > ledger_amount_minor_max() OR EXISTS (
+             SELECT 1 FROM accounts a
+              WHERE a.tenant = p_tenant AND a.id IN (r.payer_account_id, r.payee_account_id) AND a.is_system) THEN
+          RAISE EXCEPTION 'charge % holds money the ledger would not move (amount above % or a system account); it will not be captured',
+            p_key, ledger_amount_minor_max() USING ERRCODE = 'CGK02';
+        END IF;
         RAISE EXCEPTION 'capture of % is outside 1..% (the amount held for charge %)',
           coalesce(p_capture_minor, r.held_minor), r.held_minor, p_key
           USING ERRCODE = 'CGA01';
