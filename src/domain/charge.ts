@@ -110,11 +110,13 @@ export interface ChargeIntent {
   fingerprint: string;
   request: ChargeRequest;
   /**
-   * The API key acting (absent: the operator, or an intent recorded before mandates). The ledger
-   * records it on the charge (audit) and, with `dailyLimitMinor`, holds the key's rolling 24 h
-   * total to its limit inside Try.
+   * The API key acting (absent: the operator, accepted only in a tenant that never had a key). The
+   * ledger records it on the charge (audit) and judges it, with its mandate, from the key's own row.
    */
   actingKeyId?: string;
-  /** The acting key's daily limit in minor units (absent: none). */
+  /**
+   * The acting key's daily limit in minor units (absent: none). Ignored by the ledger, which reads
+   * the limit from the key's row; only a hint that the Try takes a per-key lock and so runs alone.
+   */
   dailyLimitMinor?: number;
 }
