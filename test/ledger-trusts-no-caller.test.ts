@@ -17,14 +17,24 @@ import { refundWorkflowId, type Refund, type RefundIntent } from '../src/domain/
 import { chargeFingerprint, chargeIdFor } from '../src/domain/request-fingerprint.js';
 import { ledgerRefusals } from '../src/domain/refusals.js';
 import { revokeApiKey } from '../src/ledger/api-keys.js';
-import { confirmHold, tryHold } from '../src/ledger/charges.js';
+import { cancelHold, confirmHold, tryHold } from '../src/ledger/charges.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { refundFingerprint, refundIdFor } from '../src/service/intent.js';
 import { resolveTemporalCliPath } from '../src/stack/temporal-cli.js';
 import { chargeTaskQueue, refundWorkflowType, type ChargeWorkflowInput, type RefundWorkflowInput } from '../workflows/definitions.js';
-import { expectLedgerInvariants, fundedTenant, newKey, openAccount, testPolicy, useHarness, waitFor } from './support/harness.js';
+import {
+  balanceOf,
+  expectLedgerInvariants,
+  fundedTenant,
+  newKey,
+  openAccount,
+  testPolicy,
+  useHarness,
+  waitFor,
+  withScratchLedger,
+} from './support/harness.js';
 
 const h = useHarness();
 
@@ -233,6 +243,31 @@ describe('Try called directly with forged arguments (SQL as the app role)', () =
       .then(() => null, (e: { code?: string }) => e.code);
     expect(refund).toBe(ledgerRefusals.refundNotAuthorized.sqlState);
     expect(await moneyFootprint(h.pool, tenant)).toEqual(before);
+  });
+});
+
+describe('Confirm of a hold reserved before these rules', () => {
+  it('a hold above 10^12 is refused ChargeNotAllowed, never captured; Cancel releases it', async () => {
+    await withScratchLedger(h.pool, async (scratch) => {
+      const tenant = await fundedTenant(scratch, { label: 'old-hold' });
+      await openAccount(scratch, tenant, 'overdraft', { allowOverdraft: true });
+      const intent = forgedIntent(tenant, forgedRequest({ payerAccountId: 'overdraft', amountMinor: 5 * amountMinorMax }));
+      // As an older Try reserved it (the scratch ledger's owner writes the row and the hold).
+      await scratch.query(
+        `INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id, payee_account_id, currency,
+                              amount_minor, capture_mode, hold_state, held_minor)
+         VALUES ($1, $2, $3, $4, $5, 'overdraft', 'payee', 'USD', $6, 'automatic', 'TRIED', $6)`,
+        [tenant, intent.idempotencyKey, intent.chargeId, intent.fingerprint, intent.request.orderId, intent.request.amountMinor],
+      );
+      await scratch.query(`UPDATE accounts SET pending_minor = pending_minor + $3 WHERE tenant = $1 AND id = $2`, [tenant, 'overdraft', intent.request.amountMinor]);
+      const before = await moneyFootprint(scratch, tenant);
+      const refused = await confirmHold(scratch, tenant, intent.idempotencyKey, null).then(() => null, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(LedgerRefusalError);
+      expect((refused as LedgerRefusalError).refusal).toBe('chargeNotAllowed');
+      expect(await moneyFootprint(scratch, tenant)).toEqual(before);
+      expect((await cancelHold(scratch, intent, 'confirm_failed')).holdState).toBe('CANCELLED');
+      expect((await balanceOf(scratch, tenant, 'overdraft')).pendingMinor).toBe(0);
+    });
   });
 });
 

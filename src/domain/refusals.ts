@@ -27,9 +27,8 @@ export const ledgerRefusals = {
    */
   refundNotAuthorized: { type: 'RefundNotAuthorized', sqlState: 'CGK01' },
   /**
-   * Confirm of a hold no Try of this version would have reserved (above the ledger's maximum
-   * amount, or to or from a system account): only a hold from before those rules. The workflow
-   * cancels it, so the money goes back to the payer.
+   * Confirm of a hold above the ledger's maximum amount, which no Try of this version reserves:
+   * only a hold from before that rule. The workflow cancels it, so the money goes back to the payer.
    */
   chargeNotAllowed: { type: 'ChargeNotAllowed', sqlState: 'CGK02' },
 } as const;

@@ -17,7 +17,7 @@
 -- Try's input may come from a workflow started by hand. After the key is claimed (so a repeated
 -- Try still answers the first decision), the charge is DECLINED, nothing reserved, when
 --   amount_too_large    the amount is above ledger_amount_minor_max() (10^12, the contract's maximum);
---   key_not_authorized  ledger_key_refusal says the acting key may not charge for the tenant;
+--   key_not_authorized  the acting key may not charge for the tenant (ledger_key_refusal's rule);
 --   mandate_exceeded    the key's own row (not the input) forbids it: largest charge, currency,
 --                       payees, or its rolling 24 h total (daily limit) with this charge;
 --   unknown_account     payer or payee is not an ordinary account of the tenant (a system account
@@ -70,17 +70,22 @@ BEGIN
     RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
   END IF;
 
+  -- The acting key: ledger_key_refusal's rule, written out here to spare every Try a nested
+  -- plpgsql call (docs/back-door.md, the cost); ledger_refund calls the function.
   IF p_amount_minor > ledger_amount_minor_max() THEN
     v_decline := 'amount_too_large';
-  ELSE
-    IF p_key_id IS NOT NULL THEN
-      SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+  ELSIF p_key_id IS NULL THEN
+    IF EXISTS (SELECT 1 FROM api_keys WHERE tenant = p_tenant) THEN
+      v_decline := 'key_not_authorized';
     END IF;
-    v_decline := coalesce(ledger_key_refusal(p_tenant, p_key_id, v_key, ARRAY['agent', 'admin']), CASE
-      WHEN p_key_id IS NULL THEN NULL
+  ELSE
+    SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+    v_decline := CASE
+      WHEN v_key.id IS NULL OR v_key.tenant <> p_tenant OR v_key.role NOT IN ('agent', 'admin')
+        OR v_key.revoked_at IS NOT NULL OR v_key.expires_at <= now() THEN 'key_not_authorized'
       WHEN p_amount_minor > v_key.max_amount_minor OR p_amount_minor > v_key.daily_limit_minor
         OR p_currency <> v_key.currency OR p_payee <> ALL (v_key.allowed_payee_account_ids) THEN 'mandate_exceeded'
-    END);
+    END;
   END IF;
 
   IF v_decline IS NULL AND v_key.daily_limit_minor IS NOT NULL THEN

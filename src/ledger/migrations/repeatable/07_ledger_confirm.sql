@@ -5,11 +5,12 @@
 -- turns into a debit no larger than the hold). Every 16th transfer folds its two accounts without
 -- ever waiting (SKIP LOCKED), so the queue of an account that is only ever credited stays short.
 --
--- Confirm moves only what Try reserved, on the row Try decided from its own tables (see
--- ledger_try). It still refuses (ChargeNotAllowed, CGK02; the workflow then cancels, releasing the
--- hold) a hold that no Try of this version would have reserved: above ledger_amount_minor_max()
--- or between accounts that are not both ordinary accounts of the tenant. Only a hold reserved
--- before these rules can be one.
+-- Confirm moves only what Try reserved, on the row Try decided from its own tables (accounts,
+-- key, mandate: see ledger_try). It still refuses (ChargeNotAllowed, CGK02; the workflow then
+-- cancels, releasing the hold) a hold above ledger_amount_minor_max(), which only a Try from before
+-- that rule can have reserved: a comparison on the row itself, free. It does not probe the two
+-- accounts for system ones again: that cost Try+Confirm throughput (docs/back-door.md) and guarded
+-- only holds from before this version, which reconcile's system_accounts_move_only_by_deposit reports.
 
 CREATE OR REPLACE FUNCTION ledger_confirm(p_tenant text, p_key text, p_capture_minor bigint)
 RETURNS charges LANGUAGE plpgsql AS $$
@@ -25,8 +26,6 @@ BEGIN
    WHERE tenant = p_tenant AND idempotency_key = p_key AND hold_state = 'TRIED'
      AND coalesce(p_capture_minor, held_minor) BETWEEN 1 AND held_minor
      AND amount_minor <= ledger_amount_minor_max()
-     AND NOT EXISTS (SELECT 1 FROM accounts a
-                      WHERE a.tenant = p_tenant AND a.id IN (payer_account_id, payee_account_id) AND a.is_system)
   RETURNING * INTO r;
 
   IF NOT FOUND THEN
@@ -44,11 +43,9 @@ BEGIN
         RAISE EXCEPTION 'charge % was cancelled; it can no longer be captured', p_key
           USING ERRCODE = 'CGH01';
       ELSE
-        IF r.amount_minor > ledger_amount_minor_max() OR EXISTS (
-             SELECT 1 FROM accounts a
-              WHERE a.tenant = p_tenant AND a.id IN (r.payer_account_id, r.payee_account_id) AND a.is_system) THEN
-          RAISE EXCEPTION 'charge % holds money the ledger would not move (amount above % or a system account); it will not be captured',
-            p_key, ledger_amount_minor_max() USING ERRCODE = 'CGK02';
+        IF r.amount_minor > ledger_amount_minor_max() THEN
+          RAISE EXCEPTION 'charge % holds % minor units, above the ledger''s maximum of %; it will not be captured',
+            p_key, r.amount_minor, ledger_amount_minor_max() USING ERRCODE = 'CGK02';
         END IF;
         RAISE EXCEPTION 'capture of % is outside 1..% (the amount held for charge %)',
           coalesce(p_capture_minor, r.held_minor), r.held_minor, p_key
