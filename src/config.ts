@@ -44,7 +44,8 @@ const configSchema = z.object({
   MIGRATION_DATABASE_URL: z.string().min(1).optional(),
   /** Where the embedded servers keep their data. */
   CHARGEGUARD_DATA_DIR: z.string().min(1).default('.data'),
-  CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(limits.amountMinorMaxDefault),
+  /** At most the contract's maximum, 10^12 minor units: the ledger declines anything larger (ledger_amount_minor_max). */
+  CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(limits.amountMinorMaxDefault).default(limits.amountMinorMaxDefault),
   /** How long a charge call waits for the outcome before answering "still processing". */
   CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
   ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { principalForApiKey } from '../src/auth/api-keys.js';
 import { chargeFingerprint, refundFingerprint } from '../src/service/intent.js';
 import { wireProblemSchema } from '../src/service/wire.js';
 import { confirmHold, readCharge, tryHold } from '../src/ledger/charges.js';
@@ -294,12 +295,15 @@ describe('the request fingerprint covers the whole body and carries a version', 
   it('keys recorded under the v1 fingerprint (business fields only) still replay and still conflict', async () => {
     const { tenant, apiKey } = await fundedApiTenant(api, { label: 'fp-v1' });
     const client = h.client;
+    // The rows below are written as the API would have, under the tenant's key: the ledger accepts
+    // no keyless step in a tenant that has keys.
+    const actingKeyId = (await principalForApiKey(h.pool, apiKey))!.keyId;
 
     // A decided charge recorded by an older version: Try and Confirm with a bare 64-hex fingerprint.
     const decidedKey = newKey('v1-decided');
     const body = chargeBody({ amount: 700, description: 'old' });
     const intent = client.buildIntent(tenant, decidedKey, body);
-    const v1 = { ...intent, fingerprint: chargeFingerprint(intent.request, 1) };
+    const v1 = { ...intent, fingerprint: chargeFingerprint(intent.request, 1), actingKeyId };
     expect(v1.fingerprint).toMatch(/^[0-9a-f]{64}$/);
     await tryHold(h.pool, v1, 60_000);
     await confirmHold(h.pool, tenant, decidedKey, null);
@@ -314,7 +318,7 @@ describe('the request fingerprint covers the whole body and carries a version', 
     const heldKey = newKey('v1-held');
     const heldBody = chargeBody({ amount: 300, capture: 'manual' });
     const heldIntent = client.buildIntent(tenant, heldKey, heldBody);
-    await tryHold(h.pool, { ...heldIntent, fingerprint: chargeFingerprint(heldIntent.request, 1) }, 60_000);
+    await tryHold(h.pool, { ...heldIntent, fingerprint: chargeFingerprint(heldIntent.request, 1), actingKeyId }, 60_000);
     const attached = await api.request('/v1/charges', { apiKey, body: heldBody, headers: { 'idempotency-key': heldKey } });
     expect(attached.status, JSON.stringify(attached.body)).toBeLessThan(300);
     expect(attached.body.status).toBe('reserved');
@@ -328,7 +332,7 @@ describe('the request fingerprint covers the whole body and carries a version', 
     // A refund recorded by an older version: the same request replays it, another amount conflicts.
     const refundKey = newKey('v1-refund');
     const refundIntent = client.buildRefundIntent(tenant, decidedKey, refundKey, { amount: 200 });
-    await refundCharge(h.pool, { ...refundIntent, fingerprint: refundFingerprint(200, 1) });
+    await refundCharge(h.pool, { ...refundIntent, fingerprint: refundFingerprint(200, 1), actingKeyId });
     const refundReplay = await api.request(`/v1/charges/${decidedKey}/refunds`, { apiKey, body: { amount: 200 }, headers: { 'idempotency-key': refundKey } });
     expect(refundReplay.status, JSON.stringify(refundReplay.body)).toBe(200);
     expect(refundReplay.body).toMatchObject({ status: 'succeeded', amount: 200 });

@@ -10,10 +10,6 @@ describe('the CLI', () => {
   // Each command is a real process start (a few seconds on a busy two-core machine).
   it('api-keys, accounts, deposits and charges from the command line, with --json and exit codes', { timeout: 300_000 }, async () => {
     const tenant = newTenant('cli');
-    const key = await cli(['api-keys', 'create', '--tenant', tenant, '--label', 'cli test', '--json']);
-    expect(key.code, key.stderr).toBe(0);
-    expect(key.json).toMatchObject({ tenant, label: 'cli test' });
-    expect(key.json.key).toMatch(/^cgk_/);
     const unauthenticated = await api.request('/v1/accounts/payer', { apiKey: 'cgk_wrong' });
     expect(unauthenticated.status).toBe(401);
 
@@ -23,11 +19,6 @@ describe('the CLI', () => {
     expect(deposit.json).toMatchObject({ replayed: false, deposit: { amount: 5_000, account_id: 'payer' } });
     const redeposit = await cli(['accounts', 'deposit', 'payer', '--tenant', tenant, '--amount', '5000', '--reference', 'cli-funding', '--json']);
     expect(redeposit.json.replayed).toBe(true);
-
-    // The key the CLI printed works against the HTTP API, for this tenant's account.
-    const viaApi = await api.request('/v1/accounts/payer', { apiKey: key.json.key });
-    expect(viaApi.status).toBe(200);
-    expect(viaApi.body.posted).toBe(5_000);
 
     const chargeKey = newKey('cli');
     const chargeArgs = ['charge', '--tenant', tenant, '--key', chargeKey, '--order', 'o-cli', '--payer', 'payer', '--payee', 'payee', '--amount', '1200', '--currency', 'USD'];
@@ -51,6 +42,20 @@ describe('the CLI', () => {
     expect(missing.stderr).toMatch(/no charge/);
 
     expect(await captureCount(h.pool, tenant, chargeKey)).toBe(1);
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(5_000 - 1_200);
+
+    const key = await cli(['api-keys', 'create', '--tenant', tenant, '--label', 'cli test', '--json']);
+    expect(key.code, key.stderr).toBe(0);
+    expect(key.json).toMatchObject({ tenant, label: 'cli test' });
+    expect(key.json.key).toMatch(/^cgk_/);
+    // The key the CLI printed works against the HTTP API, for this tenant's account.
+    const viaApi = await api.request('/v1/accounts/payer', { apiKey: key.json.key });
+    expect(viaApi.status).toBe(200);
+    expect(viaApi.body.posted).toBe(5_000 - 1_200);
+    // Once the tenant has a key, the ledger moves its money only for one of its keys: the CLI, which
+    // acts without one, is declined (docs/back-door.md, "Who acts without a key").
+    const keyless = await cli(['charge', ...chargeArgs.slice(1, 3), '--key', newKey(), ...chargeArgs.slice(5), '--json']);
+    expect(keyless.json).toMatchObject({ completed: true, charge: { status: 'declined', decline_code: 'key_not_authorized' } });
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(5_000 - 1_200);
     await expectLedgerInvariants(h.pool, tenant);
   });

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { createApiKey } from '../src/auth/api-keys.js';
+import { noMandate } from '../src/domain/mandate.js';
 import { tryHold } from '../src/ledger/charges.js';
 import { formatReconcileReport, reconcile, reconcileExitCode, type ReconcileReport } from '../src/reconcile/index.js';
 import { RefundRefusedError } from '../src/service/charge-service.js';
@@ -169,5 +171,87 @@ describe('reconcile', () => {
       expect(text).toMatch(/✗ transfer_balanced/);
     });
     await expectLedgerInvariants(h.pool, tenant);
+  });
+  it('fails on money the ledger would have refused, written straight into the tables: out of a system account, and by keys that could not', async () => {
+    const tenant = `t-authority-${newKey('x').slice(-10)}`;
+    const other = `t-authority-b-${newKey('x').slice(-10)}`;
+    await withScratchLedger(h.pool, async (scratch) => {
+      await openAccount(scratch, tenant, 'payer', { depositMinor: 10_000 });
+      await openAccount(scratch, tenant, 'payee');
+      const admin = (await createApiKey(scratch, tenant, 'admin', 'admin')).record.id;
+      const limited = (await createApiKey(scratch, tenant, 'limited', 'agent', { ...noMandate, maxAmountMinor: 1_000, dailyLimitMinor: 1_000 })).record.id;
+      const theirs = (await createApiKey(scratch, other, 'theirs', 'admin')).record.id;
+      const clean = await reconcile({ ledger: scratch, tenant });
+      expect(violationsOf(clean), formatReconcileReport(clean)).toEqual({});
+
+      // As a ledger bug or a hand edit could write them, as the schema owner (balanced, so the
+      // journal's own trigger lets them in): each is something a Try or Refund of this version refuses.
+      const client = await scratch.connect();
+      try {
+        await client.query('BEGIN');
+        // The limited key existed a day before the charges dated back below.
+        await client.query("UPDATE api_keys SET created_at = now() - interval '1 day' WHERE id = $1", [limited]);
+        const charge = async (key: string, payer: string, amountMinor: number, keyId: string | null, createdAt = 'now()') => {
+          await client.query(
+            `INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id, payee_account_id, currency,
+                                  amount_minor, capture_mode, hold_state, captured_minor, created_by_key_id, created_at)
+             VALUES ($1, $2, 'ch_' || $2, $3, 'o', $4, 'payee', 'USD', $5, 'automatic', 'CONFIRMED', $5, $6, ${createdAt})`,
+            [tenant, key, 'a'.repeat(64), payer, amountMinor, keyId],
+          );
+          const transfer = await client.query<{ id: number }>(
+            `INSERT INTO transfers (tenant, kind, reference, currency, amount_minor) VALUES ($1, 'capture', $2, 'USD', $3) RETURNING id`,
+            [tenant, key, amountMinor],
+          );
+          await client.query(
+            `INSERT INTO journal_entries (transfer_id, tenant, account_id, amount_minor) VALUES ($1, $2, $3, $4), ($1, $2, 'payee', $5)`,
+            [transfer.rows[0]!.id, tenant, payer, -amountMinor, amountMinor],
+          );
+          return transfer.rows[0]!.id;
+        };
+        // Minted: 10^15 out of @external/USD, under an admin key (above the maximum, and a system payer).
+        await charge('minted', '@external/USD', 10 ** 15, admin);
+        // 9,999 by a key whose largest charge is 1,000; another tenant's key; and 600 + 600 within a
+        // day by a key whose daily limit is 1,000 (the later one is caught).
+        await charge('over-max', 'payer', 9_999, limited);
+        await charge('their-key', 'payer', 10, theirs);
+        await charge('day-1', 'payer', 600, limited, "now() - interval '2 hours'");
+        await charge('day-2', 'payer', 600, limited, "now() - interval '1 hour'");
+        // A refund with no key at all in a tenant that has keys.
+        const refundTransfer = await client.query<{ id: number }>(
+          `INSERT INTO transfers (tenant, kind, reference, currency, amount_minor) VALUES ($1, 'refund', 'their-key/r', 'USD', 10) RETURNING id`,
+          [tenant],
+        );
+        await client.query(
+          `INSERT INTO journal_entries (transfer_id, tenant, account_id, amount_minor) VALUES ($1, $2, 'payee', -10), ($1, $2, 'payer', 10)`,
+          [refundTransfer.rows[0]!.id, tenant],
+        );
+        await client.query(
+          `INSERT INTO refunds (tenant, charge_key, refund_key, id, charge_id, currency, fingerprint, amount_minor, status, transfer_id)
+           VALUES ($1, 'their-key', 'r', 're_forged', 'ch_their-key', 'USD', $2, 10, 'succeeded', $3)`,
+          [tenant, 'b'.repeat(64), refundTransfer.rows[0]!.id],
+        );
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+
+      const report = await reconcile({ ledger: scratch, tenant });
+      const text = formatReconcileReport(report);
+      expect(report.ok).toBe(false);
+      expect(violationsOf(report), text).toMatchObject({ system_accounts_move_only_by_deposit: 1, acting_keys_allowed_moves: 5 });
+      const samples = report.checks.find((c) => c.name === 'acting_keys_allowed_moves')!.samples as { charge_key: string; refund_key: string | null; problem: string }[];
+      expect(Object.fromEntries(samples.map((s) => [s.refund_key ?? s.charge_key, s.problem]))).toEqual({
+        minted: "the amount is above the contract's maximum",
+        'over-max': "above the key's largest charge",
+        'their-key': 'the acting key belongs to another tenant',
+        'day-2': "the key's charges in the 24 h up to this one are above its daily limit",
+        r: 'no acting key, in a tenant that had keys',
+      });
+      expect(report.checks.find((c) => c.name === 'system_accounts_move_only_by_deposit')!.samples[0]).toMatchObject({
+        account_id: '@external/USD',
+        kind: 'capture',
+      });
+      expect(text).toMatch(/✗ acting_keys_allowed_moves/);
+    });
   });
 });

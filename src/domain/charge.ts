@@ -1,6 +1,7 @@
 /**
  * The charge as every layer sees it. Pure types and functions only: workflow code imports this.
  */
+import type { declineCodes } from './refusals.js';
 
 export type CaptureMode = 'automatic' | 'manual';
 
@@ -23,13 +24,8 @@ export const chargeStatuses = [
 
 export type ChargeStatus = (typeof chargeStatuses)[number];
 
-export type DeclineCode =
-  | 'insufficient_funds'
-  | 'account_frozen'
-  | 'unknown_account'
-  | 'currency_mismatch'
-  /** The acting key's daily limit would be exceeded (a decision, final for that key). */
-  | 'mandate_exceeded';
+/** Why Try declined the charge: the list, with what each means, is `declineCodes` (src/domain/refusals.ts). */
+export type DeclineCode = (typeof declineCodes)[number];
 
 /** The business fields of a charge: what the caller asked for, validated. */
 export interface ChargeRequest {
@@ -114,11 +110,13 @@ export interface ChargeIntent {
   fingerprint: string;
   request: ChargeRequest;
   /**
-   * The API key acting (absent: the operator, or an intent recorded before mandates). The ledger
-   * records it on the charge (audit) and, with `dailyLimitMinor`, holds the key's rolling 24 h
-   * total to its limit inside Try.
+   * The API key acting (absent: the operator, accepted only in a tenant that never had a key). The
+   * ledger records it on the charge (audit) and judges it, with its mandate, from the key's own row.
    */
   actingKeyId?: string;
-  /** The acting key's daily limit in minor units (absent: none). */
+  /**
+   * The acting key's daily limit in minor units (absent: none). Ignored by the ledger, which reads
+   * the limit from the key's row; only a hint that the Try takes a per-key lock and so runs alone.
+   */
   dailyLimitMinor?: number;
 }

@@ -2,8 +2,9 @@ import type { ChargeRequest } from './charge.js';
 
 /**
  * What an API key may charge: each rule optional (null: no such rule). Checked by the service
- * before anything starts (`mandateRefusal`); the daily limit is also enforced inside the ledger's
- * Try, serialised per key, because only there can concurrent charges be summed exactly.
+ * before anything starts (`mandateRefusal`), so a caller learns which rule it broke; and every rule
+ * is judged again inside the ledger's Try from the key's own row (never from the workflow input,
+ * which a forger writes), where the daily limit is summed exactly, serialised per key.
  */
 export interface Mandate {
   /** The largest single charge, in minor units. */

@@ -20,6 +20,17 @@ export const ledgerRefusals = {
   chargeNotFound: { type: 'ChargeNotFound', sqlState: 'CGN02' },
   /** Refund of a charge that is not captured (declined, cancelled, or still held). */
   chargeNotCaptured: { type: 'ChargeNotCaptured', sqlState: 'CGR01' },
+  /**
+   * Refund whose acting key, read from the ledger's api_keys row, may not refund for the charge's
+   * tenant: unknown, another tenant's, revoked, expired, a role that may not refund, or no key in
+   * a tenant that has keys. Nothing recorded.
+   */
+  refundNotAuthorized: { type: 'RefundNotAuthorized', sqlState: 'CGK01' },
+  /**
+   * Confirm of a hold above the ledger's maximum amount, which no Try of this version reserves:
+   * only a hold from before that rule. The workflow cancels it, so the money goes back to the payer.
+   */
+  chargeNotAllowed: { type: 'ChargeNotAllowed', sqlState: 'CGK02' },
 } as const;
 
 export type LedgerRefusalName = keyof typeof ledgerRefusals;
@@ -31,6 +42,25 @@ export function refusalBySqlState(sqlState: string): LedgerRefusalName | null {
   }
   return null;
 }
+
+/**
+ * Why Try declined a charge (`decline_code`): a decision recorded on the charge, the same answer
+ * for every repetition of its key. The one list: the DeclineCode type and the wire enum derive
+ * from it.
+ */
+export const declineCodes = [
+  'insufficient_funds',
+  'account_frozen',
+  /** Payer or payee is not an ordinary account of the tenant (unknown, or a system account such as @external/USD). */
+  'unknown_account',
+  'currency_mismatch',
+  /** The acting key's own row forbids it: largest charge, currency, payees, or its rolling 24 h total. */
+  'mandate_exceeded',
+  /** The amount is above the ledger's maximum, 10^12 minor units (docs/limits.md), whatever the caller's ceiling. */
+  'amount_too_large',
+  /** The acting key may not charge for the tenant: unknown, another tenant's, revoked, expired, or no key where the tenant has keys. */
+  'key_not_authorized',
+] as const;
 
 /** Why a cancel or capture request is refused by a charge workflow (a 409 for HTTP callers). */
 export const chargeStateRefusals = {

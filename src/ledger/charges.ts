@@ -147,6 +147,9 @@ const tryRunner = (pool: LedgerPool): StepRunner<TryParams, LedgerCharge> => ({
   keyOf: (params) => rowKey(params[0] as string, params[1] as string),
   // A key with a daily limit takes an advisory lock per key inside Try; in a batch, two keys' locks
   // and the payers' rows could be taken in opposite orders by two batches. Such Trys run alone.
+  // The intent's dailyLimitMinor only chooses the path here: the ledger reads the limit from the
+  // key's row. An intent that hides its key's limit gets batched, and the worst it can cause is a
+  // deadlock PostgreSQL breaks, after which each item of the batch runs alone.
   mayBatch: (params) => params[14] === null,
   runOne: (params) => callLedgerFunction(pool, statements.try, params),
   runMany: (items) => runBatch(pool, statements.tryBatch, items),
@@ -164,7 +167,10 @@ const confirmRunner = (pool: LedgerPool): StepRunner<ConfirmParams, LedgerCharge
 
 /**
  * Try: reserve the amount on the payer, or record the decline. One transaction, idempotent. The
- * acting key (if any) is recorded on the charge, and its daily limit enforced, serialised per key.
+ * acting key is recorded on the charge; whether it may charge, and its mandate (largest charge,
+ * payees, currency, expiry, daily limit), are read by ledger_try from the key's own row, never
+ * from the intent (docs/back-door.md). `intent.dailyLimitMinor` is passed on only as a batching
+ * hint and is ignored by the ledger.
  */
 export function tryHold(pool: LedgerPool, intent: ChargeIntent, holdTtlMs: number): Promise<LedgerCharge> {
   return stepBatcher(pool, 'try', tryRunner(pool)).submit([

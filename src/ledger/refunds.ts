@@ -48,8 +48,9 @@ function fromRow(row: RefundRow): LedgerRefund {
 
 /**
  * Refund: move money back from the payee to the payer, or record why not. One transaction,
- * idempotent per (tenant, charge key, refund key). Unknown or uncaptured charges and a refund key
- * reused with another amount are LedgerRefusalErrors.
+ * idempotent per (tenant, charge key, refund key). Unknown or uncaptured charges, a refund key
+ * reused with another amount, and an acting key the ledger's api_keys row does not allow to
+ * refund for the tenant (RefundNotAuthorized) are LedgerRefusalErrors.
  */
 export async function refundCharge(pool: LedgerPool, intent: RefundIntent): Promise<LedgerRefund> {
   try {

@@ -415,6 +415,14 @@ UNION ALL
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor >= c.captured_minor;
 
+CREATE OR REPLACE FUNCTION public.ledger_amount_minor_max()
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  SELECT 1000000000000::bigint
+$function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_cancel(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_reason text)
  RETURNS charges
  LANGUAGE plpgsql
@@ -490,6 +498,7 @@ BEGIN
                      hold_expires_at = NULL, updated_at = now()
    WHERE tenant = p_tenant AND idempotency_key = p_key AND hold_state = 'TRIED'
      AND coalesce(p_capture_minor, held_minor) BETWEEN 1 AND held_minor
+     AND amount_minor <= ledger_amount_minor_max()
   RETURNING * INTO r;
 
   IF NOT FOUND THEN
@@ -507,6 +516,10 @@ BEGIN
         RAISE EXCEPTION 'charge % was cancelled; it can no longer be captured', p_key
           USING ERRCODE = 'CGH01';
       ELSE
+        IF r.amount_minor > ledger_amount_minor_max() THEN
+          RAISE EXCEPTION 'charge % holds % minor units, above the ledger''s maximum of %; it will not be captured',
+            p_key, r.amount_minor, ledger_amount_minor_max() USING ERRCODE = 'CGK02';
+        END IF;
         RAISE EXCEPTION 'capture of % is outside 1..% (the amount held for charge %)',
           coalesce(p_capture_minor, r.held_minor), r.held_minor, p_key
           USING ERRCODE = 'CGA01';
@@ -627,6 +640,25 @@ BEGIN
   END IF;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_key_refusal(p_tenant text, p_key_id text, k api_keys, p_roles text[])
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  IF p_key_id IS NULL THEN
+    IF EXISTS (SELECT 1 FROM api_keys WHERE tenant = p_tenant) THEN
+      RETURN 'key_not_authorized';
+    END IF;
+    RETURN NULL;
+  END IF;
+  IF k.id IS DISTINCT FROM p_key_id OR k.tenant <> p_tenant OR NOT (k.role = ANY (p_roles))
+     OR k.revoked_at IS NOT NULL OR k.expires_at <= now() THEN
+    RETURN 'key_not_authorized';
+  END IF;
+  RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_refund(p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text, p_amount_minor bigint, p_key_id text)
  RETURNS refunds
  LANGUAGE plpgsql
@@ -634,6 +666,7 @@ AS $function$
 DECLARE
   c charges;
   r refunds;
+  v_key api_keys;
   v_amount bigint;
   v_failure text;
   v_transfer_id bigint;
@@ -653,13 +686,21 @@ BEGIN
     RETURN r; -- the first decision, whatever happened to the charge since
   END IF;
 
+  IF p_key_id IS NOT NULL THEN
+    SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+  END IF;
+  IF ledger_key_refusal(p_tenant, p_key_id, v_key, ARRAY['agent', 'admin']) IS NOT NULL THEN
+    RAISE EXCEPTION 'the acting key % may not refund charges of tenant %', coalesce(p_key_id, '(none)'), p_tenant
+      USING ERRCODE = 'CGK01';
+  END IF;
+
   IF c.hold_state <> 'CONFIRMED' THEN
     RAISE EXCEPTION 'charge % is %, not captured; only a captured charge can be refunded', p_charge_key, c.hold_state
       USING ERRCODE = 'CGR01';
   END IF;
 
   v_amount := coalesce(p_amount_minor, c.captured_minor - c.refunded_minor);
-  IF v_amount < 1 OR c.refunded_minor + v_amount > c.captured_minor THEN
+  IF v_amount < 1 OR c.refunded_minor + v_amount > c.captured_minor OR v_amount > ledger_amount_minor_max() THEN
     v_failure := 'exceeds_refundable';
   ELSE
     PERFORM 1 FROM accounts
@@ -727,6 +768,7 @@ CREATE OR REPLACE FUNCTION public.ledger_try(p_tenant text, p_key text, p_charge
 AS $function$
 DECLARE
   r charges;
+  v_key api_keys;
   v_payer accounts;
   v_payee accounts;
   v_decline text;
@@ -757,40 +799,57 @@ BEGIN
     RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
   END IF;
 
-  IF p_key_id IS NOT NULL AND p_daily_limit_minor IS NOT NULL THEN
+  -- The acting key: ledger_key_refusal's rule, written out here to spare every Try a nested
+  -- plpgsql call (docs/back-door.md, the cost); ledger_refund calls the function.
+  IF p_amount_minor > ledger_amount_minor_max() THEN
+    v_decline := 'amount_too_large';
+  ELSIF p_key_id IS NULL THEN
+    IF EXISTS (SELECT 1 FROM api_keys WHERE tenant = p_tenant) THEN
+      v_decline := 'key_not_authorized';
+    END IF;
+  ELSE
+    SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+    v_decline := CASE
+      WHEN v_key.id IS NULL OR v_key.tenant <> p_tenant OR v_key.role NOT IN ('agent', 'admin')
+        OR v_key.revoked_at IS NOT NULL OR v_key.expires_at <= now() THEN 'key_not_authorized'
+      WHEN p_amount_minor > v_key.max_amount_minor OR p_amount_minor > v_key.daily_limit_minor
+        OR p_currency <> v_key.currency OR p_payee <> ALL (v_key.allowed_payee_account_ids) THEN 'mandate_exceeded'
+    END;
+  END IF;
+
+  IF v_decline IS NULL AND v_key.daily_limit_minor IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(hashtextextended('ledger_try mandate ' || p_key_id, 0));
     -- Held (TRIED) or captured (CONFIRMED) money; declined and cancelled charges count zero.
     IF (SELECT coalesce(sum(c.held_minor + c.captured_minor), 0) FROM charges c
          WHERE c.created_by_key_id = p_key_id AND c.created_at > now() - interval '24 hours'
            AND c.id <> p_charge_id)
-       + p_amount_minor > p_daily_limit_minor THEN
-      UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
-                         decline_code = 'mandate_exceeded', updated_at = now()
-       WHERE tenant = p_tenant AND idempotency_key = p_key
-       RETURNING * INTO STRICT r;
-      RETURN r;
+       + p_amount_minor > v_key.daily_limit_minor THEN
+      v_decline := 'mandate_exceeded';
     END IF;
   END IF;
 
-  -- The common case in one statement: both accounts usable and the row's balance enough. Only the
-  -- payer's row is locked (UPDATE ... FROM does not lock the payee).
-  UPDATE accounts p SET pending_minor = p.pending_minor + p_amount_minor
-    FROM accounts q
-   WHERE p.tenant = p_tenant AND p.id = p_payer AND q.tenant = p_tenant AND q.id = p_payee
-     AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
-     AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
-  IF FOUND THEN
-    RETURN r;
-  END IF;
+  IF v_decline IS NULL THEN
+    -- The common case in one statement: both accounts ordinary and usable and the row's balance
+    -- enough. Only the payer's row is locked (UPDATE ... FROM does not lock the payee).
+    UPDATE accounts p SET pending_minor = p.pending_minor + p_amount_minor
+      FROM accounts q
+     WHERE p.tenant = p_tenant AND p.id = p_payer AND q.tenant = p_tenant AND q.id = p_payee
+       AND NOT p.is_system AND NOT q.is_system
+       AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
+       AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
+    IF FOUND THEN
+      RETURN r;
+    END IF;
 
-  -- Otherwise find out why, as before; funds are judged only after folding the payer's postings.
-  SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
-  SELECT * INTO v_payer FROM accounts WHERE tenant = p_tenant AND id = p_payer;
-  v_decline := CASE
-    WHEN v_payer.id IS NULL OR v_payee.id IS NULL THEN 'unknown_account'
-    WHEN v_payer.currency <> p_currency OR v_payee.currency <> p_currency THEN 'currency_mismatch'
-    WHEN v_payer.frozen OR v_payee.frozen THEN 'account_frozen'
-  END;
+    -- Otherwise find out why; funds are judged only after folding the payer's postings.
+    SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
+    SELECT * INTO v_payer FROM accounts WHERE tenant = p_tenant AND id = p_payer;
+    v_decline := CASE
+      WHEN v_payer.id IS NULL OR v_payee.id IS NULL OR v_payer.is_system OR v_payee.is_system THEN 'unknown_account'
+      WHEN v_payer.currency <> p_currency OR v_payee.currency <> p_currency THEN 'currency_mismatch'
+      WHEN v_payer.frozen OR v_payee.frozen THEN 'account_frozen'
+    END;
+  END IF;
 
   IF v_decline IS NULL THEN
     PERFORM ledger_fold_postings(p_tenant, p_payer);

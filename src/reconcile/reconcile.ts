@@ -6,6 +6,7 @@ import { checkLedgerInvariants } from '../ledger/invariants.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { countLedger, type LedgerCounts } from '../ledger/reports.js';
 import { chargeWorkflowType } from '../../workflows/definitions.js';
+import { checkAuthority } from './authority.js';
 
 /**
  * Reconciliation: the ledger invariants of docs/contract.md, checked across the ledger and Temporal.
@@ -78,6 +79,8 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
   const settings: ReconcileSettings = { ...reconcileDefaults, ...definedOnly(options) };
 
   const ledgerChecks: ReconcileCheck[] = await checkLedgerInvariants(options.ledger, tenant);
+  // Who moved money and whether they could (src/reconcile/authority.ts).
+  const authorityChecks = await checkAuthority(options.ledger, tenant);
   const counts = await countLedgerForReport(options.ledger, tenant);
   const expiredHolds = await checkExpiredHolds(options.ledger, tenant, settings.holdGraceMs);
 
@@ -97,7 +100,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
     ];
   }
 
-  const checks = [...ledgerChecks, expiredHolds, ...workflowChecks];
+  const checks = [...ledgerChecks, ...authorityChecks, expiredHolds, ...workflowChecks];
   const violations = checks.reduce((sum, check) => sum + check.violations, 0);
   return {
     ok: violations === 0,

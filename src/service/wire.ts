@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { chargeStatuses, type Charge } from '../domain/charge.js';
 import type { Refund } from '../domain/refund.js';
+import { declineCodes } from '../domain/refusals.js';
 import type { Account } from '../ledger/accounts.js';
 
 /**
@@ -31,7 +32,7 @@ export const wireChargeSchema = z
     description: z.string().nullable(),
     metadata: z.record(z.string(), z.string()).nullable(),
     decline_code: z
-      .enum(['insufficient_funds', 'account_frozen', 'unknown_account', 'currency_mismatch', 'mandate_exceeded'])
+      .enum(declineCodes)
       .optional()
       .describe('present when status is declined'),
     failure_reason: z.string().optional().describe('present when the charge ended without the money moving'),

@@ -13,12 +13,23 @@
 -- The common path reserves in one statement (the payer's row alone covers the amount); a
 -- reservation is declined for want of funds only after the payer's pending postings are folded.
 --
--- Mandate (p_key_id, p_daily_limit_minor; both null for the operator): the charge records the key
--- that made it, and when the key has a daily limit, the key's charges that hold or captured money
--- in the last 24 h plus this one must not exceed it, or the charge is DECLINED `mandate_exceeded`.
--- Concurrent Trys of one key are serialised on a transaction-scoped advisory lock on the key id,
--- taken before the sum (each statement reads what the previous holder committed), so concurrent
--- charges cannot overshoot the limit together.
+-- The ledger decides from its own tables, never from the caller's word (docs/back-door.md): a
+-- Try's input may come from a workflow started by hand. After the key is claimed (so a repeated
+-- Try still answers the first decision), the charge is DECLINED, nothing reserved, when
+--   amount_too_large    the amount is above ledger_amount_minor_max() (10^12, the contract's maximum);
+--   key_not_authorized  the acting key may not charge for the tenant (ledger_key_refusal's rule);
+--   mandate_exceeded    the key's own row (not the input) forbids it: largest charge, currency,
+--                       payees, or its rolling 24 h total (daily limit) with this charge;
+--   unknown_account     payer or payee is not an ordinary account of the tenant (a system account
+--                       such as @external/USD moves money only through ledger_deposit);
+--   currency_mismatch, account_frozen, insufficient_funds as before.
+-- The daily limit: the key's charges that hold or captured money in the last 24 h plus this one
+-- must not exceed the key row's daily_limit_minor. Concurrent Trys of one key are serialised on a
+-- transaction-scoped advisory lock on the key id, taken before the sum (each statement reads what
+-- the previous holder committed), so concurrent charges cannot overshoot the limit together.
+--
+-- p_daily_limit_minor is ignored: the limit is read from the key's row. The parameter stays so that
+-- workers of the previous version, and their prepared statements, keep calling this function.
 
 CREATE OR REPLACE FUNCTION ledger_try(
   p_tenant text, p_key text, p_charge_id text, p_fingerprint text,
@@ -28,6 +39,7 @@ CREATE OR REPLACE FUNCTION ledger_try(
 ) RETURNS charges LANGUAGE plpgsql AS $$
 DECLARE
   r charges;
+  v_key api_keys;
   v_payer accounts;
   v_payee accounts;
   v_decline text;
@@ -58,40 +70,57 @@ BEGIN
     RETURN r; -- DECLINED, TRIED, CONFIRMED: the same answer as the first time
   END IF;
 
-  IF p_key_id IS NOT NULL AND p_daily_limit_minor IS NOT NULL THEN
+  -- The acting key: ledger_key_refusal's rule, written out here to spare every Try a nested
+  -- plpgsql call (docs/back-door.md, the cost); ledger_refund calls the function.
+  IF p_amount_minor > ledger_amount_minor_max() THEN
+    v_decline := 'amount_too_large';
+  ELSIF p_key_id IS NULL THEN
+    IF EXISTS (SELECT 1 FROM api_keys WHERE tenant = p_tenant) THEN
+      v_decline := 'key_not_authorized';
+    END IF;
+  ELSE
+    SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+    v_decline := CASE
+      WHEN v_key.id IS NULL OR v_key.tenant <> p_tenant OR v_key.role NOT IN ('agent', 'admin')
+        OR v_key.revoked_at IS NOT NULL OR v_key.expires_at <= now() THEN 'key_not_authorized'
+      WHEN p_amount_minor > v_key.max_amount_minor OR p_amount_minor > v_key.daily_limit_minor
+        OR p_currency <> v_key.currency OR p_payee <> ALL (v_key.allowed_payee_account_ids) THEN 'mandate_exceeded'
+    END;
+  END IF;
+
+  IF v_decline IS NULL AND v_key.daily_limit_minor IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(hashtextextended('ledger_try mandate ' || p_key_id, 0));
     -- Held (TRIED) or captured (CONFIRMED) money; declined and cancelled charges count zero.
     IF (SELECT coalesce(sum(c.held_minor + c.captured_minor), 0) FROM charges c
          WHERE c.created_by_key_id = p_key_id AND c.created_at > now() - interval '24 hours'
            AND c.id <> p_charge_id)
-       + p_amount_minor > p_daily_limit_minor THEN
-      UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
-                         decline_code = 'mandate_exceeded', updated_at = now()
-       WHERE tenant = p_tenant AND idempotency_key = p_key
-       RETURNING * INTO STRICT r;
-      RETURN r;
+       + p_amount_minor > v_key.daily_limit_minor THEN
+      v_decline := 'mandate_exceeded';
     END IF;
   END IF;
 
-  -- The common case in one statement: both accounts usable and the row's balance enough. Only the
-  -- payer's row is locked (UPDATE ... FROM does not lock the payee).
-  UPDATE accounts p SET pending_minor = p.pending_minor + p_amount_minor
-    FROM accounts q
-   WHERE p.tenant = p_tenant AND p.id = p_payer AND q.tenant = p_tenant AND q.id = p_payee
-     AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
-     AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
-  IF FOUND THEN
-    RETURN r;
-  END IF;
+  IF v_decline IS NULL THEN
+    -- The common case in one statement: both accounts ordinary and usable and the row's balance
+    -- enough. Only the payer's row is locked (UPDATE ... FROM does not lock the payee).
+    UPDATE accounts p SET pending_minor = p.pending_minor + p_amount_minor
+      FROM accounts q
+     WHERE p.tenant = p_tenant AND p.id = p_payer AND q.tenant = p_tenant AND q.id = p_payee
+       AND NOT p.is_system AND NOT q.is_system
+       AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
+       AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
+    IF FOUND THEN
+      RETURN r;
+    END IF;
 
-  -- Otherwise find out why, as before; funds are judged only after folding the payer's postings.
-  SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
-  SELECT * INTO v_payer FROM accounts WHERE tenant = p_tenant AND id = p_payer;
-  v_decline := CASE
-    WHEN v_payer.id IS NULL OR v_payee.id IS NULL THEN 'unknown_account'
-    WHEN v_payer.currency <> p_currency OR v_payee.currency <> p_currency THEN 'currency_mismatch'
-    WHEN v_payer.frozen OR v_payee.frozen THEN 'account_frozen'
-  END;
+    -- Otherwise find out why; funds are judged only after folding the payer's postings.
+    SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
+    SELECT * INTO v_payer FROM accounts WHERE tenant = p_tenant AND id = p_payer;
+    v_decline := CASE
+      WHEN v_payer.id IS NULL OR v_payee.id IS NULL OR v_payer.is_system OR v_payee.is_system THEN 'unknown_account'
+      WHEN v_payer.currency <> p_currency OR v_payee.currency <> p_currency THEN 'currency_mismatch'
+      WHEN v_payer.frozen OR v_payee.frozen THEN 'account_frozen'
+    END;
+  END IF;
 
   IF v_decline IS NULL THEN
     PERFORM ledger_fold_postings(p_tenant, p_payer);

@@ -4,6 +4,13 @@
 -- row. Neither posting can lower an available balance (the payee is credited; the payer's hold
 -- turns into a debit no larger than the hold). Every 16th transfer folds its two accounts without
 -- ever waiting (SKIP LOCKED), so the queue of an account that is only ever credited stays short.
+--
+-- Confirm moves only what Try reserved, on the row Try decided from its own tables (accounts,
+-- key, mandate: see ledger_try). It still refuses (ChargeNotAllowed, CGK02; the workflow then
+-- cancels, releasing the hold) a hold above ledger_amount_minor_max(), which only a Try from before
+-- that rule can have reserved: a comparison on the row itself, free. It does not probe the two
+-- accounts for system ones again: that cost Try+Confirm throughput (docs/back-door.md) and guarded
+-- only holds from before this version, which reconcile's system_accounts_move_only_by_deposit reports.
 
 CREATE OR REPLACE FUNCTION ledger_confirm(p_tenant text, p_key text, p_capture_minor bigint)
 RETURNS charges LANGUAGE plpgsql AS $$
@@ -18,6 +25,7 @@ BEGIN
                      hold_expires_at = NULL, updated_at = now()
    WHERE tenant = p_tenant AND idempotency_key = p_key AND hold_state = 'TRIED'
      AND coalesce(p_capture_minor, held_minor) BETWEEN 1 AND held_minor
+     AND amount_minor <= ledger_amount_minor_max()
   RETURNING * INTO r;
 
   IF NOT FOUND THEN
@@ -35,6 +43,10 @@ BEGIN
         RAISE EXCEPTION 'charge % was cancelled; it can no longer be captured', p_key
           USING ERRCODE = 'CGH01';
       ELSE
+        IF r.amount_minor > ledger_amount_minor_max() THEN
+          RAISE EXCEPTION 'charge % holds % minor units, above the ledger''s maximum of %; it will not be captured',
+            p_key, r.amount_minor, ledger_amount_minor_max() USING ERRCODE = 'CGK02';
+        END IF;
         RAISE EXCEPTION 'capture of % is outside 1..% (the amount held for charge %)',
           coalesce(p_capture_minor, r.held_minor), r.held_minor, p_key
           USING ERRCODE = 'CGA01';

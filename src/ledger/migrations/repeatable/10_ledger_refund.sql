@@ -7,13 +7,18 @@
 -- journal's foreign key check takes FOR KEY SHARE on both accounts, which FOR UPDATE would block.
 --
 -- Refused, and recorded as a failed refund (a decision, replayed for this refund key forever):
---   exceeds_refundable  the amount is more than what is captured and not yet refunded;
+--   exceeds_refundable  the amount is more than what is captured and not yet refunded (or than
+--                       ledger_amount_minor_max(), which only a capture from before that rule can exceed);
 --   insufficient_funds  the payee's available balance cannot cover it (unless it allows
 --                       overdraft). Retrying would not help until money arrives, and a refund
 --                       must not wait silently: the caller sees it at once and, once the payee
 --                       is funded, asks again with a new refund key.
 -- Refused without a trace (nothing to remember): unknown charge (CGN02), a charge that was never
--- captured (CGR01), a refund key first used with another amount (CGI01).
+-- captured (CGR01), a refund key first used with another amount (CGI01), and an acting key that
+-- may not refund for the charge's tenant (CGK01, RefundNotAuthorized): ledger_key_refusal judges
+-- the key from its own api_keys row (it exists, belongs to the tenant, is an agent or admin key,
+-- is neither revoked nor expired; no key only in a tenant that never had one). The check comes
+-- after the replay: a refund already decided answers its first decision to whoever repeats it.
 
 CREATE OR REPLACE FUNCTION ledger_refund(
   p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text,
@@ -22,6 +27,7 @@ CREATE OR REPLACE FUNCTION ledger_refund(
 DECLARE
   c charges;
   r refunds;
+  v_key api_keys;
   v_amount bigint;
   v_failure text;
   v_transfer_id bigint;
@@ -41,13 +47,21 @@ BEGIN
     RETURN r; -- the first decision, whatever happened to the charge since
   END IF;
 
+  IF p_key_id IS NOT NULL THEN
+    SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+  END IF;
+  IF ledger_key_refusal(p_tenant, p_key_id, v_key, ARRAY['agent', 'admin']) IS NOT NULL THEN
+    RAISE EXCEPTION 'the acting key % may not refund charges of tenant %', coalesce(p_key_id, '(none)'), p_tenant
+      USING ERRCODE = 'CGK01';
+  END IF;
+
   IF c.hold_state <> 'CONFIRMED' THEN
     RAISE EXCEPTION 'charge % is %, not captured; only a captured charge can be refunded', p_charge_key, c.hold_state
       USING ERRCODE = 'CGR01';
   END IF;
 
   v_amount := coalesce(p_amount_minor, c.captured_minor - c.refunded_minor);
-  IF v_amount < 1 OR c.refunded_minor + v_amount > c.captured_minor THEN
+  IF v_amount < 1 OR c.refunded_minor + v_amount > c.captured_minor OR v_amount > ledger_amount_minor_max() THEN
     v_failure := 'exceeds_refundable';
   ELSE
     PERFORM 1 FROM accounts
