@@ -1,3 +1,5 @@
+import { workerDataConverter } from '../src/codec/data-converter.js';
+import { testPayloadProtection } from './support/harness.js';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
@@ -79,7 +81,10 @@ describe('an agent that is itself a workflow', () => {
 
     // Both histories replay deterministically against the current workflow code.
     for (const history of [firstHistory, resetHistory]) {
-      await Worker.runReplayHistory({ workflowBundle: { codePath: inject('stack').workflowBundlePath } }, history);
+      await Worker.runReplayHistory(
+        { workflowBundle: { codePath: inject('stack').workflowBundlePath }, dataConverter: workerDataConverter(testPayloadProtection()) },
+        history,
+      );
     }
     await expectLedgerInvariants(h.pool, tenant);
     await expectReconciled(h, tenant);

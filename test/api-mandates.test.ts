@@ -5,7 +5,7 @@ import { createApiKey } from '../src/auth/api-keys.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { noMandate, type Mandate } from '../src/domain/mandate.js';
 import { countLedger } from '../src/ledger/reports.js';
-import { balanceOf, chargeBody, expectLedgerInvariants, fundedTenant, newKey, useHarness, workflowExists } from './support/harness.js';
+import { balanceOf, chargeBody, expectLedgerInvariants, fundedTenant, newKey, testPayloadSettings, useHarness, workflowExists } from './support/harness.js';
 import { useApi } from './support/api.js';
 import { callTool, mcpOverHttp } from './support/mcp.js';
 import { runCli as cli } from './support/cli.js';
@@ -133,7 +133,13 @@ describe('mandates: what an agent key may charge', () => {
     const tenant = await fundedTenant(h, { label: 'mandate-stdio' });
     const { key, id } = await agentKey(tenant, { currency: 'USD', expiresAt: new Date(Date.now() + 3_600_000).toISOString() });
     const stderr: string[] = [];
-    const env: Record<string, string> = { ...(process.env as Record<string, string>), TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, CHARGEGUARD_API_KEY: key };
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      DATABASE_URL: stack.databaseUrl,
+      CHARGEGUARD_API_KEY: key,
+      ...testPayloadSettings(),
+    };
     delete env.CHARGEGUARD_TENANT;
     const transport = new StdioClientTransport({ command: process.execPath, args: ['--import', 'tsx', 'src/cli/main.ts', 'mcp', '--stdio'], env, stderr: 'pipe' });
     transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));

@@ -2,10 +2,11 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseSignatureHeader, webhookSignatureHeaderValue } from '../src/domain/webhook-signature.js';
 import { useApi } from './support/api.js';
+import { testPayloadSettings } from './support/harness.js';
 
 const api = useApi();
 // The payload codec's routes exist only when configured: an API serving them, for the document's sake.
-const withCodec = useApi({ env: { CHARGEGUARD_PAYLOAD_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`, CHARGEGUARD_CODEC_TOKEN: 'c'.repeat(48) } });
+const withCodec = useApi({ env: { ...testPayloadSettings(), CHARGEGUARD_CODEC_TOKEN: 'c'.repeat(48) } });
 let document: any;
 beforeAll(async () => {
   const response = await api.request('/openapi.json');

@@ -1,3 +1,5 @@
+import { encryptedInputArgs } from './support/temporal-cli.js';
+import { testPayloadProtection } from './support/harness.js';
 /**
  * The ledger decides from its own tables, never from the caller's word (docs/back-door.md, "The
  * ledger decides from its own tables"). Anyone who can reach Temporal can start a ChargeWorkflow or
@@ -85,7 +87,8 @@ function executeByHand(type: string, workflowId: string, input: unknown): Promis
     execFile(
       resolveTemporalCliPath(),
       ['workflow', 'execute', '--type', type, '--workflow-id', workflowId, '--task-queue', chargeTaskQueue,
-        '--input', JSON.stringify(input), '--address', inject('stack').temporalAddress],
+        // Encrypted under the deployment's key: what the ledger must refuse is a forger who has it.
+        ...encryptedInputArgs(input, testPayloadProtection().ring!.current), '--address', inject('stack').temporalAddress],
       { timeout: 60_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, output: `${stdout}\n${stderr}` }),
     );

@@ -3,7 +3,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { describe, expect, inject, it } from 'vitest';
 import { createApiKey, getApiKey, revokeApiKey } from '../src/auth/api-keys.js';
 import { countLedger } from '../src/ledger/reports.js';
-import { chargeBody, fundedTenant, newKey, useHarness } from './support/harness.js';
+import { chargeBody, fundedTenant, newKey, testPayloadSettings, useHarness } from './support/harness.js';
 import { callTool, exerciseChargeTools, structured } from './support/mcp.js';
 
 const h = useHarness();
@@ -16,7 +16,7 @@ describe('MCP over stdio', () => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: ['--import', 'tsx', 'src/cli/main.ts', 'mcp', '--stdio', '--tenant', tenant],
-      env: { ...(process.env as Record<string, string>), TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl },
+      env: { ...(process.env as Record<string, string>), TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, ...testPayloadSettings() },
       stderr: 'pipe',
     });
     transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
@@ -37,7 +37,13 @@ describe('MCP over stdio', () => {
     const tenant = await fundedTenant(h, { label: 'mcp-stdio-key' });
     const { key, record } = await createApiKey(h.pool, tenant, 'stdio agent');
     const stderr: string[] = [];
-    const env: Record<string, string> = { ...(process.env as Record<string, string>), TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, CHARGEGUARD_API_KEY: key };
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      DATABASE_URL: stack.databaseUrl,
+      CHARGEGUARD_API_KEY: key,
+      ...testPayloadSettings(),
+    };
     delete env.CHARGEGUARD_TENANT;
     const transport = new StdioClientTransport({
       command: process.execPath,

@@ -7,7 +7,7 @@ import { countLedger } from '../src/ledger/reports.js';
 import { addWebhookSecret } from '../src/service/webhooks.js';
 import { jsonMaxDepth } from '../src/support/strict-json.js';
 import { fundedApiTenant, useApi } from './support/api.js';
-import { balanceOf, expectLedgerInvariants, newKey, useHarness, workflowExists } from './support/harness.js';
+import { balanceOf, expectLedgerInvariants, newKey, testPayloadSettings, useHarness, workflowExists } from './support/harness.js';
 import { callTool, mcpOverHttp } from './support/mcp.js';
 
 /**
@@ -324,7 +324,7 @@ describe('webhooks: a signed delivery is read by the same rules', () => {
 
 describe('the payload codec reads its bodies by the same rules', () => {
   const token = randomBytes(32).toString('base64url');
-  const codecApi = useApi({ env: { CHARGEGUARD_PAYLOAD_KEYS: `k1:${randomBytes(32).toString('base64')}`, CHARGEGUARD_CODEC_TOKEN: token } });
+  const codecApi = useApi({ env: { ...testPayloadSettings(), CHARGEGUARD_CODEC_TOKEN: token } });
 
   it('a duplicate member, a prototype name, bytes that are not UTF-8: 400 naming the field', async () => {
     const payload = '{"metadata": {"encoding": "YmluYXJ5L3BsYWlu"}, "data": "AAE="}';

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { checkedWorkflowBundle, workflowBundleHeader, workflowSourcesHash } from '../src/cli/commands/worker-bundle.js';
 import { runCli } from './support/cli.js';
-import { waitFor } from './support/harness.js';
+import { testPayloadSettings, waitFor } from './support/harness.js';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 let dir: string;
@@ -59,7 +59,7 @@ describe('worker --bundle', () => {
     const right = await bundleFile('worker.js', workflowBundleHeader({ typescript: sourcesHash, javascript: 'x' }));
     const stack = inject('stack');
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker'], {
-      env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, CHARGEGUARD_WORKFLOW_BUNDLE: right },
+      env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, CHARGEGUARD_WORKFLOW_BUNDLE: right, ...testPayloadSettings() },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
