@@ -10,6 +10,22 @@ const notTheBench = { group: ['**/bench/*', '**/bench', '**/chaos/*', '**/chaos'
 /** Imports of the CLI from below it; what both need lives in src/support. */
 const notTheCli = { group: ['**/cli/*'], message: 'the CLI is the top layer: move what is shared to src/support' };
 
+/** What a surface (API, MCP, CLI) may not import: SQL and ledger steps are the service's and the activities'. */
+const surfacePatterns = [
+  {
+    group: ['**/ledger/*', '!**/ledger/pool.js', '!**/ledger/migrate.js'],
+    message: 'surfaces call the service module; only the ledger module runs SQL',
+    allowTypeImports: true,
+  },
+  { group: ['**/activities/*', '**/activities'], message: 'surfaces never run ledger steps themselves' },
+];
+
+/** Imports of the MCP or codec modules from the API, which would make them import each other. */
+const notMcpOrCodec = {
+  group: ['**/mcp/*', '**/mcp', '**/codec/*', '**/codec'],
+  message: 'the API imports neither the MCP nor the codec module: they are handed to buildApi as extraRoutes (src/cli/http-app.ts)',
+};
+
 /** Rejection and error handlers that drop the failure without a word. */
 const silentHandlers = [
   {
@@ -96,20 +112,22 @@ export default tseslint.config(
   },
   {
     // Surfaces call the service; they never run ledger SQL themselves.
-    files: ['src/api/**/*.ts', 'src/mcp/**/*.ts', 'src/cli/**/*.ts'],
+    files: ['src/mcp/**/*.ts', 'src/cli/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: surfacePatterns }] },
+  },
+  {
+    // The API is handed the routes of other modules (MCP, codec) by the code that starts it
+    // (src/cli/http-app.ts); what they share with it lives in src/http.
+    files: ['src/api/**/*.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [...surfacePatterns, notMcpOrCodec] }] },
+  },
+  {
+    // What the API, the MCP endpoint and the codec endpoint share: below all three.
+    files: ['src/http/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
-        {
-          patterns: [
-            {
-              group: ['**/ledger/*', '!**/ledger/pool.js', '!**/ledger/migrate.js'],
-              message: 'surfaces call the service module; only the ledger module runs SQL',
-              allowTypeImports: true,
-            },
-            { group: ['**/activities/*', '**/activities'], message: 'surfaces never run ledger steps themselves' },
-          ],
-        },
+        { patterns: [...surfacePatterns, { group: ['**/api/*', '**/mcp/*', '**/codec/*'], message: 'src/http is shared by the API, MCP and codec endpoints: it imports none of them' }] },
       ],
     },
   },

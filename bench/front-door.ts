@@ -71,7 +71,7 @@ try {
     RATE_LIMIT_TENANT_BURST: '100000',
   });
   const context = await openAppContext(config, { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl });
-  const app = await buildApi({ context, mcp: false });
+  const app = await buildApi({ context });
   const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
   try {
     for (const id of ['payer', 'payee']) await createAccount(pool, { tenant, id, currency: 'USD', allowOverdraft: false });

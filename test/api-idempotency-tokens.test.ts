@@ -269,7 +269,7 @@ describe('POST /v1/charges with Idempotency-Token', () => {
     const body = chargeBody({ amount: 900 });
 
     const context = await deadTemporalContext();
-    const deadApi = await buildApi({ context, mcp: false, temporalCallTimeoutMs: 1_000 });
+    const deadApi = await buildApi({ context, temporalCallTimeoutMs: 1_000 });
     try {
       const down = await deadApi.inject({
         method: 'POST',

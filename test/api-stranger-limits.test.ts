@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { buildApi } from '../src/api/app.js';
-import { healthLimiterBudgetMs } from '../src/api/rate-limit-hook.js';
-import { isLoopback, limitSubjectOf } from '../src/api/source-address.js';
+import { healthLimiterBudgetMs } from '../src/http/rate-limit-hook.js';
+import { isLoopback, limitSubjectOf } from '../src/http/source-address.js';
 import { apiKeyPrefix } from '../src/auth/api-keys.js';
 import { webhookSignatureHeaderValue } from '../src/domain/webhook-signature.js';
 import { deleteFullAddressBuckets, takeChainedTokens } from '../src/ledger/rate-limits.js';
@@ -306,7 +306,7 @@ describe('/metrics: loopback, or the operator token', () => {
 
   it('without a token configured, another address gets 404, as for a path that does not exist', async () => {
     const { CHARGEGUARD_METRICS_TOKEN: _token, ...config } = api.context.config;
-    const app = await buildApi({ context: { ...api.context, config }, mcp: false });
+    const app = await buildApi({ context: { ...api.context, config } });
     try {
       const answer = await app.inject({ url: '/metrics', remoteAddress: '203.0.113.51', headers: { authorization: `Bearer ${metricsToken}` } });
       expect(answer.statusCode).toBe(404);

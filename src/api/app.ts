@@ -5,27 +5,25 @@ import { AccountsService } from '../service/accounts-service.js';
 import { IdempotencyConflictError, ValidationError } from '../service/errors.js';
 import type { WireProblem } from '../service/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
-import type { ApiDeps } from './deps.js';
+import type { ApiDeps, ApiRoutes } from './deps.js';
 import { authenticate, verifySignedRequest } from './authenticate.js';
 import { authorize, type Principal } from '../auth/principal.js';
 import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
-import { problemFor, sendProblem } from './problem.js';
-import { strictJsonBodyParser } from './json-body.js';
+import { problemFor, sendProblem } from '../http/problem.js';
+import { strictJsonBodyParser } from '../http/json-body.js';
 import { registerAccountRoutes } from './routes/accounts.js';
 import { registerChargeRoutes } from './routes/charges.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
-import { registerMcpRoute } from '../mcp/http.js';
-import { registerCodecRoutesFromConfig } from '../codec/codec-routes.js';
-import { rateLimitHook } from './rate-limit-hook.js';
+import { rateLimitHook } from '../http/rate-limit-hook.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set by the authentication hook on every /v1 and /mcp request: the principal's tenant. */
+    /** Set by the authentication hook on every request of the tenant scope (/v1, /mcp): the principal's tenant. */
     tenant: string;
     /** Who the request acts as (tenant, key id, role); set with `tenant`. */
     principal: Principal;
@@ -68,8 +66,11 @@ export interface ApiOptions {
   temporalCallTimeoutMs?: number;
   /** What 202 and 503 answers tell callers to wait before retrying. */
   retryAfterSeconds?: number;
-  /** Serve the MCP streamable HTTP endpoint at /mcp (on by default). */
-  mcp?: boolean;
+  /**
+   * Routes of other modules to serve with the API (the MCP endpoint, the codec endpoint), given by
+   * the code that starts it (src/cli/http-app.ts); none by default.
+   */
+  extraRoutes?: readonly ApiRoutes[];
   /** pino options (or false). Every 5xx is logged through it, with the request id its problem document carries. */
   logger?: FastifyServerOptions['logger'];
   /** Fastify's line per request and response at info level (on by default when there is a logger). */
@@ -126,7 +127,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   // JSON only: a text/plain body would otherwise arrive as a string and fail as "not an object".
-  // Every JSON body is read by the strict decoder (src/api/json-body.ts): taken exactly as written
+  // Every JSON body is read by the strict decoder (src/http/json-body.ts): taken exactly as written
   // or refused naming the field, never repaired, rounded or collapsed.
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: bodyLimitBytes }, strictJsonBodyParser);
@@ -187,8 +188,10 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
 
   await registerOpenApi(app, { amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX, version: options.version ?? '0.1.0' });
   registerHealthRoutes(app, deps);
-  // Temporal's remote codec protocol for the Web UI, with the operator's token (docs/back-door.md).
-  await registerCodecRoutesFromConfig(app, context.config);
+  // Routes with their own authentication, e.g. Temporal's remote codec protocol for the Web UI,
+  // with the operator's token (docs/back-door.md).
+  const extraRoutes = options.extraRoutes ?? [];
+  for (const routes of extraRoutes) if (routes.scope === 'public') await routes.register(app, deps);
   // Provider callbacks: authenticated by their signature, not by an API key, so outside the tenant scope.
   await registerWebhookRoutes(app, deps);
 
@@ -211,7 +214,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);
     registerAccountRoutes(tenantScope, deps);
-    if (options.mcp ?? true) registerMcpRoute(tenantScope, deps);
+    for (const routes of extraRoutes) if (routes.scope === 'tenant') await routes.register(tenantScope, deps);
   });
 
   return app;

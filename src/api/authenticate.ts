@@ -5,7 +5,8 @@ import { acceptSignedRequest, type SignatureKey } from '../auth/request-signatur
 import type { LedgerPool } from '../ledger/pool.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { UnauthorizedError } from '../service/errors.js';
-import { addressLimiterFor, admitFromAddress } from './rate-limit-hook.js';
+import { bearerToken } from '../http/bearer-token.js';
+import { addressLimiterFor, admitFromAddress } from '../http/rate-limit-hook.js';
 
 export { UnauthorizedError };
 
@@ -16,10 +17,6 @@ declare module 'fastify' {
   }
 }
 
-export function bearerToken(authorization: string | undefined): string | null {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
-  return match?.[1] ?? null;
-}
 
 /** Longer than any key `api-keys create` makes (4 + 43 characters): not hashed, not looked up. */
 const apiKeyMaxLength = 128;

@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import type { AccountsService } from '../service/accounts-service.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiMetrics } from './metrics.js';
@@ -11,6 +12,21 @@ export interface ApiDeps {
   /** Bound on the Temporal calls of a request beyond its wait (start, query, update). */
   temporalCallTimeoutMs: number;
   retryAfterSeconds: number;
+}
+
+/**
+ * Routes another module adds to the API, handed over by the code that starts it (the MCP endpoint,
+ * the codec endpoint: src/cli/http-app.ts), so that src/api imports neither of them.
+ */
+export interface ApiRoutes {
+  /** What they serve, for the log and for errors at start-up. */
+  name: string;
+  /**
+   * `tenant`: inside the tenant scope, behind its hooks (API key authenticated, its rate limits
+   * taken, a signature checked); `public`: on the app, authenticating by their own means.
+   */
+  scope: 'tenant' | 'public';
+  register(app: FastifyInstance, deps: ApiDeps): void | Promise<void>;
 }
 
 /**

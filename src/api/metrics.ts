@@ -1,10 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { codecTokenMatches } from '../codec/codec-token.js';
+import { secretTokenMatches } from '../support/secret-token.js';
 import { UnauthorizedError } from '../service/errors.js';
-import { bearerToken } from './authenticate.js';
-import { sendProblem } from './problem.js';
-import { isLoopback } from './source-address.js';
+import { bearerToken } from '../http/bearer-token.js';
+import { sendProblem } from '../http/problem.js';
+import { isLoopback } from '../http/source-address.js';
 import type { ChargeReply } from '../service/charge-service.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { overdueHolds } from '../reconcile/index.js';
@@ -112,7 +112,7 @@ export class ApiMetrics {
  * Refused: without a token configured, 404, the answer for a path that does not exist (there is no
  * way in, so nothing to authenticate against); with one, 401 and WWW-Authenticate, so a scraper
  * with a wrong or missing token is told it is an authentication problem. The source address is
- * the connection's peer (src/api/source-address.ts): behind a proxy on the same host, every caller
+ * the connection's peer (src/http/source-address.ts): behind a proxy on the same host, every caller
  * is loopback, so such a proxy must not forward /metrics (docs/limits.md).
  */
 export function metricsAccessHook(token: string | undefined): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
@@ -125,7 +125,7 @@ export function metricsAccessHook(token: string | undefined): (request: FastifyR
       });
       return;
     }
-    if (!codecTokenMatches(token, bearerToken(request.headers.authorization))) {
+    if (!secretTokenMatches(token, bearerToken(request.headers.authorization))) {
       throw new UnauthorizedError(
         'metrics are served to loopback clients, and to others with the operator\'s metrics token: "Authorization: Bearer <CHARGEGUARD_METRICS_TOKEN>"',
       );

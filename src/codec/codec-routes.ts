@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Payload } from '@temporalio/common';
-import { sendProblem } from '../api/problem.js';
-import { bearerToken } from '../api/authenticate.js';
-import { strictJsonBodyParser } from '../api/json-body.js';
+import { sendProblem } from '../http/problem.js';
+import { bearerToken } from '../http/bearer-token.js';
+import { strictJsonBodyParser } from '../http/json-body.js';
 import { codecTokenMatches } from './codec-token.js';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
 import type { PayloadKeyRing } from './key-ring.js';
@@ -102,7 +102,7 @@ export async function registerCodecRoutes(app: FastifyInstance, options: CodecRo
   await app.register(
     async (scope) => {
       // Bodies far larger than the API's own limit, read here by the same strict decoder as every
-      // other JSON body (src/api/json-body.ts).
+      // other JSON body (src/http/json-body.ts).
       scope.removeContentTypeParser('application/json');
       scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: codecBodyLimitBytes }, strictJsonBodyParser);
 

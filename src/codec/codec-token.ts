@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { secretTokenMatches } from '../support/secret-token.js';
 
 /**
  * The codec endpoint decrypts every tenant's payloads, so it answers only the operator's token
@@ -7,10 +7,5 @@ import { createHash, timingSafeEqual } from 'node:crypto';
  */
 export const codecTokenMinLength = 32;
 
-const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
-
 /** Constant-time comparison: digests have the same length whatever was sent. */
-export function codecTokenMatches(expected: string, presented: string | null): boolean {
-  if (presented === null) return false;
-  return timingSafeEqual(digest(expected), digest(presented));
-}
+export const codecTokenMatches = secretTokenMatches;

@@ -3,7 +3,10 @@
  */
 import type { declineCodes } from './refusals.js';
 
-export type CaptureMode = 'automatic' | 'manual';
+/** How a charge moves its money: at once, or held until a capture. The one list: the type, the wire and tool schemas derive from it. */
+export const captureModes = ['automatic', 'manual'] as const;
+
+export type CaptureMode = (typeof captureModes)[number];
 
 /** Where the hold stands in the ledger (the truth table of docs/contract.md, Ledger). */
 export type HoldState = 'DECLINED' | 'TRIED' | 'CONFIRMED' | 'CANCELLED';

@@ -2,11 +2,21 @@
  * Refunds as every layer sees them. Pure types and functions only: workflow code imports this.
  */
 
-/** `pending` only while the refund workflow has not answered yet; the ledger knows the other two. */
-export type RefundStatus = 'pending' | 'succeeded' | 'failed';
+/**
+ * `pending` only while the refund workflow has not answered yet; the ledger knows the other two.
+ * The one list: the type and the wire schema derive from it.
+ */
+export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
 
-/** Why the ledger refused a refund. Both are decisions, final for the refund key. */
-export type RefundFailureCode = 'exceeds_refundable' | 'insufficient_funds';
+export type RefundStatus = (typeof refundStatuses)[number];
+
+/**
+ * Why the ledger refused a refund. Both are decisions, final for the refund key. The one list: the
+ * type, the wire schema and the refusal hints (`refundRefusals`, src/domain/refusals.ts) derive from it.
+ */
+export const refundFailureCodes = ['exceeds_refundable', 'insufficient_funds'] as const;
+
+export type RefundFailureCode = (typeof refundFailureCodes)[number];
 
 export interface Refund {
   id: string;

@@ -1,3 +1,5 @@
+import type { RefundFailureCode } from './refund.js';
+
 /**
  * Stable names of the ledger's business refusals. They cross three boundaries (SQL error code,
  * activity failure type, client error), so each is spelled once here.
@@ -93,6 +95,9 @@ export const refundRefusals = {
 } as const;
 
 export type ChargeStateRefusalName = keyof typeof chargeStateRefusals;
+
+/** `refundRefusals` has one refusal per refund failure code (src/domain/refund.ts), checked by the compiler. */
+export const refundRefusalByFailureCode: { readonly [code in RefundFailureCode]: (typeof refundRefusals)[code] } = refundRefusals;
 
 /**
  * PostgreSQL errors that are not the ledger's refusals but that retrying cannot cure: the same

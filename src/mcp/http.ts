@@ -1,9 +1,9 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiDeps } from '../api/deps.js';
-import { strictJsonRefusalOf } from '../api/json-body.js';
-import { sendProblem } from '../api/problem.js';
-import { admit, mcpRateLimitSettings } from '../api/rate-limit-hook.js';
+import type { ApiDeps, ApiRoutes } from '../api/deps.js';
+import { strictJsonRefusalOf } from '../http/json-body.js';
+import { sendProblem } from '../http/problem.js';
+import { admit, mcpRateLimitSettings } from '../http/rate-limit-hook.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
 import { mcpBatchMaxCalls } from '../domain/rate-limits.js';
 import type { StrictJsonError } from '../support/strict-json.js';
@@ -169,3 +169,6 @@ export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
     });
   }
 }
+
+/** /mcp as the API serves it: in the tenant scope, so every request's key is checked first. */
+export const mcpRoutes: ApiRoutes = { name: 'MCP (streamable HTTP)', scope: 'tenant', register: registerMcpRoute };

@@ -5,6 +5,7 @@ import type { AccountsService } from '../service/accounts-service.js';
 import type { ChargeService } from '../service/charge-service.js';
 import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
 import { accountToWire, chargeToWire, refundToWire } from '../service/wire.js';
+import { captureModes } from '../domain/charge.js';
 import { limits } from '../domain/limits.js';
 import type { Operation } from '../domain/permissions.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
@@ -89,7 +90,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
           payee_account_id: z.string().describe('account to credit'),
           amount: z.number().describe('integer amount in minor units, e.g. 1250 for 12.50'),
           currency: z.string().describe('ISO 4217 code, upper case, e.g. "USD"; must be both accounts\' currency'),
-          capture: z.enum(['automatic', 'manual']).optional().describe('"manual" only reserves; capture_charge moves the money'),
+          capture: z.enum(captureModes).optional().describe('"manual" only reserves; capture_charge moves the money'),
           description: z
             .string()
             .optional()

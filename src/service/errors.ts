@@ -1,12 +1,23 @@
 import type { MandateRule } from '../domain/mandate.js';
 import type { LimitScope } from '../domain/rate-limits.js';
+import { errorKinds, type ErrorKind, type ErrorKindName } from './error-kinds.js';
 
 /**
- * The typed errors every surface maps to its own protocol (HTTP status, MCP tool error, CLI exit).
- * `code` is stable; `message` is for a person.
+ * The typed errors every surface maps to its own protocol. `code` is stable and names the error's
+ * kind in src/service/error-kinds.ts, the one table of HTTP status, MCP advice and CLI exit code;
+ * `message` is for a person.
  */
 export abstract class ChargeguardError extends Error {
-  abstract readonly code: string;
+  abstract readonly code: ErrorKindName;
+
+  get kind(): ErrorKind {
+    return errorKinds[this.code];
+  }
+
+  /** What this error adds to its problem document, tool error and CLI JSON (the field errors, the rule…). */
+  extensions(): Record<string, unknown> {
+    return {};
+  }
 }
 
 export interface FieldError {
@@ -19,6 +30,10 @@ export class ValidationError extends ChargeguardError {
   readonly code = 'validation_error';
   constructor(readonly errors: FieldError[]) {
     super(errors.map((e) => `${e.field}: ${e.message}`).join('; '));
+  }
+
+  override extensions(): Record<string, unknown> {
+    return { errors: this.errors };
   }
 }
 
@@ -37,6 +52,10 @@ export class ForbiddenError extends ChargeguardError {
   ) {
     super(message);
   }
+
+  override extensions(): Record<string, unknown> {
+    return { operation: this.operation };
+  }
 }
 
 /** The charge is outside the acting key's mandate; nothing was recorded or started. */
@@ -49,6 +68,19 @@ export class MandateExceededError extends ChargeguardError {
   ) {
     super(message);
   }
+
+  override extensions(): Record<string, unknown> {
+    return { rule: this.rule };
+  }
+}
+
+/**
+ * The ledger refused a refund because its acting key may not refund for the charge's tenant
+ * (RefundNotAuthorized, SQLSTATE CGK01): unknown, another tenant's, revoked, expired, a role that
+ * may not refund, or no key in a tenant that has keys. Nothing was refunded.
+ */
+export class RefundNotAuthorizedError extends ChargeguardError {
+  readonly code = 'refund_not_authorized';
 }
 
 /** The idempotency key was first used for a different request; nothing was executed. */
@@ -70,6 +102,10 @@ export class ChargeStateConflictError extends ChargeguardError {
   ) {
     super(message);
   }
+
+  override extensions(): Record<string, unknown> {
+    return { reason: this.reason };
+  }
 }
 
 /** The charge was declined by the ledger (only thrown by callers that ask for it). */
@@ -80,6 +116,10 @@ export class ChargeDeclinedError extends ChargeguardError {
     message: string,
   ) {
     super(message);
+  }
+
+  override extensions(): Record<string, unknown> {
+    return { reason: this.declineCode };
   }
 }
 
@@ -99,6 +139,10 @@ export class UnavailableError extends ChargeguardError {
   ) {
     super(message, options);
   }
+
+  override extensions(): Record<string, unknown> {
+    return { dependency: this.dependency };
+  }
 }
 
 /**
@@ -114,5 +158,10 @@ export class RateLimitedError extends ChargeguardError {
     message: string,
   ) {
     super(message);
+  }
+
+  override extensions(): Record<string, unknown> {
+    // `violated-policies` is the member the RateLimit draft defines for this (its section 5.1).
+    return { scope: this.scope, ...(this.code === 'rate_limited' ? { 'violated-policies': [this.scope] } : {}) };
   }
 }

@@ -1,9 +1,27 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ChargeStateRefusal } from '../domain/charge-rules.js';
-import { chargeStateRefusals, incurableLedgerFaults, ledgerRefusals } from '../domain/refusals.js';
-import { ChargeStateConflictError, IdempotencyConflictError, NotFoundError, ValidationError } from './errors.js';
+import { chargeStateRefusals, incurableLedgerFaults, ledgerRefusals, type LedgerRefusalType } from '../domain/refusals.js';
+import {
+  ChargeStateConflictError,
+  IdempotencyConflictError,
+  NotFoundError,
+  RefundNotAuthorizedError,
+  ValidationError,
+  type ChargeguardError,
+} from './errors.js';
 import { asUnavailable, grpcCodeOf, grpcStatus } from './unavailable.js';
+
+/**
+ * The ledger's refusals that end a workflow and reach a caller, as the service's typed errors. A
+ * refusal missing here reaches callers as "unavailable", which invites retries of a decision.
+ */
+const errorForRefusal: Partial<Record<LedgerRefusalType, (failure: ApplicationFailure) => ChargeguardError>> = {
+  [ledgerRefusals.idempotencyConflict.type]: (failure) => new IdempotencyConflictError(failure.message),
+  [ledgerRefusals.chargeNotFound.type]: (failure) => new NotFoundError(failure.message),
+  [ledgerRefusals.chargeNotCaptured.type]: (failure) => new ChargeStateConflictError(failure.type!, failure.message),
+  [ledgerRefusals.refundNotAuthorized.type]: (failure) => new RefundNotAuthorizedError(failure.message),
+};
 
 /**
  * Runs an operation and turns workflow and infrastructure failures into the service's typed errors,
@@ -15,11 +33,8 @@ export async function translateFailures<T>(operation: () => Promise<T>): Promise
   } catch (error) {
     if (error instanceof WorkflowFailedError) {
       const refusal = applicationFailureIn(error);
-      if (refusal?.type === ledgerRefusals.idempotencyConflict.type) throw new IdempotencyConflictError(refusal.message);
-      if (refusal?.type === ledgerRefusals.chargeNotFound.type) throw new NotFoundError(refusal.message);
-      if (refusal?.type === ledgerRefusals.chargeNotCaptured.type) {
-        throw new ChargeStateConflictError(refusal.type, refusal.message);
-      }
+      const known = refusal?.type ? errorForRefusal[refusal.type as LedgerRefusalType] : undefined;
+      if (refusal && known) throw known(refusal);
       // Values the ledger cannot store (validation should have caught them first): the caller's
       // request is at fault, and retrying it can never succeed.
       if (refusal && refusal.type === incurableLedgerFaults.dataRejected.type) {

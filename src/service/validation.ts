@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
+import { captureModes, chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
 import { currencyPattern, limits, textPatterns } from '../domain/limits.js';
 import { ValidationError, type FieldError } from './errors.js';
 
@@ -159,7 +159,7 @@ export function chargeFieldSchemas(amountMinorMax: number) {
     payee_account_id: accountIdSchema,
     amount: amountSchema(amountMinorMax),
     currency: currencySchema,
-    capture: z.enum(['automatic', 'manual'], { error: notNull('"automatic" or "manual"') }).default('automatic'),
+    capture: z.enum(captureModes, { error: notNull('"automatic" or "manual"') }).default('automatic'),
     description: descriptionSchema.optional(),
     metadata: metadataSchema.optional(),
   };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { chargeStatuses, type Charge } from '../domain/charge.js';
-import type { Refund } from '../domain/refund.js';
+import { captureModes, chargeStatuses, type Charge } from '../domain/charge.js';
+import { refundFailureCodes, refundStatuses, type Refund } from '../domain/refund.js';
 import { declineCodes } from '../domain/refusals.js';
 import type { Account } from '../ledger/accounts.js';
 
@@ -28,7 +28,7 @@ export const wireChargeSchema = z
     order_id: z.string(),
     payer_account_id: z.string(),
     payee_account_id: z.string(),
-    capture: z.enum(['automatic', 'manual']),
+    capture: z.enum(captureModes),
     description: z.string().nullable(),
     metadata: z.record(z.string(), z.string()).nullable(),
     decline_code: z
@@ -115,8 +115,8 @@ export const wireRefundSchema = z.object({
   idempotency_key: z.string().describe('the refund key this refund was requested with'),
   amount: minorUnits.nullable().describe('null only while a refund of "the rest" is pending'),
   currency: z.string(),
-  status: z.enum(['pending', 'succeeded', 'failed']),
-  failure_code: z.enum(['exceeds_refundable', 'insufficient_funds']).optional().describe('present when status is failed'),
+  status: z.enum(refundStatuses),
+  failure_code: z.enum(refundFailureCodes).optional().describe('present when status is failed'),
   created_by_key_id: z
     .string()
     .nullable()

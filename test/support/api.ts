@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
-import { buildApi, type ApiOptions } from '../../src/api/app.js';
+import type { ApiOptions } from '../../src/api/app.js';
+import { buildHttpApp, type HttpAppOptions } from '../../src/cli/http-app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import type { Role } from '../../src/domain/permissions.js';
 import { loadConfig } from '../../src/config.js';
@@ -27,7 +28,7 @@ export interface TestResponse {
   text: string;
 }
 
-export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & {
+export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & HttpAppOptions & {
   temporalAddress?: string;
   /** Added to the configuration; payload settings given here replace the run's key file. */
   env?: Record<string, string>;
@@ -74,7 +75,7 @@ export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi
     { temporalAddress: options.temporalAddress ?? stack.temporalAddress, databaseUrl: stack.databaseUrl },
     { checkWorkerKeys: options.checkWorkerKeys },
   );
-  const app = await buildApi({ ...options, context });
+  const app = await buildHttpApp({ ...options, context });
   const baseUrl = await listenOnLoopback(app);
   return {
     app,

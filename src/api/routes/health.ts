@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiDeps } from '../deps.js';
 import { metricsAccessHook } from '../metrics.js';
-import { healthRateLimitHook } from '../rate-limit-hook.js';
+import { healthRateLimitHook } from '../../http/rate-limit-hook.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 /** Short: a readiness probe that hangs is worse than one that says "not ready". */

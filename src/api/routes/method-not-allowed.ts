@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
-import { sendProblem } from '../problem.js';
+import { sendProblem } from '../../http/problem.js';
 
 /** Methods a client might try on a path; HEAD is left to fastify, which answers it for every GET. */
 const candidateMethods: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'QUERY'];

@@ -58,6 +58,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
           ...commonProblems,
           ...bodyProblems,
           ...problemResponses({
+            403: 'the ledger refused the acting key for this charge\'s tenant (`refund_not_authorized`); nothing was refunded',
             404: 'no charge with this key for this tenant',
             409: 'not captured, more than is left to refund, or the payee cannot pay it back',
             422: 'the refund key was first used for a different refund',

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { webhookMaxSignatures, webhookSignatureHeader, webhookToleranceSeconds } from '../../domain/webhook-signature.js';
 import { depositSucceededSchema, providerPattern, WebhookService, wireWebhookReceiptSchema } from '../../service/webhooks.js';
 import type { ApiDeps } from '../deps.js';
-import { webhookRateLimitHook } from '../rate-limit-hook.js';
+import { webhookRateLimitHook } from '../../http/rate-limit-hook.js';
 import { bodyProblems, problemResponses } from '../openapi.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 

@@ -16,10 +16,10 @@ export function registerApiCommand(program: Command): void {
       runCommand({}, async () => {
         const safety = installProcessSafetyNet({ command: 'api' });
         // Loaded here, not at the top: other commands should not pay for fastify at start-up.
-        const { serveApi } = await import('../../api/server.js');
+        const { serveHttpApp } = await import('../http-app.js');
         const context = await openServiceContext(loadConfig(), (line) => process.stderr.write(`${line}\n`));
         try {
-          const api = await serveApi(context, { host: options.host, port: Number(options.port), logger: { level: options.logLevel } });
+          const api = await serveHttpApp(context, { host: options.host, port: Number(options.port), logger: { level: options.logLevel } });
           try {
             process.stderr.write(`API listening on ${api.url} (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs, MCP ${api.url}/mcp)\n`);
             const stop = await waitForStopReason(safety);

@@ -34,8 +34,8 @@ export function registerMcpCommand(program: Command): void {
         try {
           if (options.http) {
             // Loaded here, not at the top: other commands should not pay for fastify at start-up.
-            const { serveApi } = await import('../../api/server.js');
-            const api = await serveApi(context, { host: options.host, port: Number(options.port) });
+            const { serveHttpApp } = await import('../http-app.js');
+            const api = await serveHttpApp(context, { host: options.host, port: Number(options.port) });
             process.stderr.write(`MCP (streamable HTTP) on ${api.url}/mcp: send "Authorization: Bearer <API key>"\n`);
             try {
               const stop = await waitForStopReason(safety);

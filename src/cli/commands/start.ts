@@ -78,8 +78,8 @@ export function registerStartCommand(program: Command): void {
       let failure: unknown = undefined;
       try {
         // Loaded only here: the other commands need not pay for the HTTP framework's import.
-        const { serveApi } = await import('../../api/server.js');
-        const api = await serveApi(runtime.context, { host: options.host, port: Number(options.port) });
+        const { serveHttpApp } = await import('../http-app.js');
+        const api = await serveHttpApp(runtime.context, { host: options.host, port: Number(options.port) });
         try {
           const lines = [
             'chargeguard is running',

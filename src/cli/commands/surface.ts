@@ -1,13 +1,7 @@
 import type { Command } from 'commander';
 import { AccountsService } from '../../service/accounts-service.js';
-import {
-  ChargeguardError,
-  ChargeStateConflictError,
-  IdempotencyConflictError,
-  NotFoundError,
-  UnavailableError,
-  ValidationError,
-} from '../../service/errors.js';
+import { ChargeguardError, ValidationError } from '../../service/errors.js';
+import { exitCodes } from '../../service/error-kinds.js';
 import { asUnavailable } from '../../service/unavailable.js';
 import { assertTenant } from '../../service/validation.js';
 import { loadConfig } from '../../config.js';
@@ -17,19 +11,11 @@ import { openAppContext, type AppContext } from '../../runtime/app-context.js';
 
 /**
  * What the charge, account and key commands share: where the servers are, which tenant, how to
- * print, and one exit code per kind of failure so scripts can tell "retry" from "fix the request".
+ * print, and one exit code per kind of failure (the error kind's, src/service/error-kinds.ts) so
+ * scripts can tell "retry" from "fix the request" from "not allowed".
  */
 
-export const exitCodes = {
-  failed: 1,
-  /** The request is wrong (validation, key reused with another request): fix it, do not retry. */
-  invalid: 2,
-  notFound: 3,
-  /** A state conflict (cancel after success…). */
-  conflict: 4,
-  /** Temporal or PostgreSQL unreachable: retry the same command later, it is safe. */
-  unavailable: 75,
-} as const;
+export { exitCodes };
 
 export interface OutputOptions {
   json?: boolean;
@@ -116,27 +102,26 @@ export async function runCommand(options: OutputOptions, body: () => Promise<voi
     if (options.json) {
       const payload: Record<string, unknown> = {
         error: {
+          ...(error instanceof ChargeguardError ? error.extensions() : {}),
           type: error instanceof ChargeguardError ? error.code : error instanceof UsageError ? 'usage' : 'internal_error',
           detail: (error as Error).message,
-          ...(error instanceof ValidationError ? { errors: error.errors } : {}),
-          ...(error instanceof ChargeStateConflictError ? { reason: error.reason } : {}),
         },
       };
       process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
     } else {
       process.stderr.write(`error: ${(error as Error).message}\n`);
-      if (error instanceof UnavailableError) process.stderr.write('retry the same command later: it will not run twice\n');
+      if (error instanceof ChargeguardError && error.kind.retry === 'retry_same_key') {
+        process.stderr.write('retry the same command later: it will not run twice\n');
+      }
     }
     process.exitCode = code;
   }
 }
 
-function exitCodeFor(error: unknown): number {
-  if (error instanceof ValidationError || error instanceof IdempotencyConflictError || error instanceof UsageError) return exitCodes.invalid;
-  if (error instanceof NotFoundError) return exitCodes.notFound;
-  if (error instanceof ChargeStateConflictError) return exitCodes.conflict;
-  if (error instanceof UnavailableError) return exitCodes.unavailable;
-  if (error instanceof ChargeguardError) return exitCodes.conflict;
+/** The error kind's exit code (src/service/error-kinds.ts); a bad flag is an invalid request. */
+export function exitCodeFor(error: unknown): number {
+  if (error instanceof ChargeguardError) return error.kind.exitCode;
+  if (error instanceof UsageError) return exitCodes.invalid;
   return exitCodes.failed;
 }
 
