@@ -1,7 +1,14 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { balanceOf, captureCount, expectLedgerInvariants, newKey, newTenant, useHarness } from './support/harness.js';
+import { balanceOf, captureCount, expectLedgerInvariants, fundedTenant, newKey, newTenant, useHarness } from './support/harness.js';
 import { useApi } from './support/api.js';
 import { runCli as cli } from './support/cli.js';
+import { createApiKey } from '../src/auth/api-keys.js';
+import { readCharge } from '../src/ledger/charges.js';
+import { listRefunds } from '../src/ledger/refunds.js';
+import { countLedger } from '../src/ledger/reports.js';
 
 const h = useHarness();
 const api = useApi();
@@ -52,10 +59,13 @@ describe('the CLI', () => {
     const viaApi = await api.request('/v1/accounts/payer', { apiKey: key.json.key });
     expect(viaApi.status).toBe(200);
     expect(viaApi.body.posted).toBe(5_000 - 1_200);
-    // Once the tenant has a key, the ledger moves its money only for one of its keys: the CLI, which
-    // acts without one, is declined (docs/back-door.md, "Who acts without a key").
-    const keyless = await cli(['charge', ...chargeArgs.slice(1, 3), '--key', newKey(), ...chargeArgs.slice(5), '--json']);
-    expect(keyless.json).toMatchObject({ completed: true, charge: { status: 'declined', decline_code: 'key_not_authorized' } });
+    // Once the tenant has a key, the ledger moves its money only for one of its keys: without one the
+    // CLI refuses before starting anything (docs/back-door.md, "Who acts without a key").
+    const keylessKey = newKey();
+    const keyless = await cli(['charge', ...chargeArgs.slice(1, 3), '--key', keylessKey, ...chargeArgs.slice(5), '--json']);
+    expect(keyless.code).toBe(77);
+    expect(keyless.json.error).toMatchObject({ type: 'unauthorized', detail: expect.stringMatching(/CHARGEGUARD_API_KEY/) });
+    expect(await readCharge(h.pool, tenant, keylessKey)).toBeNull();
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(5_000 - 1_200);
     await expectLedgerInvariants(h.pool, tenant);
   });
@@ -95,5 +105,64 @@ describe('the CLI', () => {
     expect(opened.status, JSON.stringify(opened.body)).toBe(201);
     const listed = await cli(['api-keys', 'list', '--tenant', tenant]);
     expect(listed.stdout).toMatch(/role admin .*last used 20/);
+  });
+
+  it('acts as an API key (CHARGEGUARD_API_KEY or --api-key-file): the charge and refund record the key and obey its mandate; without a key a keyed tenant is refused naming the setting', { timeout: 300_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'cli-key' });
+    const { key, record } = await createApiKey(h.pool, tenant, 'cli agent');
+    const { key: capped } = await createApiKey(h.pool, tenant, 'capped', 'agent', { maxAmountMinor: 500, dailyLimitMinor: null, allowedPayeeAccountIds: null, currency: null, expiresAt: null });
+    const dir = mkdtempSync(join(tmpdir(), 'cli-key-'));
+    try {
+      const keyFile = join(dir, 'api-key');
+      writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
+      const chargeKey = newKey('cli-keyed');
+      const chargeArgs = ['charge', '--key', chargeKey, '--order', 'o-key', '--payer', 'payer', '--payee', 'payee', '--amount', '1200', '--currency', 'USD', '--json'];
+
+      // No key: refused before anything starts, the message naming the setting; nothing recorded.
+      const before = await countLedger(h.pool, tenant);
+      const keyless = await cli([...chargeArgs, '--tenant', tenant]);
+      expect(keyless.code).toBe(77);
+      expect(keyless.json.error).toMatchObject({ type: 'unauthorized', detail: expect.stringMatching(/CHARGEGUARD_API_KEY/) });
+      const keylessHuman = await cli(['charge', ...chargeArgs.slice(1, -1), '--tenant', tenant]);
+      expect(keylessHuman.code).toBe(77);
+      expect(keylessHuman.stderr).toMatch(/has API keys.*CHARGEGUARD_API_KEY/);
+      expect(await countLedger(h.pool, tenant)).toEqual(before);
+
+      // With the key in the environment (no --tenant needed): charged, recorded as the key's.
+      const charged = await cli(chargeArgs, { CHARGEGUARD_API_KEY: key, CHARGEGUARD_TENANT: undefined });
+      expect(charged.code, charged.stderr).toBe(0);
+      expect(charged.json).toMatchObject({ completed: true, charge: { status: 'succeeded', amount: 1_200 } });
+      expect((await readCharge(h.pool, tenant, chargeKey))!.charge.createdByKeyId).toBe(record.id);
+      // The key is never printed.
+      expect(charged.stdout + charged.stderr).not.toContain(key);
+
+      // Refund: without a key refused naming the setting; with --api-key-file, recorded as the key's.
+      const refundKey = newKey('cli-refund');
+      const keylessRefund = await cli(['refund', chargeKey, '--tenant', tenant, '--refund-key', refundKey, '--amount', '200', '--json']);
+      expect(keylessRefund.code).toBe(77);
+      expect(keylessRefund.json.error.detail).toMatch(/CHARGEGUARD_API_KEY/);
+      const refunded = await cli(['refund', chargeKey, '--api-key-file', keyFile, '--refund-key', refundKey, '--amount', '200', '--json'], { CHARGEGUARD_TENANT: undefined });
+      expect(refunded.code, refunded.stderr).toBe(0);
+      expect(refunded.json.refund).toMatchObject({ status: 'succeeded', amount: 200 });
+      expect((await listRefunds(h.pool, tenant, chargeKey)).map((refund) => refund.createdByKeyId)).toEqual([record.id]);
+
+      // The key's mandate, as over HTTP: a charge above its largest is refused, nothing started.
+      const overMandateKey = newKey('cli-capped');
+      const overMandate = await cli(['charge', '--key', overMandateKey, ...chargeArgs.slice(3)], { CHARGEGUARD_API_KEY: capped });
+      expect(overMandate.code).toBe(77);
+      expect(overMandate.json.error).toMatchObject({ type: 'mandate_exceeded', rule: 'max_amount' });
+      expect(await readCharge(h.pool, tenant, overMandateKey)).toBeNull();
+
+      // A key of this tenant with --tenant naming another: refused, naming the flag.
+      const mismatch = await cli([...chargeArgs, '--tenant', newTenant('other')], { CHARGEGUARD_API_KEY: key });
+      expect(mismatch.code).toBe(2);
+      expect(mismatch.json.error.errors[0]).toMatchObject({ field: '--tenant' });
+      const unknown = await cli(['cancel', chargeKey, '--json'], { CHARGEGUARD_API_KEY: 'cgk_unknown' });
+      expect(unknown.code).toBe(77);
+      expect(unknown.json.error.type).toBe('unauthorized');
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,7 +1,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { describe, expect, inject, it } from 'vitest';
 import { createApiKey, getApiKey, revokeApiKey } from '../src/auth/api-keys.js';
+import { readCharge } from '../src/ledger/charges.js';
+import { listRefunds } from '../src/ledger/refunds.js';
 import { countLedger } from '../src/ledger/reports.js';
 import { chargeBody, fundedTenant, newKey, testPayloadSettings, useHarness } from './support/harness.js';
 import { callTool, exerciseChargeTools, structured } from './support/mcp.js';
@@ -74,4 +77,65 @@ describe('MCP over stdio', () => {
       await client.close();
     }
   });
+
+  it('acts as its API key: create_charge and refund_charge record the key; started with --tenant alone in a keyed tenant they are refused naming the setting', async () => {
+    const tenant = await fundedTenant(h, { label: 'mcp-stdio-acting' });
+    const { key, record } = await createApiKey(h.pool, tenant, 'stdio agent');
+
+    // With the key (and --tenant naming its own tenant): the money moves, recorded as the key's.
+    await withStdioServer({ CHARGEGUARD_API_KEY: key }, ['--tenant', tenant], async (client) => {
+      const chargeKey = newKey('stdio-keyed');
+      const charged = structured(await callTool(client, 'create_charge', { idempotency_key: chargeKey, ...chargeBody({ amount: 900 }) }));
+      expect(charged.charge).toMatchObject({ status: 'succeeded', amount: 900 });
+      expect((await readCharge(h.pool, tenant, chargeKey))!.charge.createdByKeyId).toBe(record.id);
+      const refunded = structured(
+        await callTool(client, 'refund_charge', { idempotency_key: chargeKey, refund_idempotency_key: newKey('stdio-refund'), amount: 300 }),
+      );
+      expect(refunded.refund).toMatchObject({ status: 'succeeded', amount: 300 });
+      expect((await listRefunds(h.pool, tenant, chargeKey)).map((refund) => refund.createdByKeyId)).toEqual([record.id]);
+    });
+
+    // Without a key, in this tenant that has one: reads work, money movements are refused before
+    // anything starts, and the error names the setting.
+    const stderr = await withStdioServer({}, ['--tenant', tenant], async (client) => {
+      const balance = structured(await callTool(client, 'get_account_balance', { account_id: 'payer' }));
+      expect(balance.account).toMatchObject({ id: 'payer', posted: 10_000 - 900 + 300 });
+      const before = await countLedger(h.pool, tenant);
+      const refused: CallToolResult = await callTool(client, 'create_charge', { idempotency_key: newKey('stdio-keyless'), ...chargeBody({ amount: 100 }) });
+      expect(refused.isError).toBe(true);
+      expect((refused.structuredContent as any).error).toMatchObject({
+        type: 'unauthorized',
+        retry: 'do_not_retry',
+        detail: expect.stringMatching(/CHARGEGUARD_API_KEY/),
+      });
+      expect(await countLedger(h.pool, tenant)).toEqual(before);
+    });
+    expect(stderr).toMatch(/has API keys: without one, create_charge and refund_charge are refused/);
+  });
 });
+
+/** Runs `chargeguard mcp --stdio` with the given settings around `body`; returns what it wrote to stderr. */
+async function withStdioServer(env: Record<string, string>, args: string[], body: (client: Client) => Promise<void>): Promise<string> {
+  const stack = inject('stack');
+  const stderr: string[] = [];
+  const processEnv: Record<string, string> = { ...(process.env as Record<string, string>), TEMPORAL_ADDRESS: stack.temporalAddress, DATABASE_URL: stack.databaseUrl, ...testPayloadSettings(), ...env };
+  delete processEnv.CHARGEGUARD_TENANT;
+  if (!('CHARGEGUARD_API_KEY' in env)) delete processEnv.CHARGEGUARD_API_KEY;
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', 'src/cli/main.ts', 'mcp', '--stdio', ...args],
+    env: processEnv,
+    stderr: 'pipe',
+  });
+  transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+  const client = new Client({ name: 'chargeguard-test', version: '1.0.0' });
+  try {
+    await client.connect(transport);
+    await body(client);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}\n--- server stderr ---\n${stderr.join('')}`, { cause: error });
+  } finally {
+    await client.close();
+  }
+  return stderr.join('');
+}

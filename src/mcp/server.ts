@@ -20,6 +20,11 @@ export interface McpDeps {
    * revoked mid-session is refused on its next call. Every tool acts for the principal's tenant only.
    */
   principal: () => Promise<Principal>;
+  /**
+   * A check of the caller's own after the role's, before anything is judged or recorded: over stdio
+   * without a key, whether the ledger lets the operator charge and refund in the tenant at all.
+   */
+  beforeOperation?: (principal: Principal, operation: Operation) => Promise<void>;
   /** How long create_charge waits for the outcome before answering "still processing". */
   waitBudgetMs: number;
   version?: string;
@@ -46,6 +51,7 @@ async function run(
   try {
     const principal = await deps.principal();
     authorize(principal, operation);
+    await deps.beforeOperation?.(principal, operation);
     return await body(principal.tenant, principal);
   } catch (error) {
     const result = errorResult(error);

@@ -2,15 +2,20 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { AccountsService } from '../service/accounts-service.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { Principal } from '../auth/principal.js';
-import { createMcpServer } from './server.js';
+import { createMcpServer, type McpDeps } from './server.js';
 
 /**
  * Serves the tools over stdin/stdout for one principal until stdin closes. `principal` is asked on
  * every tool call (with an API key it looks the key up again, so a revoked key stops working on
  * its next call). Stdout belongs to the protocol: anything human goes to stderr.
  */
-export async function serveMcpOverStdio(context: AppContext, principal: () => Promise<Principal>): Promise<void> {
+export async function serveMcpOverStdio(
+  context: AppContext,
+  principal: () => Promise<Principal>,
+  beforeOperation?: McpDeps['beforeOperation'],
+): Promise<void> {
   const server = createMcpServer({
+    ...(beforeOperation ? { beforeOperation } : {}),
     charges: context.charges,
     accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
     principal,

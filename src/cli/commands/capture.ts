@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
+import { addIdentityOptions, assertIdentityNamed, resolvePrincipal } from '../identity.js';
 import { assertIdempotencyKey, parseOptionalAmount } from '../../service/validation.js';
 import { chargeToWire } from '../../service/wire.js';
 import { loadConfig } from '../../config.js';
-import { addOutputOption, addTenantOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand, tenantFrom } from './surface.js';
+import { addOutputOption, describeCharge, minorUnitsOption, openCliContext, print, runCommand } from './surface.js';
 
 export function registerCaptureCommand(program: Command): void {
   const command = program
@@ -10,15 +11,17 @@ export function registerCaptureCommand(program: Command): void {
     .description('capture a manual-capture charge, all of it or --amount of it; repeating it is harmless')
     .argument('<idempotency-key>', 'the key the charge was created with')
     .option('--amount <minor-units>', 'capture less than reserved; the rest is released');
-  addTenantOption(command);
+  addIdentityOptions(command);
   addOutputOption(command);
-  command.action((key: string, options: { tenant?: string; amount?: string; json?: boolean }) =>
+  command.action((key: string, options: { tenant?: string; apiKeyFile?: string; amount?: string; json?: boolean }) =>
     runCommand(options, async () => {
-      const tenant = tenantFrom(options);
+      assertIdentityNamed(options);
       assertIdempotencyKey(key, '<idempotency-key>');
       const amount = parseOptionalAmount(minorUnitsOption(options.amount, '--amount'), '--amount', loadConfig().CHARGE_AMOUNT_MINOR_MAX);
       const context = await openCliContext();
       try {
+        const principal = await resolvePrincipal(context.ledger, options, 'charges.capture');
+        const tenant = principal.tenant;
         const charge = chargeToWire(await context.charges.captureCharge(tenant, key, amount));
         print(options, charge, describeCharge(charge));
       } finally {

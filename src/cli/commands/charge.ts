@@ -1,21 +1,22 @@
 import type { Command } from 'commander';
+import { chargeActorOf } from '../../auth/principal.js';
+import { addIdentityOptions, assertIdentityNamed, resolvePrincipal } from '../identity.js';
 import { assertIdempotencyKey, parseChargeRequest } from '../../service/validation.js';
 import { chargeToWire } from '../../service/wire.js';
 import { loadConfig } from '../../config.js';
 import {
   addOutputOption,
-  addTenantOption,
   describeCharge,
   millisecondsOption,
   minorUnitsOption,
   openCliContext,
   print,
   runCommand,
-  tenantFrom,
 } from './surface.js';
 
 interface ChargeOptions {
   tenant?: string;
+  apiKeyFile?: string;
   key: string;
   order: string;
   payer: string;
@@ -41,11 +42,11 @@ export function registerChargeCommand(program: Command): void {
     .option('--manual', 'only reserve the money; `capture` moves it')
     .option('--description <text>', 'free text kept with the charge')
     .option('--wait-ms <ms>', 'how long to wait for the outcome before reporting "still processing"');
-  addTenantOption(command);
+  addIdentityOptions(command);
   addOutputOption(command);
   command.action((options: ChargeOptions) =>
     runCommand(options, async () => {
-      const tenant = tenantFrom(options);
+      assertIdentityNamed(options);
       const body = {
         order_id: options.order,
         payer_account_id: options.payer,
@@ -61,7 +62,10 @@ export function registerChargeCommand(program: Command): void {
       const waitMs = millisecondsOption(options.waitMs, '--wait-ms');
       const context = await openCliContext();
       try {
-        const answer = await context.charges.charge(tenant, options.key, body, waitMs === undefined ? {} : { waitMs });
+        const principal = await resolvePrincipal(context.ledger, options, 'charges.create');
+        const tenant = principal.tenant;
+        const actor = chargeActorOf(principal);
+        const answer = await context.charges.charge(tenant, options.key, body, { ...(waitMs === undefined ? {} : { waitMs }), ...(actor ? { actor } : {}) });
         const charge = chargeToWire(answer.charge);
         const note = !answer.completed ? '  (still processing: rerun with the same --key)' : answer.replayed ? '  (replayed: nothing new was charged)' : '';
         print(options, { charge, replayed: answer.replayed, completed: answer.completed }, `${describeCharge(charge)}${note}`);

@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
-import { principalForApiKey } from '../../auth/api-keys.js';
 import type { Principal } from '../../auth/principal.js';
-import { UnauthorizedError } from '../../service/errors.js';
+import type { Operation } from '../../domain/permissions.js';
+import type { LedgerPool } from '../../ledger/pool.js';
+import type { McpDeps } from '../../mcp/server.js';
+import { apiKeyFrom, apiKeySettings, assertOperatorMayAct, identify, operatorMayMoveMoney, principalOfKey } from '../identity.js';
 import { loadConfig } from '../../config.js';
 import { openServiceContext } from '../../runtime/app-context.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
@@ -10,6 +12,7 @@ import { runCommand, UsageError } from './surface.js';
 
 interface McpOptions {
   http?: boolean;
+  apiKeyFile?: string;
   stdio?: boolean;
   tenant?: string;
   host: string;
@@ -20,9 +23,10 @@ export function registerMcpCommand(program: Command): void {
   program
     .command('mcp')
     .description('serve the MCP tools: over stdio for one tenant (default), or over streamable HTTP with per-tenant API keys')
-    .option('--stdio', 'stdio transport (the default): the tenant is $CHARGEGUARD_API_KEY\'s, or --tenant')
+    .option('--stdio', 'stdio transport (the default): acting as $CHARGEGUARD_API_KEY (or --api-key-file), else as the operator for --tenant')
     .option('--http', 'streamable HTTP at /mcp (with the rest of the API), authenticated by API keys')
-    .option('--tenant <id>', 'stdio only: act for this tenant (default: the tenant of $CHARGEGUARD_API_KEY, or $CHARGEGUARD_TENANT)')
+    .option('--tenant <id>', 'stdio only: act for this tenant (default: the API key\'s, else $CHARGEGUARD_TENANT); with a key, it must be the key\'s')
+    .option('--api-key-file <path>', 'stdio only: act as the API key in this file (default: $CHARGEGUARD_API_KEY, else the file $CHARGEGUARD_API_KEY_FILE)')
     .option('--host <host>', 'HTTP only: address to listen on', '127.0.0.1')
     .option('--port <port>', 'HTTP only: port to listen on', '8080')
     .action((options: McpOptions) =>
@@ -45,13 +49,18 @@ export function registerMcpCommand(program: Command): void {
             }
             return;
           }
-          const { first, principal } = await stdioPrincipal(options, context.ledger);
+          const { first, principal, beforeOperation } = await stdioPrincipal(options, context.ledger);
           process.stderr.write(
             `chargeguard MCP server on stdio for tenant ${first.tenant} as ${first.keyId === null ? 'the operator (no key), role' : `key ${first.keyId},`} ${first.role}\n`,
           );
+          if (first.keyId === null && !(await operatorMayMoveMoney(context.ledger, first.tenant))) {
+            process.stderr.write(
+              `tenant ${first.tenant} has API keys: without one, create_charge and refund_charge are refused; start this server with ${apiKeySettings} set to a key of the tenant\n`,
+            );
+          }
           const { serveMcpOverStdio } = await import('../../mcp/stdio.js');
           // Until stdin closes, or an uncaught exception means the process must stop.
-          await Promise.race([serveMcpOverStdio(context, principal), safety.fatal]);
+          await Promise.race([serveMcpOverStdio(context, principal, beforeOperation), safety.fatal]);
         } finally {
           await context.close();
         }
@@ -60,28 +69,20 @@ export function registerMcpCommand(program: Command): void {
 }
 
 /**
- * Who the stdio server acts as. With $CHARGEGUARD_API_KEY: that key, looked up again on every tool
- * call (revoked → refused; its role as it is now). With --tenant or $CHARGEGUARD_TENANT: the
- * operator, who already has database access, names the tenant and the tools act as an agent key
- * would (the MCP tools are an agent's: none of them opens accounts or deposits).
+ * Who the stdio server acts as (src/cli/identity.ts). With an API key: that key, looked up again
+ * on every tool call (revoked → refused; its role and mandate as they are now). Without one: the
+ * operator for --tenant or $CHARGEGUARD_TENANT, who already has database access and acts as an
+ * agent key would (the MCP tools are an agent's: none of them opens accounts or deposits), where
+ * the ledger lets the operator act: create_charge and refund_charge are refused in a tenant that
+ * has API keys, naming the setting that would make them work.
  */
 async function stdioPrincipal(
   options: McpOptions,
-  ledger: Parameters<typeof principalForApiKey>[0],
-): Promise<{ first: Principal; principal: () => Promise<Principal> }> {
-  const tenant = options.tenant ?? (process.env.CHARGEGUARD_API_KEY ? undefined : process.env.CHARGEGUARD_TENANT);
-  if (tenant !== undefined && tenant !== '') {
-    const operator: Principal = { tenant, keyId: null, role: 'agent' };
-    return { first: operator, principal: async () => operator };
-  }
-  const apiKey = process.env.CHARGEGUARD_API_KEY;
-  if (!apiKey) throw new UsageError('say which tenant: --tenant, CHARGEGUARD_API_KEY or CHARGEGUARD_TENANT');
-  const first = await principalForApiKey(ledger, apiKey);
-  if (first === null) throw new UsageError('CHARGEGUARD_API_KEY is unknown, revoked or expired');
-  const principal = async (): Promise<Principal> => {
-    const now = await principalForApiKey(ledger, apiKey);
-    if (now === null) throw new UnauthorizedError('the API key (CHARGEGUARD_API_KEY) is unknown, revoked or expired');
-    return now;
-  };
-  return { first, principal };
+  ledger: LedgerPool,
+): Promise<{ first: Principal; principal: () => Promise<Principal>; beforeOperation: McpDeps['beforeOperation'] }> {
+  const first = await identify(ledger, options);
+  const key = apiKeyFrom(options);
+  const beforeOperation = (principal: Principal, operation: Operation) => assertOperatorMayAct(ledger, principal, operation);
+  if (key === null) return { first, principal: async () => first, beforeOperation };
+  return { first, principal: () => principalOfKey(ledger, key), beforeOperation };
 }
