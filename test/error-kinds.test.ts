@@ -1,10 +1,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { createApiKey, principalForApiKey } from '../src/auth/api-keys.js';
 import { chargeActorOf } from '../src/auth/principal.js';
 import { exitCodeFor } from '../src/cli/commands/surface.js';
 import { problemFor } from '../src/http/problem.js';
+import { outputSchemas } from '../src/mcp/output-schemas.js';
 import { errorResult } from '../src/mcp/tool-results.js';
 import { AccountConflictError } from '../src/service/accounts-service.js';
 import { errorKinds, type ErrorKindName } from '../src/service/error-kinds.js';
@@ -42,6 +45,13 @@ const oneOfEach: Record<ErrorKindName, () => unknown> = {
 };
 
 describe('error kinds: one table, every surface reads it', () => {
+  // What the SDK declares for a tool (draft-07), so every kind's tool error is checked against it.
+  const ajv = new Ajv({ allErrors: true });
+  const validators = Object.entries(outputSchemas).map(([name, schema]) => ({
+    name,
+    validate: ajv.compile(z.toJSONSchema(schema, { target: 'draft-7', io: 'output' })),
+  }));
+
   for (const [name, make] of Object.entries(oneOfEach) as [ErrorKindName, () => unknown][]) {
     const kind = errorKinds[name];
     it(`${name}: HTTP ${kind.status}, MCP ${kind.retry}, exit ${kind.exitCode}`, () => {
@@ -52,6 +62,9 @@ describe('error kinds: one table, every surface reads it', () => {
       expect(tool.isError).toBe(true);
       expect((tool.structuredContent as any).error).toMatchObject({ type: name, retry: kind.retry, next_step: kind.nextStep });
       expect((tool.content[0] as { text: string }).text).toContain(kind.nextStep);
+      for (const { name: tool_, validate } of validators) {
+        expect(validate(tool.structuredContent), `${tool_}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+      }
 
       expect(exitCodeFor(make())).toBe(kind.exitCode);
     });

@@ -1,5 +1,6 @@
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
-import { newTenant, useHarness } from './support/harness.js';
+import { chargeBody, newKey, newTenant, useHarness } from './support/harness.js';
 import { fundedApiTenant, useApi } from './support/api.js';
 import { callTool, exerciseChargeTools, mcpOverHttp } from './support/mcp.js';
 
@@ -42,6 +43,53 @@ describe('MCP over streamable HTTP', () => {
     } finally {
       await ownerSide.client.close();
       await intruderSide.client.close();
+    }
+  });
+
+  it('every tool declares a draft-07 output schema, one object, that its success and its error results both satisfy', async () => {
+    const { apiKey } = await fundedApiTenant(api, { label: 'mcp-output-schemas' });
+    const { client, transport } = connect(apiKey);
+    await client.connect(transport);
+    try {
+      const { tools } = await client.listTools();
+      const ajv = new Ajv({ allErrors: true });
+      const validators = new Map(
+        tools.map((tool) => {
+          expect(tool.outputSchema, tool.name).toMatchObject({ type: 'object', $schema: 'http://json-schema.org/draft-07/schema#' });
+          return [tool.name, ajv.compile(tool.outputSchema!)];
+        }),
+      );
+      const seen = new Map<string, Set<boolean>>();
+      // The SDK client checks each result against its schema too; this checks with Ajv's draft-07
+      // validator directly, and that each tool was seen succeeding and failing.
+      const call = async (name: string, args: Record<string, unknown>, expectError: boolean) => {
+        const result = await callTool(client, name, args);
+        expect(result.isError ?? false, `${name}: ${JSON.stringify(result.structuredContent)}`).toBe(expectError);
+        const validate = validators.get(name)!;
+        expect(validate(result.structuredContent), `${name}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+        seen.set(name, (seen.get(name) ?? new Set()).add(expectError));
+        return result.structuredContent as any;
+      };
+
+      const manual = newKey('schema-manual');
+      await call('create_charge', { idempotency_key: manual, ...chargeBody({ amount: 400, capture: 'manual' }) }, false);
+      await call('create_charge', { idempotency_key: newKey('schema-bad'), ...chargeBody({ amount: 0 }) }, true);
+      await call('get_charge', { idempotency_key: manual }, false);
+      await call('get_charge', { idempotency_key: newKey('schema-none') }, true);
+      await call('refund_charge', { idempotency_key: manual, refund_idempotency_key: newKey('schema-refund') }, true);
+      await call('capture_charge', { idempotency_key: manual, amount: 300 }, false);
+      await call('capture_charge', { idempotency_key: manual, amount: 200 }, true);
+      await call('refund_charge', { idempotency_key: manual, refund_idempotency_key: newKey('schema-refund'), amount: 100 }, false);
+      await call('cancel_charge', { idempotency_key: manual }, true);
+      const toCancel = newKey('schema-cancel');
+      await call('create_charge', { idempotency_key: toCancel, ...chargeBody({ amount: 100, capture: 'manual' }) }, false);
+      await call('cancel_charge', { idempotency_key: toCancel }, false);
+      await call('get_account_balance', { account_id: 'payer' }, false);
+      await call('get_account_balance', { account_id: 'nobody' }, true);
+
+      for (const tool of tools) expect([...(seen.get(tool.name) ?? [])].sort(), tool.name).toEqual([false, true]);
+    } finally {
+      await client.close();
     }
   });
 });

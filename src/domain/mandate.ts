@@ -31,8 +31,10 @@ export function hasMandate(mandate: Mandate): boolean {
   return Object.values(mandate).some((value) => value !== null);
 }
 
-/** A mandate rule a charge broke, named as `rule` on the refusal. */
-export type MandateRule = 'max_amount' | 'daily_limit' | 'payees' | 'currency' | 'expires_at';
+/** The mandate rules a charge can break, named as `rule` on the refusal. The one list: the type and the wire enums derive from it. */
+export const mandateRules = ['max_amount', 'daily_limit', 'payees', 'currency', 'expires_at'] as const;
+
+export type MandateRule = (typeof mandateRules)[number];
 
 export interface MandateRefusal {
   rule: MandateRule;

@@ -85,7 +85,9 @@ export const openHoldsRetryAfterSeconds = 5;
  * Whose bucket a limit is, as the RateLimit fields and a 429's `scope` name it: an API key, its
  * tenant, a source address (callers without a valid key, webhooks, health checks) or a webhook provider.
  */
-export type LimitScope = 'key' | 'tenant' | 'address' | 'provider';
+export const limitScopes = ['key', 'tenant', 'address', 'provider'] as const;
+
+export type LimitScope = (typeof limitScopes)[number];
 
 /** The order buckets are taken in, and listed in the RateLimit fields. */
 const scopeOrder: readonly LimitScope[] = ['key', 'tenant', 'address', 'provider'];

@@ -9,6 +9,7 @@ import { captureModes } from '../domain/charge.js';
 import { limits } from '../domain/limits.js';
 import type { Operation } from '../domain/permissions.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
+import { outputSchemas } from './output-schemas.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
@@ -109,6 +110,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
             ),
         })
         .strict(),
+      outputSchema: outputSchemas.chargeCreated,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, ...body }) =>
@@ -129,6 +131,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       title: 'Get a charge',
       description: 'The charge created with this idempotency_key, as it stands now (refunds included).',
       inputSchema: z.object({ idempotency_key: idempotencyKey }).strict(),
+      outputSchema: outputSchemas.charge,
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key }) =>
@@ -146,6 +149,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
         'Releases the hold of a pending or reserved (manual-capture) charge. Repeating it is harmless. A succeeded ' +
         'charge cannot be cancelled: use refund_charge.',
       inputSchema: z.object({ idempotency_key: idempotencyKey }).strict(),
+      outputSchema: outputSchemas.charge,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key }) =>
@@ -166,6 +170,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
           amount: z.number().optional().describe('capture less than reserved, in minor units; omit to capture all (null is refused)'),
         })
         .strict(),
+      outputSchema: outputSchemas.charge,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, amount }) =>
@@ -183,6 +188,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       title: 'Get an account balance',
       description: 'posted (settled), pending (reserved by charges not yet captured) and available (posted - pending), in minor units.',
       inputSchema: z.object({ account_id: z.string().describe('the account id') }).strict(),
+      outputSchema: outputSchemas.account,
       annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ account_id }) =>
@@ -214,6 +220,7 @@ function registerRefundTool(server: McpServer, deps: McpDeps): void {
           amount: z.number().optional().describe('refund this much, in minor units; omit to refund all that is left (null is refused)'),
         })
         .strict(),
+      outputSchema: outputSchemas.refundCreated,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },
     ({ idempotency_key, refund_idempotency_key, amount }) =>

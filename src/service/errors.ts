@@ -127,7 +127,8 @@ export class ChargeDeclinedError extends ChargeguardError {
  * What a request was waiting for when it gave up: the Temporal frontend, the ledger database, or a
  * worker (Temporal answered, but nothing polled the task queue to run the query or update).
  */
-export type Dependency = 'temporal' | 'database' | 'worker';
+export const dependencies = ['temporal', 'database', 'worker'] as const;
+export type Dependency = (typeof dependencies)[number];
 
 /** Temporal, PostgreSQL or a worker could not answer. Nothing is half-done: retry with the same key. */
 export class UnavailableError extends ChargeguardError {

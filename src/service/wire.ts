@@ -2,6 +2,9 @@ import { z } from 'zod';
 import { captureModes, chargeStatuses, type Charge } from '../domain/charge.js';
 import { refundFailureCodes, refundStatuses, type Refund } from '../domain/refund.js';
 import { declineCodes } from '../domain/refusals.js';
+import { mandateRules } from '../domain/mandate.js';
+import { limitScopes } from '../domain/rate-limits.js';
+import { dependencies } from './errors.js';
 import type { Account } from '../ledger/accounts.js';
 
 /**
@@ -159,16 +162,16 @@ export const wireProblemSchema = z
     reason: z.string().optional().describe('for charge_state_conflict: which state refused the operation'),
     operation: z.string().optional().describe('for forbidden: the operation the key\'s role does not allow, e.g. accounts.open'),
     rule: z
-      .enum(['max_amount', 'daily_limit', 'payees', 'currency', 'expires_at'])
+      .enum(mandateRules)
       .optional()
       .describe('for mandate_exceeded: the mandate rule the charge broke'),
-    dependency: z.enum(['temporal', 'database', 'worker']).optional().describe('for service_unavailable: what is unreachable'),
+    dependency: z.enum(dependencies).optional().describe('for service_unavailable: what is unreachable'),
     scope: z
-      .enum(['key', 'tenant', 'address', 'provider'])
+      .enum(limitScopes)
       .optional()
       .describe('for rate_limited and open_holds_exceeded: whose limit was reached (address: the source address of a caller without a valid key, a webhook or a health check; provider: a webhook provider)'),
     'violated-policies': z
-      .array(z.enum(['key', 'tenant', 'address', 'provider']))
+      .array(z.enum(limitScopes))
       .optional()
       .describe('for rate_limited: the RateLimit-Policy entries that refused the request (RateLimit headers draft)'),
     request_id: z.string().optional().describe('the id this request is logged under; also its X-Request-Id header'),

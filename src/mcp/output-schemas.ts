@@ -1,0 +1,63 @@
+import { z } from 'zod';
+import { mandateRules } from '../domain/mandate.js';
+import { limitScopes } from '../domain/rate-limits.js';
+import { dependencies } from '../service/errors.js';
+import { errorKinds, retryAdvices, type ErrorKindName } from '../service/error-kinds.js';
+import { wireAccountSchema, wireChargeSchema, wireRefundSchema } from '../service/wire.js';
+
+/**
+ * The tools' output schemas. An MCP client checks every result's structured content against the
+ * tool's schema, tool errors included (src/mcp/tool-results.ts), so each schema is one object that
+ * accepts both: the success members, and `error` alone when the result is an error. Every member is
+ * therefore optional in the schema; the descriptions say which come together. The SDK turns them
+ * into draft-07 JSON Schemas.
+ */
+
+const errorKindNames = Object.keys(errorKinds) as [ErrorKindName, ...ErrorKindName[]];
+
+/** A tool error's `error` member: what went wrong, what to do, and the kind's own details. */
+export const toolErrorSchema = z
+  .object({
+    type: z.enum(errorKindNames).describe('stable code of the error kind, e.g. idempotency_conflict'),
+    detail: z.string().describe('what went wrong, for a person'),
+    retry: z.enum(retryAdvices).describe('retry_same_key: call again unchanged; fix_request: change what detail names; do_not_retry'),
+    next_step: z.string().describe('what to do next'),
+    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('validation_error: each offending argument'),
+    reason: z.string().optional().describe('charge_state_conflict: which state refused the operation; charge_declined: the decline code'),
+    rule: z.enum(mandateRules).optional().describe("mandate_exceeded: the key's mandate rule the charge broke"),
+    operation: z.string().optional().describe("forbidden: the operation the key's role does not allow"),
+    dependency: z.enum(dependencies).optional().describe('service_unavailable: what is unreachable'),
+    scope: z.enum(limitScopes).optional().describe('rate_limited, open_holds_exceeded: whose limit was reached'),
+    'violated-policies': z.array(z.enum(limitScopes)).optional().describe('rate_limited: the policies that refused the call'),
+  })
+  .describe('present only when the result is an error (isError), and then alone');
+
+const replayed = z.boolean().describe('true when this key was already used for this request: nothing new was done');
+const completed = z.boolean().describe('false when the outcome was not known within the wait: call again with the same keys');
+
+export const outputSchemas = {
+  /** create_charge */
+  chargeCreated: z.object({
+    charge: wireChargeSchema.optional().describe('on success: the charge'),
+    replayed: replayed.optional(),
+    completed: completed.optional(),
+    error: toolErrorSchema.optional(),
+  }),
+  /** get_charge, cancel_charge, capture_charge */
+  charge: z.object({
+    charge: wireChargeSchema.optional().describe('on success: the charge as it stands now'),
+    error: toolErrorSchema.optional(),
+  }),
+  /** refund_charge */
+  refundCreated: z.object({
+    refund: wireRefundSchema.optional().describe('on success: the refund'),
+    replayed: replayed.optional(),
+    completed: completed.optional(),
+    error: toolErrorSchema.optional(),
+  }),
+  /** get_account_balance */
+  account: z.object({
+    account: wireAccountSchema.optional().describe('on success: the account and its balances'),
+    error: toolErrorSchema.optional(),
+  }),
+} as const;
