@@ -70,6 +70,13 @@ describe('error kinds: one table, every surface reads it', () => {
     });
   }
 
+  it("docs/api.md's table of errors on every surface is the table's", () => {
+    const doc = readFileSync(resolve(import.meta.dirname, '../docs/api.md'), 'utf8');
+    const table = /<!-- error-kinds:start -->([\s\S]*?)<!-- error-kinds:end -->/.exec(doc)?.[1] ?? '';
+    const rows = [...table.matchAll(/^\| `(\w+)` \| (\d+) \| `(\w+)` \| (\d+) \|$/gm)].map(([, type, status, retry, exit]) => [type, Number(status), retry, Number(exit)]);
+    expect(rows).toEqual(Object.entries(errorKinds).map(([type, kind]) => [type, kind.status, kind.retry, kind.exitCode]));
+  });
+
   it('the protocol headers go with their kinds: WWW-Authenticate with 401, Retry-After with 429 and 503', () => {
     expect(problemFor(oneOfEach.unauthorized(), 3).headers).toEqual({ 'www-authenticate': 'Bearer realm="chargeguard"' });
     expect(problemFor(oneOfEach.rate_limited(), 3).headers).toEqual({ 'retry-after': '2' });
