@@ -1,11 +1,10 @@
 /**
  * The charge as every layer sees it. Pure types and functions only: workflow code imports this.
  */
+import type { captureModes } from './capture-modes.js';
 import type { declineCodes } from './refusals.js';
 
-/** How a charge moves its money: at once, or held until a capture. The one list: the type, the wire and tool schemas derive from it. */
-export const captureModes = ['automatic', 'manual'] as const;
-
+/** How a charge moves its money: the list, which the wire and tool schemas use too, is `captureModes` (src/domain/capture-modes.ts). */
 export type CaptureMode = (typeof captureModes)[number];
 
 /** Where the hold stands in the ledger (the truth table of docs/contract.md, Ledger). */

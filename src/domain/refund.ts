@@ -1,21 +1,12 @@
 /**
  * Refunds as every layer sees them. Pure types and functions only: workflow code imports this.
  */
+import type { refundFailureCodes, refundStatuses } from './refund-outcomes.js';
 
-/**
- * `pending` only while the refund workflow has not answered yet; the ledger knows the other two.
- * The one list: the type and the wire schema derive from it.
- */
-export const refundStatuses = ['pending', 'succeeded', 'failed'] as const;
-
+/** `pending` only while the refund workflow has not answered yet; the ledger knows the other two (the list: src/domain/refund-outcomes.ts). */
 export type RefundStatus = (typeof refundStatuses)[number];
 
-/**
- * Why the ledger refused a refund. Both are decisions, final for the refund key. The one list: the
- * type, the wire schema and the refusal hints (`refundRefusals`, src/domain/refusals.ts) derive from it.
- */
-export const refundFailureCodes = ['exceeds_refundable', 'insufficient_funds'] as const;
-
+/** Why the ledger refused a refund. Both are decisions, final for the refund key (the list: src/domain/refund-outcomes.ts). */
 export type RefundFailureCode = (typeof refundFailureCodes)[number];
 
 export interface Refund {

@@ -96,8 +96,14 @@ export const refundRefusals = {
 
 export type ChargeStateRefusalName = keyof typeof chargeStateRefusals;
 
-/** `refundRefusals` has one refusal per refund failure code (src/domain/refund.ts), checked by the compiler. */
-export const refundRefusalByFailureCode: { readonly [code in RefundFailureCode]: (typeof refundRefusals)[code] } = refundRefusals;
+/**
+ * `refundRefusals` has one refusal per refund failure code (src/domain/refund-outcomes.ts), and no
+ * other: a code missing here, or a refusal for no code, fails to compile. A type, so that workflow
+ * code (which imports this module) is unchanged by it.
+ */
+type Exactly<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type MustHold<Condition extends true> = Condition;
+export type RefundRefusalsCoverFailureCodes = MustHold<Exactly<keyof typeof refundRefusals, RefundFailureCode>>;
 
 /**
  * PostgreSQL errors that are not the ledger's refusals but that retrying cannot cure: the same

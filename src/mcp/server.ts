@@ -5,7 +5,7 @@ import type { AccountsService } from '../service/accounts-service.js';
 import type { ChargeService } from '../service/charge-service.js';
 import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
 import { accountToWire, chargeToWire, refundToWire } from '../service/wire.js';
-import { captureModes } from '../domain/charge.js';
+import { captureModes } from '../domain/capture-modes.js';
 import { limits } from '../domain/limits.js';
 import type { Operation } from '../domain/permissions.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { captureModes, chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
+import { chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
+import { captureModes } from '../domain/capture-modes.js';
 import { currencyPattern, limits, textPatterns } from '../domain/limits.js';
 import { ValidationError, type FieldError } from './errors.js';
 

@@ -1,6 +1,8 @@
 import { z } from 'zod';
-import { captureModes, chargeStatuses, type Charge } from '../domain/charge.js';
-import { refundFailureCodes, refundStatuses, type Refund } from '../domain/refund.js';
+import { chargeStatuses, type Charge } from '../domain/charge.js';
+import { captureModes } from '../domain/capture-modes.js';
+import type { Refund } from '../domain/refund.js';
+import { refundFailureCodes, refundStatuses } from '../domain/refund-outcomes.js';
 import { declineCodes } from '../domain/refusals.js';
 import { mandateRules } from '../domain/mandate.js';
 import { limitScopes } from '../domain/rate-limits.js';
