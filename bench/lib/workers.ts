@@ -7,6 +7,8 @@ import { createLedgerPool } from '../../src/ledger/pool.js';
 import { defaultStepBatchLimits, type StepBatchLimits } from '../../src/ledger/step-batches.js';
 import { terminate } from '../../src/stack/child-process.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
+import { workerDataConverter } from '../../src/codec/data-converter.js';
+import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
 import { baselineActivities } from '../baseline-activities.js';
 
 /** The worker knobs the bench varies; both the charge and the baseline worker get the same ones. */
@@ -88,6 +90,9 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
         namespace: 'default',
         taskQueue: config.baselineTaskQueue,
         workflowBundle: { codePath: config.baselineBundlePath },
+        // The same payload codec as the charge worker's: the load side encrypts both arms' inputs,
+        // and the baseline pays the same codec work per payload, so the ratio prices chargeguard alone.
+        dataConverter: workerDataConverter(payloadProtectionFromEnvironment()),
         activities: baselineActivities,
         maxConcurrentWorkflowTaskExecutions: config.tuning.maxConcurrentWorkflowTaskExecutions,
         maxConcurrentActivityTaskExecutions: config.tuning.maxConcurrentActivityTaskExecutions,
