@@ -1,4 +1,5 @@
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client } from '@temporalio/client';
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, isGrpcServiceError, type Client } from '@temporalio/client';
+import { waitForDependency, type DependencyWaitLimits } from '../runtime/dependency-wait.js';
 import { chargeTaskQueue, holdSweeperWorkflowType, type HoldSweepInput } from '../../workflows/definitions.js';
 
 /** The Temporal Schedule that starts a hold sweep; one per namespace, whoever created it first. */
@@ -31,9 +32,36 @@ export interface HoldSweeperScheduleOptions {
  * tuned on purpose); `temporal schedule update` changes them. Overlapping sweeps are skipped: one
  * sweep at a time is enough, and two would only describe the same workflows twice.
  */
+/**
+ * A Temporal server that has just started answers UNAVAILABLE ("Not enough hosts to serve the
+ * request") until its membership ring has formed, which the SDK's own retries (about 10 s) may not
+ * outlast. A worker must not die of that at start: it waits, bounded, and says so.
+ */
+export const scheduleCreateWaitLimits: DependencyWaitLimits = { initialDelayMs: 500, maxDelayMs: 5_000, budgetMs: 120_000 };
+
+const grpcUnavailable = 14;
+
+function isServerNotReady(error: unknown): boolean {
+  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 10; cause = cause.cause, depth++) {
+    if (isGrpcServiceError(cause) && cause.code === grpcUnavailable) return true;
+  }
+  return false;
+}
+
 export async function ensureHoldSweeperSchedule(
   temporal: Client,
   options: HoldSweeperScheduleOptions = {},
+): Promise<{ scheduleId: string; created: boolean }> {
+  return waitForDependency(
+    { dependency: 'temporal', address: 'the Temporal frontend', purpose: 'create the hold sweeper schedule' },
+    () => createHoldSweeperSchedule(temporal, options),
+    { limits: scheduleCreateWaitLimits, isTransient: isServerNotReady, log: (line) => void process.stderr.write(`${line}\n`) },
+  );
+}
+
+async function createHoldSweeperSchedule(
+  temporal: Client,
+  options: HoldSweeperScheduleOptions,
 ): Promise<{ scheduleId: string; created: boolean }> {
   const scheduleId = options.scheduleId ?? holdSweeperScheduleId;
   const sweep: HoldSweepInput = { ...holdSweeperDefaults.sweep, ...options.sweep };
