@@ -45,7 +45,13 @@ export function registerWorkerCommand(program: Command): void {
             protection: payloadProtection,
             log: wait.log,
           });
-          const worker = await createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger, payloadProtection });
+          const worker = await createChargeWorker({
+            connection,
+            namespace: config.TEMPORAL_NAMESPACE,
+            ledger,
+            payloadProtection,
+            stickyScheduleToStartMs: config.WORKFLOW_STICKY_SCHEDULE_TO_START_MS,
+          });
           process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary})\n`);
           const running = worker.run();
           const stop = await waitForStopReason(safety, { 'the worker': running });
