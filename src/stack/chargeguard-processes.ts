@@ -65,10 +65,11 @@ export async function startChargeguardProcess(opts: StartChargeguardProcessOptio
     child.once('exit', (code, signal) => {
       sink.note(`${opts.name} exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`);
       removeExitHook();
-      void sink.close();
       resolve({ code, signal });
     });
   });
+  // Output still buffered in the pipes arrives after 'exit'; 'close' comes once they are drained.
+  child.once('close', () => void sink.close());
   child.stdout?.on('data', (chunk: Buffer) => sink.write(chunk));
 
   let stderrText = '';

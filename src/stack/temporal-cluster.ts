@@ -89,6 +89,8 @@ export interface TemporalCluster {
   pid: number;
   /** Prometheus endpoint when metricsPort was given, else null. */
   metricsUrl: string | null;
+  /** Resolves when the server process exits, stopped or not (a supervisor restarts it). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
 }
 
@@ -222,9 +224,12 @@ async function startServerOnce(p: {
     sink.note(`spawn error: ${err.message}`);
     serverGone.abort();
   });
-  child.on('exit', (code, signal) => {
-    sink.note(`server exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`);
-    serverGone.abort();
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit) => {
+    child.on('exit', (code, signal) => {
+      sink.note(`server exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`);
+      serverGone.abort();
+      resolveExit({ code, signal });
+    });
   });
   child.stdout?.on('data', (chunk: Buffer) => sink.write(chunk));
   child.stderr?.on('data', (chunk: Buffer) => sink.write(chunk));
@@ -272,6 +277,7 @@ async function startServerOnce(p: {
     // Serving means the process started, so it has a pid.
     pid: child.pid!,
     metricsUrl: opts.metricsPort === undefined ? null : `http://${host}:${opts.metricsPort}/metrics`,
+    exited,
     stop: () => {
       stopping ??= (async () => {
         try {

@@ -45,7 +45,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
   const logsDir = join(dataDir, 'logs');
   const stack = await step('starting PostgreSQL and the Temporal server', () =>
-    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', log }),
+    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', superviseTemporal: true, log }),
   );
   const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
   let failure: unknown = undefined;
@@ -96,7 +96,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     const processes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
 
     process.stdout.write(`${[...runningLines(stack, processes, logsDir), '', ...options.connectionLines(stack, payload), 'Ctrl-C stops everything.'].join('\n')}\n`);
-    const stop = await waitForStopReason(safety, { 'the cluster': Promise.race(supervisors.map((supervisor) => supervisor.gaveUp)) });
+    const stop = await waitForStopReason(safety, { 'the cluster': Promise.race([stack.supervisionGaveUp, ...supervisors.map((supervisor) => supervisor.gaveUp)]) });
     failure = stop.error;
     process.stderr.write(`stopping (${stop.reason})…\n`);
   } catch (error) {
@@ -105,8 +105,8 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     // APIs first (no new charges), then the workers drain, then Temporal and PostgreSQL.
     await runAll(
       [
-        ['stop the API processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('api-')))],
-        ['stop the worker processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('worker-')))],
+        ['stop the API processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('api-')), 'API processes', log)],
+        ['stop the worker processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('worker-')), 'worker processes', log)],
         ['stop Temporal and PostgreSQL', () => stack.stop()],
       ],
       log,
@@ -117,10 +117,12 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   if (failure !== undefined) throw failure;
 }
 
-async function stopEach(processes: ReadonlyArray<{ stop(): Promise<void> }>): Promise<void> {
+async function stopEach(processes: ReadonlyArray<{ stop(): Promise<void> }>, what: string, log: (line: string) => void): Promise<void> {
+  const startedAtMs = Date.now();
   const results = await Promise.allSettled(processes.map((p) => p.stop()));
   const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (errors.length > 0) throw new AggregateError(errors, `${errors.length} process(es) did not stop`);
+  log(`${what} stopped (${Date.now() - startedAtMs} ms)`);
 }
 
 function runningLines(stack: LocalStack, processes: readonly ChargeguardProcess[], logsDir: string): string[] {
