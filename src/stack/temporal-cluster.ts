@@ -228,7 +228,11 @@ async function startServerOnce(p: {
     child.on('exit', (code, signal) => {
       sink.note(`server exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`);
       serverGone.abort();
-      resolveExit({ code, signal });
+      // The lock names this process as the owner, which is alive: a start after a crash (the
+      // supervisor's) would take it for a server still in use. Gone with the server, then.
+      void removeServerLock(lockPath)
+        .catch((error: unknown) => sink.note(`removing the server lock failed: ${(error as Error).message}`))
+        .finally(() => resolveExit({ code, signal }));
     });
   });
   child.stdout?.on('data', (chunk: Buffer) => sink.write(chunk));
