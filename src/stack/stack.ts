@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
-import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
 import { ensurePayloadKeyFile } from './payload-key-file.js';
 import { Supervisor } from './supervisor.js';
@@ -20,8 +20,8 @@ export interface LocalStackOptions {
    */
   temporal?: TemporalKind;
   /**
-   * Cluster shape only: restart the Temporal server when it exits on its own (src/stack/supervisor.ts),
-   * on the same frontend port, saying so through `log`. Off by default.
+   * Cluster shape only: restart the embedded PostgreSQL and the Temporal server when they exit on
+   * their own (src/stack/supervisor.ts), on the same ports, saying so through `log`. Off by default.
    */
   superviseTemporal?: boolean;
 }
@@ -91,7 +91,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     temporalAddress: temporal.value.value.address,
     temporalUiUrl: temporal.value.value.uiUrl,
     temporalKind: nonEmptyEnv('TEMPORAL_ADDRESS') === null ? 'dev' : 'external',
-    supervisionGaveUp: new Promise<never>(() => undefined),
+    supervisionGaveUp: never,
     payloadKeysFilePath: payloadKeys,
     ...postgres.value.value,
     stop: () => {
@@ -146,7 +146,7 @@ async function startTemporal(
  */
 async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean): Promise<LocalStack> {
   const payloadKeys = await payloadKeyFileFor(dataDir, log);
-  const postgres = await startPostgres(dataDir, logsDir, log);
+  const postgres = await startPostgres(dataDir, logsDir, log, supervise);
   const adminUrl = postgres.value.adminDatabaseUrl;
   if (adminUrl === null) {
     await postgres.stop();
@@ -180,7 +180,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
       },
     });
     cluster = supervise ? await supervisor.start() : await startTemporalCluster(options);
-    temporal = supervise ? supervisor : { gaveUp: new Promise<never>(() => undefined), stop: () => cluster.stop() };
+    temporal = supervise ? supervisor : { gaveUp: never, stop: () => cluster.stop() };
   } catch (error) {
     await postgres.stop().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
     throw error;
@@ -195,7 +195,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     temporalAddress: cluster.address,
     temporalUiUrl: null,
     temporalKind: 'cluster',
-    supervisionGaveUp: temporal.gaveUp,
+    supervisionGaveUp: Promise.race([temporal.gaveUp, postgres.gaveUp]),
     payloadKeysFilePath: payloadKeys,
     ...postgres.value,
     stop: () => {
@@ -234,7 +234,12 @@ export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): Tempo
 
 type PostgresUrls = Pick<LocalStack, 'databaseUrl' | 'migrationDatabaseUrl' | 'adminDatabaseUrl' | 'passwordFilePath'>;
 
-async function startPostgres(dataDir: string, logsDir: string, log: (line: string) => void): Promise<Service<PostgresUrls>> {
+async function startPostgres(
+  dataDir: string,
+  logsDir: string,
+  log: (line: string) => void,
+  supervise = false,
+): Promise<Service<PostgresUrls> & { gaveUp: Promise<never> }> {
   const external = nonEmptyEnv('DATABASE_URL');
   if (external !== null) {
     const migration = nonEmptyEnv('MIGRATION_DATABASE_URL');
@@ -242,11 +247,29 @@ async function startPostgres(dataDir: string, logsDir: string, log: (line: strin
     return {
       value: { databaseUrl: external, migrationDatabaseUrl: migration ?? external, adminDatabaseUrl: null, passwordFilePath: null },
       stop: async () => undefined,
+      gaveUp: never,
     };
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, 'postgres.log');
-  const server = await startEmbeddedPostgres({ dataDir: join(dataDir, 'postgres'), logFilePath });
+  const options = { dataDir: join(dataDir, 'postgres'), logFilePath };
+  // A restart keeps the first start's port (the URLs everyone holds); a crashed incarnation is
+  // stopped first, which releases its lock (it names this process, which is alive).
+  let port: number | undefined;
+  let previous: EmbeddedPostgres | null = null;
+  const supervisor = new Supervisor<EmbeddedPostgres>({
+    name: 'postgres',
+    start: async () => {
+      await previous?.stop();
+      previous = await startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
+      return previous;
+    },
+    log,
+    onReady: (server) => {
+      port ??= Number(new URL(server.databaseUrl).port);
+    },
+  });
+  const server = supervise ? await supervisor.start() : await startEmbeddedPostgres(options);
   log(`postgres: embedded server ready at ${maskUrlPassword(server.appDatabaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
   return {
     value: {
@@ -257,11 +280,17 @@ async function startPostgres(dataDir: string, logsDir: string, log: (line: strin
     },
     stop: async () => {
       const stopStartedAtMs = Date.now();
-      await server.stop();
+      if (supervise) await supervisor.stop();
+      // The incarnation running now, or the last one, whose lock a crash left behind.
+      await (previous ?? server).stop();
       log(`postgres: embedded server stopped (${Date.now() - stopStartedAtMs} ms)`);
     },
+    gaveUp: supervise ? supervisor.gaveUp : never,
   };
 }
+
+/** What a part nobody supervises gives up: nothing, ever. */
+const never = new Promise<never>(() => undefined);
 
 function nonEmptyEnv(name: string): string | null {
   const value = process.env[name];

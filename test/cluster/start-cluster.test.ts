@@ -97,7 +97,7 @@ describe('`chargeguard start --cluster`', () => {
   });
 
   it(
-    'restarts a worker it owns that was SIGKILLed and a Temporal server that was SIGKILLed, charges go on, and SIGTERM stops everything in order',
+    'restarts a SIGKILLed worker, a SIGKILLed Temporal server and a crashed PostgreSQL it owns, charges go on, and SIGTERM stops everything in order',
     { timeout: 600_000 },
     async () => {
       const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-start-cluster-'));
@@ -196,7 +196,21 @@ describe('`chargeguard start --cluster`', () => {
         await pool.end();
         pool = null;
 
+        // PostgreSQL crashed (SIGQUIT: PostgreSQL's immediate shutdown): restarted on the same port.
+        const crashedPostmaster = await postmasterPid(join(dataDir, 'postgres', 'postmaster.pid'));
+        process.kill(crashedPostmaster, 'SIGQUIT');
+        await waitFor(
+          async () => {
+            running();
+            return /postgres: restarted \(pid \d+\)/.test(output);
+          },
+          { timeoutMs: 60_000, intervalMs: 100, what: 'PostgreSQL to be restarted' },
+        );
+        expect(output).toMatch(new RegExp(`postgres \\(pid ${crashedPostmaster}\\) exited`));
+        await waitFor(() => charged(`after-postgres-crash-${Date.now()}`), { timeoutMs: 90_000, intervalMs: 250, what: 'a charge after the PostgreSQL restart' });
+
         const postgresPid = await postmasterPid(join(dataDir, 'postgres', 'postmaster.pid'));
+        expect(postgresPid).not.toBe(crashedPostmaster);
         child.kill('SIGTERM');
         expect(await exited).toBe(0);
         expect(output).toMatch(/stopping \(received SIGTERM\)/);
