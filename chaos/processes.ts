@@ -65,8 +65,8 @@ export function appProcess(options: {
 }
 
 /** SIGKILL of the incarnation running now (no drain, no cleanup); false when none is. */
-export function killNow(process_: AppProcess): boolean {
-  const run = process_.current;
+export function killNow(app: AppProcess): boolean {
+  const run = app.current;
   if (run === null) return false;
   process.kill(run.pid, 'SIGKILL');
   return true;

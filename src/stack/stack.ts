@@ -23,7 +23,7 @@ export interface LocalStackOptions {
    * Cluster shape only: restart the embedded PostgreSQL and the Temporal server when they exit on
    * their own (src/stack/supervisor.ts), on the same ports, saying so through `log`. Off by default.
    */
-  superviseTemporal?: boolean;
+  supervise?: boolean;
 }
 
 export type TemporalKind = 'dev' | 'cluster';
@@ -46,7 +46,7 @@ export interface LocalStack {
   payloadKeysFilePath: string | null;
   /** What serves temporalAddress: one the stack started, or TEMPORAL_ADDRESS's. */
   temporalKind: TemporalKind | 'external';
-  /** With superviseTemporal: rejects when the supervisor gives up on a crash-looping server; never settles otherwise. */
+  /** With supervise: rejects when a supervisor gives up on a crash-looping server; never settles otherwise. */
   supervisionGaveUp: Promise<never>;
   stop(): Promise<void>;
 }
@@ -69,7 +69,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const logsDir = join(dataDir, 'logs');
   const log = opts.log ?? (() => undefined);
   const temporalKind = opts.temporal ?? temporalKindFromEnv();
-  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.superviseTemporal === true);
+  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.supervise === true);
 
   // Beside the Temporal database whose payloads it encrypts; before anything starts, so a key file
   // that is not one stops the start with nothing to clean up.

@@ -45,7 +45,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
   const logsDir = join(dataDir, 'logs');
   const stack = await step('starting PostgreSQL and the Temporal server', () =>
-    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', superviseTemporal: true, log }),
+    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, log }),
   );
   const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
   let failure: unknown = undefined;
