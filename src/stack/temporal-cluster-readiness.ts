@@ -19,6 +19,8 @@ const host = '127.0.0.1';
 const systemNamespace = 'temporal-system';
 /** A workflow id nobody starts: asking history for it proves history serves. */
 const readinessProbeWorkflowId = 'chargeguard-readiness-probe';
+/** A task queue nobody polls: asking matching to describe it proves matching serves. */
+const readinessProbeTaskQueue = 'chargeguard-readiness-probe';
 
 export async function waitUntilServing(p: {
   child: ChildProcess;
@@ -37,8 +39,9 @@ export async function waitUntilServing(p: {
   if (!portOpen.ok) throw new Error(`gRPC port ${p.port} did not accept connections before the deadline`);
   // The frontend listens, and answers from persistence (the system namespace), before history and
   // matching have joined the membership ring; until they have, every workflow call is answered
-  // "Not enough hosts to serve the request". So history answers too: a describe of a workflow that
-  // does not exist is routed to the history host owning its shard, whose NotFound means it serves.
+  // "Not enough hosts to serve the request". So history and matching answer too: a describe of a
+  // workflow that does not exist is routed to the history host owning its shard, whose NotFound
+  // means it serves; a describe of a task queue is answered by matching.
   const serving = await pollUntil(
     () =>
       withConnection(p.address, p.deadlineMs, async (connection) => {
@@ -51,6 +54,9 @@ export async function waitUntilServing(p: {
           .catch((err: unknown) => {
             if ((err as { code?: number }).code !== grpcNotFound) throw err;
           });
+        await connection.withDeadline(p.deadlineMs, () =>
+          connection.workflowService.describeTaskQueue({ namespace: systemNamespace, taskQueue: { name: readinessProbeTaskQueue } }),
+        );
         return true;
       }, p.tls),
     { deadlineMs: p.deadlineMs, intervalMs: 250, signal: p.serverGone },
