@@ -31,8 +31,8 @@ export interface SupervisorLimits {
 
 /**
  * 100 ms first: a process that was SIGKILLed is back as soon as it can start, which is what the
- * recovery target (3 s after a single fault) needs. Doubling to 10 s, 8 failures in a row (about
- * 25 s of tries in all) before giving up.
+ * recovery target (3 s after a single fault) needs. Doubling to 10 s, 8 failures in a row before
+ * giving up: 12.7 s of delays between the 8 tries, plus the tries themselves.
  */
 export const defaultSupervisorLimits: SupervisorLimits = {
   initialDelayMs: 100,
