@@ -1,13 +1,26 @@
 /**
  * The faults of a chaos run, on a fixed timeline: a worker process SIGKILLed every few seconds
- * (and started again at once, as a supervisor would), PostgreSQL restarted (alternately a fast
- * shutdown and an immediate one, i.e. a crash), and Temporal restarted. One fault at a time, so
- * each has a measurable recovery.
+ * (its supervisor starts it again), PostgreSQL restarted (alternately a fast shutdown and an
+ * immediate one, i.e. a crash), and Temporal restarted. In the storm at most one at a time; in the
+ * single-fault mode one at a time with quiet between, so each recovery is the fault's own.
  */
+import { loadavg } from 'node:os';
+import { pollUntil } from '../src/stack/wait.js';
 import type { ChaosPostgres, ChaosTemporal } from './infrastructure.js';
-import type { AppProcess } from './processes.js';
+import { killNow, type AppProcess } from './processes.js';
 
-export type FaultKind = 'worker SIGKILL' | 'PostgreSQL fast restart' | 'PostgreSQL immediate restart' | 'Temporal restart';
+export type FaultKind =
+  | 'worker SIGKILL'
+  | 'both workers SIGKILL'
+  | 'PostgreSQL fast restart'
+  | 'PostgreSQL immediate restart'
+  | 'Temporal restart';
+
+/** The single-fault mode's faults, in the order each round injects them. */
+export const singleFaultKinds: readonly FaultKind[] = ['worker SIGKILL', 'both workers SIGKILL', 'PostgreSQL immediate restart', 'Temporal restart'];
+
+/** How long a killed worker's supervisor may take to have it serving again before the fault counts as failed. */
+const workerBackTimeoutMs = 120_000;
 
 export interface FaultSchedule {
   workerKillEveryMs: number;
@@ -24,11 +37,23 @@ export interface InjectedFault {
   recoveryMs: number | null;
   /** A fault that could not be injected (e.g. a server that would not start again): the run fails. */
   error?: string;
+  /** 1-minute load average when it was injected: the machine is shared, so figures need it. */
+  loadAverage?: number;
 }
 
 interface Planned {
   atMs: number;
   kind: FaultKind;
+}
+
+/**
+ * The single-fault timeline: each kind of {@link singleFaultKinds} in turn, `gapMs` apart (the
+ * first after one gap of steady load), for as long as the run lasts.
+ */
+export function planSingleFaults(gapMs: number, durationMs: number): Planned[] {
+  const planned: Planned[] = [];
+  for (let i = 0, atMs = gapMs; atMs < durationMs; i++, atMs += gapMs) planned.push({ atMs, kind: singleFaultKinds[i % singleFaultKinds.length]! });
+  return planned;
 }
 
 /** The timeline from the start of the storm: at most one fault at any moment, in time order. */
@@ -54,21 +79,32 @@ export interface FaultTargets {
   workers: readonly AppProcess[];
 }
 
+/** SIGKILLs the workers and resolves once their supervisors have each serving again. */
+async function killWorkers(victims: readonly AppProcess[]): Promise<void> {
+  const before = victims.map((victim) => victim.current?.pid);
+  for (const victim of victims) killNow(victim);
+  const back = await pollUntil(async () => victims.every((victim, i) => victim.current !== null && victim.current.pid !== before[i]), {
+    deadlineMs: Date.now() + workerBackTimeoutMs,
+    intervalMs: 20,
+  });
+  if (!back.ok) throw new Error(`${victims.map((v) => v.name).join(', ')} not serving again within ${workerBackTimeoutMs} ms`);
+}
+
 async function inject(kind: FaultKind, targets: FaultTargets, restarts: Promise<void>[]): Promise<void> {
   switch (kind) {
     case 'worker SIGKILL': {
       // Only a worker that is serving: killing one that is still starting would test nothing more.
-      const serving = targets.workers.filter((worker) => worker.ready);
+      const serving = targets.workers.filter((worker) => worker.current !== null);
       const victim = serving[Math.floor(Math.random() * serving.length)];
       if (victim === undefined) return;
-      await victim.kill();
-      // Started again in the background, as a supervisor would: the timeline goes on meanwhile.
-      const restart = victim.start();
-      // Awaited at the end of the run; a rejection must not go unhandled meanwhile.
+      // Its supervisor starts it again; the timeline goes on meanwhile, and the run waits for it at the end.
+      const restart = killWorkers([victim]);
       restart.catch(() => undefined);
       restarts.push(restart);
       return;
     }
+    case 'both workers SIGKILL':
+      return killWorkers(targets.workers);
     case 'PostgreSQL fast restart':
       return targets.postgres.restart('fast');
     case 'PostgreSQL immediate restart':
@@ -91,7 +127,7 @@ export async function runFaults(
     if (Date.now() >= options.startedAtMs + options.durationMs) break;
     const waitMs = options.startedAtMs + planned.atMs - Date.now();
     if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
-    const fault: InjectedFault = { kind: planned.kind, startedAtMs: Date.now(), endedAtMs: 0, recoveryMs: null };
+    const fault: InjectedFault = { kind: planned.kind, startedAtMs: Date.now(), endedAtMs: 0, recoveryMs: null, loadAverage: loadavg()[0] };
     try {
       await inject(planned.kind, targets, restarts);
     } catch (error) {
@@ -101,11 +137,56 @@ export async function runFaults(
     injected.push(fault);
     options.log(`${planned.kind} at +${Math.round((fault.startedAtMs - options.startedAtMs) / 1000)} s, back after ${fault.endedAtMs - fault.startedAtMs} ms${fault.error ? ` (FAILED: ${fault.error})` : ''}`);
   }
+  // A worker still on its way back at the end of the plan is waited for, so settling has every worker.
   const restarted = await Promise.allSettled(restarts);
   for (const failed of restarted.filter((r): r is PromiseRejectedResult => r.status === 'rejected')) {
     injected.push({ kind: 'worker SIGKILL', startedAtMs: Date.now(), endedAtMs: Date.now(), recoveryMs: null, error: `restart failed: ${(failed.reason as Error).message}` });
   }
   return injected;
+}
+
+export interface SingleFaultRecovery {
+  kind: FaultKind;
+  /** Keys sent before the fault and not decided when it struck. */
+  keysInFlight: number;
+  /** From the fault to the decision of each of those keys (null: none, or one never decided). */
+  p50Ms: number | null;
+  p99Ms: number | null;
+  maxMs: number | null;
+  undecided: number;
+  /** From the fault to the first decision of any key after it. */
+  firstDecisionMs: number | null;
+  /** 1-minute load average of the machine when the fault struck. */
+  loadAverage: number;
+}
+
+function percentile(sorted: readonly number[], fraction: number): number | null {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(fraction * sorted.length) - 1)]!;
+}
+
+/** Per fault: the keys it caught in flight, and how long each took to be decided after it. */
+export function singleFaultRecoveries(
+  faults: readonly InjectedFault[],
+  keys: ReadonlyArray<{ firstSentAtMs: number; decidedAtMs: number | null }>,
+  decidedAtMs: readonly number[],
+): SingleFaultRecovery[] {
+  const decisions = [...decidedAtMs].sort((a, b) => a - b);
+  return faults.map((fault) => {
+    const caught = keys.filter((key) => key.firstSentAtMs < fault.startedAtMs && (key.decidedAtMs === null || key.decidedAtMs >= fault.startedAtMs));
+    const times = caught.flatMap((key) => (key.decidedAtMs === null ? [] : [key.decidedAtMs - fault.startedAtMs])).sort((a, b) => a - b);
+    const first = decisions.find((atMs) => atMs >= fault.startedAtMs);
+    return {
+      kind: fault.kind,
+      keysInFlight: caught.length,
+      p50Ms: percentile(times, 0.5),
+      p99Ms: percentile(times, 0.99),
+      maxMs: times.at(-1) ?? null,
+      undecided: caught.length - times.length,
+      firstDecisionMs: first === undefined ? null : first - fault.startedAtMs,
+      loadAverage: fault.loadAverage ?? 0,
+    };
+  });
 }
 
 /** Each fault's recovery: from its start to the first charge decided once the part was back. */

@@ -56,7 +56,7 @@ async function crashPostmaster(pgDataDir: string): Promise<void> {
 
 
 /** Starts the Temporal a chaos run restarts, beside the run's PostgreSQL (which the cluster persists to). */
-export type ChaosTemporalStarter = (dataDir: string, postgres: ChaosPostgres) => Promise<ChaosTemporal>;
+export type ChaosTemporalStarter = (dataDir: string, postgres: ChaosPostgres, settings?: { keepStaleMembership?: boolean }) => Promise<ChaosTemporal>;
 
 /** The Temporal CLI's dev server, persisted to SQLite, restarted on the same port and file. */
 export const startChaosDevServer: ChaosTemporalStarter = async (dataDir) => {
@@ -84,13 +84,14 @@ export const startChaosDevServer: ChaosTemporalStarter = async (dataDir) => {
  * frontend port and databases: so a PostgreSQL restart takes Temporal's persistence down too, as
  * it would in production.
  */
-export const startChaosCluster: ChaosTemporalStarter = async (dataDir, postgres) => {
+export const startChaosCluster: ChaosTemporalStarter = async (dataDir, postgres, settings) => {
   const [frontendPort] = await findFreePortsBelow(1, smallintPortCeiling);
   const options = {
     workDir: join(dataDir, 'temporal-cluster'),
     postgresUrl: postgres.databaseUrl,
     logFilePath: join(dataDir, 'logs', 'temporal.log'),
     frontendPort: frontendPort!,
+    keepStaleMembership: settings?.keepStaleMembership === true,
   };
   let server: TemporalCluster = await startTemporalCluster(options);
   return {

@@ -7,6 +7,11 @@
  *   npm run chaos                      the long run (10 min)
  *   npm run chaos -- --duration-s 60   a shorter one
  *   npm run chaos -- --json out.json   also write the result as JSON
+ *   npm run chaos -- --mode single --duration-s 100
+ *                                      one fault at a time (worker, both workers, PostgreSQL,
+ *                                      Temporal), 20 s apart, each measured on the keys in flight
+ *   npm run chaos -- --mode single --settings previous
+ *                                      the same with the settings before the recovery work (A/B)
  */
 import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
@@ -23,6 +28,9 @@ const program = new Command('chaos')
   .option('--postgres-restart-every-s <seconds>', 'restart PostgreSQL this often (fast and immediate in turn)', '40')
   .option('--temporal-restart-every-s <seconds>', 'restart Temporal this often', '60')
   .option('--settle-budget-s <seconds>', 'after the faults, how long callers keep re-sending undecided keys', '180')
+  .option('--mode <mode>', 'storm (overlapping faults) | single (one fault at a time)', 'storm')
+  .option('--fault-gap-s <seconds>', 'single mode: steady load between two faults', '20')
+  .option('--settings <which>', 'current | previous (Temporal\'s 10 s task timeouts, stale membership rows kept)', 'current')
   .option('--json <file>', 'write the result as JSON')
   .parse();
 
@@ -36,7 +44,15 @@ const kind = options.temporal as ChaosTemporalKind;
 const startTemporal = chaosTemporalStarters[kind];
 if (startTemporal === undefined) throw new Error(`--temporal must be one of ${Object.keys(chaosTemporalStarters).join(', ')}`);
 
+const mode = options.mode;
+if (mode !== 'storm' && mode !== 'single') throw new Error(`--mode must be storm or single, got ${mode}`);
+const settings = options.settings;
+if (settings !== 'current' && settings !== 'previous') throw new Error(`--settings must be current or previous, got ${settings}`);
+
 const result = await runChaos({
+  mode,
+  settings,
+  singleFaultGapMs: seconds('faultGapS'),
   durationMs: seconds('durationS'),
   workers: Number(options.workers),
   apis: Number(options.apis),

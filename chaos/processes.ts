@@ -1,10 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, type WriteStream } from 'node:fs';
 import { symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { hasExited, killOnParentExit, terminate, waitForExit } from '../src/stack/child-process.js';
+import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
 import { repoRoot } from '../src/stack/repo-root.js';
-import { pollUntil } from '../src/stack/wait.js';
+import { defaultSupervisorLimits, Supervisor, type SupervisorLimits } from '../src/stack/supervisor.js';
 import { bundleChargeWorkflows, compiledLayout } from '../src/worker/charge-worker.js';
 
 /**
@@ -23,86 +21,53 @@ export async function buildCli(outDir: string): Promise<string> {
   return join(outDir, 'src', 'cli', 'main.js');
 }
 
-/** A chargeguard command (`worker`, `api`) as its own OS process: what the chaos run kills and starts again. */
-export interface AppProcess {
-  name: string;
-  start(): Promise<void>;
-  /** SIGKILL: no drain, no cleanup; Temporal retries whatever it was running on another worker. */
-  kill(): Promise<void>;
-  stop(): Promise<void>;
-  readonly running: boolean;
-  /** Running and past its ready line. */
-  readonly ready: boolean;
-}
+/**
+ * A chargeguard command (`worker`, `api`) as its own OS process, kept running by the same
+ * supervisor as `start --cluster`'s (src/stack/supervisor.ts): the run SIGKILLs a process and the
+ * supervisor starts it again, as in production.
+ */
+export type AppProcess = Supervisor<ChargeguardProcess>;
 
-export interface AppProcessOptions {
+/**
+ * The run kills a worker every few seconds, often the same one twice within its stable period:
+ * that is the fault, not a crash loop, so the run's supervisors do not give up on it.
+ */
+const chaosSupervisorLimits: SupervisorLimits = { ...defaultSupervisorLimits, maxFailuresInARow: Number.MAX_SAFE_INTEGER };
+const stopGraceMs = 10_000;
+
+export function appProcess(options: {
   name: string;
   /** The compiled CLI (what a deployment runs), so a restart costs what it costs in production. */
   cliEntry: string;
   args: string[];
   env: Record<string, string>;
-  /** A line on stderr that says the process is ready. */
   readyLine: RegExp;
   logDir: string;
   readyTimeoutMs: number;
+  log: (line: string) => void;
+}): AppProcess {
+  return new Supervisor({
+    name: options.name,
+    limits: chaosSupervisorLimits,
+    log: options.log,
+    start: () =>
+      startChargeguardProcess({
+        name: options.name,
+        cli: { command: process.execPath, args: [options.cliEntry] },
+        commandArgs: options.args,
+        env: options.env,
+        logFilePath: join(options.logDir, `${options.name}.log`),
+        readyLine: options.readyLine,
+        startTimeoutMs: options.readyTimeoutMs,
+        stopTimeoutMs: stopGraceMs,
+      }),
+  });
 }
 
-const stopGraceMs = 10_000;
-
-export function appProcess(options: AppProcessOptions): AppProcess {
-  let child: ChildProcess | null = null;
-  let ready = false;
-  let unhook: () => void = () => undefined;
-  let log: WriteStream | null = null;
-  return {
-    name: options.name,
-    get running() {
-      return child !== null && !hasExited(child);
-    },
-    get ready() {
-      return ready && child !== null && !hasExited(child);
-    },
-    start: async () => {
-      log ??= createWriteStream(join(options.logDir, `${options.name}.log`), { flags: 'a' });
-      let output = '';
-      const started = spawn(process.execPath, [options.cliEntry, ...options.args], {
-        cwd: repoRoot(),
-        env: { ...process.env, ...options.env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      child = started;
-      unhook = killOnParentExit(started, 'SIGKILL');
-      const sink = log;
-      const collect = (chunk: Buffer): void => {
-        sink.write(chunk);
-        if (output.length < 64 * 1024) output += chunk.toString();
-      };
-      started.stdout!.on('data', collect);
-      started.stderr!.on('data', collect);
-      ready = false;
-      const readiness = await pollUntil(async () => options.readyLine.test(output), {
-        deadlineMs: Date.now() + options.readyTimeoutMs,
-        intervalMs: 50,
-        shouldAbort: () => hasExited(started),
-      });
-      if (!readiness.ok) {
-        const why = hasExited(started) ? `exited (${started.signalCode ?? `code ${started.exitCode}`}) before it was ready` : `was not ready within ${options.readyTimeoutMs} ms`;
-        throw new Error(`${options.name} ${why}; its output:\n${output.slice(-4000)}`);
-      }
-      ready = true;
-    },
-    kill: async () => {
-      ready = false;
-      if (child === null || hasExited(child)) return;
-      child.kill('SIGKILL');
-      await waitForExit(child, stopGraceMs);
-      unhook();
-    },
-    stop: async () => {
-      if (child !== null && !hasExited(child)) await terminate(child, { signal: 'SIGTERM', graceMs: stopGraceMs });
-      unhook();
-      log?.end();
-      log = null;
-    },
-  };
+/** SIGKILL of the incarnation running now (no drain, no cleanup); false when none is. */
+export function killNow(app: AppProcess): boolean {
+  const run = app.current;
+  if (run === null) return false;
+  process.kill(run.pid, 'SIGKILL');
+  return true;
 }

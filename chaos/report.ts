@@ -12,7 +12,7 @@ const ms = (value: number | null): string => (value === null ? 'n/a' : `${(value
 /** The run as Markdown: the verdict first, then faults with recovery times, then what callers were answered. */
 export function formatChaosReport(result: ChaosResult): string {
   const lines: string[] = [];
-  lines.push(`## Chaos run on the ${result.temporal}: ${result.ok ? 'PASSED' : 'FAILED'}`);
+  lines.push(`## Chaos run (${result.mode}) on the ${result.temporal}: ${result.ok ? 'PASSED' : 'FAILED'}`);
   lines.push('');
   lines.push(`${result.keys} keys, ${result.requests} requests in ${ms(result.durationMs)} (storm and settling).`);
   lines.push('');
@@ -40,6 +40,18 @@ export function formatChaosReport(result: ChaosResult): string {
     );
   }
   lines.push('');
+  if (result.singleFaults.length > 0) {
+    lines.push(`Single faults (settings: ${result.settings}); times from the fault:`);
+    lines.push('');
+    lines.push('| fault | load (1 min) | keys in flight | decided p50 | p99 | max | undecided | first decision |');
+    lines.push('|---|---|---|---|---|---|---|---|');
+    for (const f of result.singleFaults) {
+      lines.push(
+        `| ${f.kind} | ${f.loadAverage.toFixed(1)} | ${f.keysInFlight} | ${ms(f.p50Ms)} | ${ms(f.p99Ms)} | ${ms(f.maxMs)} | ${f.undecided} | ${ms(f.firstDecisionMs)} |`,
+      );
+    }
+    lines.push('');
+  }
   lines.push('| answer | count |');
   lines.push('|---|---|');
   for (const [answer, count] of Object.entries(result.answers).sort(([a], [b]) => a.localeCompare(b))) {

@@ -19,9 +19,22 @@ import { clientDataConverter } from '../src/codec/data-converter.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
 import { ensurePayloadKeyFile } from '../src/stack/payload-key-file.js';
 import { findFreePorts } from '../src/stack/free-port.js';
-import { measureRecoveries, planFaults, runFaults, type FaultSchedule, type InjectedFault } from './faults.js';
+import {
+  measureRecoveries,
+  planFaults,
+  planSingleFaults,
+  runFaults,
+  singleFaultRecoveries,
+  type FaultSchedule,
+  type InjectedFault,
+  type SingleFaultRecovery,
+} from './faults.js';
 import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal, type ChaosTemporalStarter } from './infrastructure.js';
 import { appProcess, buildCli, type AppProcess } from './processes.js';
+
+/** What `settings: 'previous'` gives the processes: Temporal's defaults, before the recovery work. */
+const previousTimeouts = { WORKFLOW_TASK_TIMEOUT_MS: '10000', WORKFLOW_STICKY_SCHEDULE_TO_START_MS: '10000' } as const;
+const defaultSingleFaultGapMs = 20_000;
 import { newStorm, runStorm, settleStorm, type AnswerCounts, type StormTarget } from './storm.js';
 
 export interface ChaosOptions {
@@ -29,6 +42,17 @@ export interface ChaosOptions {
   workers: number;
   apis: number;
   schedule: FaultSchedule;
+  /**
+   * `storm`: the faults of `schedule`, overlapping; `single`: one fault at a time
+   * (planSingleFaults), `singleFaultGapMs` apart, each measured on the keys it caught in flight.
+   */
+  mode?: 'storm' | 'single';
+  singleFaultGapMs?: number;
+  /**
+   * `current`: the settings as shipped; `previous`: Temporal's default task timeouts (10 s each)
+   * and no removal of stale membership rows, to measure what the current ones buy.
+   */
+  settings?: 'current' | 'previous';
   /** After the faults: how long callers keep re-sending undecided keys. */
   settleBudgetMs: number;
   /** Starts the Temporal the run restarts (chaos/temporal.ts); the dev server by default. */
@@ -46,6 +70,10 @@ export interface ChaosResult {
   answers: AnswerCounts;
   fiveXx: number;
   faults: InjectedFault[];
+  /** Single-fault mode: each fault's recovery, measured on the keys it caught in flight. */
+  singleFaults: SingleFaultRecovery[];
+  mode: 'storm' | 'single';
+  settings: 'current' | 'previous';
   keysDebitedTwice: number;
   undecidedKeys: number;
   keysWithTwoOutcomes: number;
@@ -84,7 +112,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   try {
     const built = buildCli(join(dataDir, 'build'));
     postgres = await startChaosPostgres(dataDir);
-    temporal = await (options.startTemporal ?? startChaosDevServer)(dataDir, postgres);
+    const previous = options.settings === 'previous';
+    temporal = await (options.startTemporal ?? startChaosDevServer)(dataDir, postgres, { keepStaleMembership: previous });
     const cliEntry = await built;
     // The processes find the payload key as an embedded deployment's do: a key file in the data dir.
     const payloadKeysFile = (await ensurePayloadKeyFile(dataDir)).path;
@@ -101,9 +130,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       // The storm is one agent key of one tenant far beyond the default request rate: the run is
       // about money under faults, so the limiter (tested on its own) does not throttle it.
       ...unthrottled,
+      ...(previous ? previousTimeouts : {}),
     };
     const workers = Array.from({ length: options.workers }, (_, index) =>
-      appProcess({ name: `worker-${index + 1}`, cliEntry, args: ['worker'], env, readyLine: /worker polling task queue/, logDir: join(dataDir, 'logs'), readyTimeoutMs }),
+      appProcess({ name: `worker-${index + 1}`, cliEntry, args: ['worker'], env, readyLine: /worker polling task queue/, logDir: join(dataDir, 'logs'), readyTimeoutMs, log }),
     );
     const apiPorts = await findFreePorts(options.apis);
     const apis = apiPorts.map((port, index) =>
@@ -115,6 +145,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         readyLine: /API listening on/,
         logDir: join(dataDir, 'logs'),
         readyTimeoutMs,
+        log,
       }),
     );
     processes.push(...workers, ...apis);
@@ -127,17 +158,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       internalErrors = storm.answers['500'] ?? 0;
     };
     const startedAtMs = Date.now();
-    const plan = planFaults(options.schedule, options.durationMs);
+    const mode = options.mode ?? 'storm';
+    const plan = mode === 'single' ? planSingleFaults(options.singleFaultGapMs ?? defaultSingleFaultGapMs, options.durationMs) : planFaults(options.schedule, options.durationMs);
     const [faults] = await Promise.all([
       runFaults(plan, { postgres, temporal, workers }, { startedAtMs, durationMs: options.durationMs, log }),
-      runStorm(storm, target, { untilEpochMs: startedAtMs + options.durationMs, amountMinorMax }),
+      runStorm(storm, target, { untilEpochMs: startedAtMs + options.durationMs, amountMinorMax, resendUntilDecided: mode === 'single' }),
     ]);
     log(`storm over: ${storm.keys.size} keys; settling the undecided ones`);
-    // A worker whose restart failed would leave the settle phase with less capacity than the run had.
-    await Promise.all(workers.filter((worker) => !worker.running).map((worker) => worker.start()));
     const undecided = await settleStorm(storm, target, { deadlineEpochMs: Date.now() + options.settleBudgetMs });
     const durationMs = Date.now() - startedAtMs;
     measureRecoveries(faults, storm.decidedAtMs);
+    const singleFaults = mode === 'single' ? singleFaultRecoveries(faults, [...storm.keys.values()], storm.decidedAtMs) : [];
     countInternalErrors();
 
     // A pool opened now: connections from before the restarts would only report them.
@@ -153,6 +184,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         undecided,
         durationMs,
         temporalKind: temporal.kind,
+        singleFaults,
+        mode,
+        settings: options.settings ?? 'current',
       });
     } finally {
       await connection.close();
@@ -193,6 +227,9 @@ async function verdict(p: {
   undecided: string[];
   durationMs: number;
   temporalKind: string;
+  singleFaults: SingleFaultRecovery[];
+  mode: 'storm' | 'single';
+  settings: 'current' | 'previous';
 }): Promise<ChaosResult> {
   const records = [...p.storm.keys.values()];
   const succeeded = records.filter((record) => record.outcomes.has('succeeded')).length;
@@ -228,6 +265,9 @@ async function verdict(p: {
     answers: p.storm.answers,
     fiveXx,
     faults: p.faults,
+    singleFaults: p.singleFaults,
+    mode: p.mode,
+    settings: p.settings,
     keysDebitedTwice: totals.keysCapturedMoreThanOnce,
     undecidedKeys: p.undecided.length,
     keysWithTwoOutcomes,

@@ -8,6 +8,9 @@
 import { randomBytes } from 'node:crypto';
 
 export type Shape = 'concurrent' | 'sequential' | 'aborted';
+
+/** How long a caller whose copy got no final answer waits before sending it again. */
+const resendIntervalMs = 250;
 const shapes: readonly Shape[] = ['concurrent', 'sequential', 'aborted'];
 
 /** Statuses after which a create's answer no longer changes for an automatic-capture charge. */
@@ -49,6 +52,9 @@ export interface KeyRecord {
   /** Every final status an answer carried: more than one distinct value would break "same outcome". */
   outcomes: Set<string>;
   requests: number;
+  /** Epoch ms of its first copy, and of its first final answer (null until then). */
+  firstSentAtMs: number;
+  decidedAtMs: number | null;
 }
 
 /** What the callers saw, by answer: `"201"`, `"503"`, `"network"` (connection refused or reset), `"aborted"` (by the caller), `"timeout"`. */
@@ -103,6 +109,7 @@ async function sendOnce(storm: Storm, target: StormTarget, limits: StormLimits, 
     const status = (JSON.parse(text) as { status?: string }).status ?? '';
     if (!finalStatuses.has(status)) return false;
     record.outcomes.add(status);
+    record.decidedAtMs ??= Date.now();
     storm.decidedAtMs.push(Date.now());
     return true;
   } catch {
@@ -141,6 +148,8 @@ function newKey(storm: Storm, amountMinorMax: number): KeyRecord {
     shape: pick(shapes),
     outcomes: new Set(),
     requests: 0,
+    firstSentAtMs: Date.now(),
+    decidedAtMs: null,
   };
   storm.keys.set(record.key, record);
   return record;
@@ -150,11 +159,28 @@ function newKey(storm: Storm, amountMinorMax: number): KeyRecord {
 export async function runStorm(
   storm: Storm,
   target: StormTarget,
-  options: { untilEpochMs: number; amountMinorMax: number; limits?: StormLimits },
+  options: {
+    untilEpochMs: number;
+    amountMinorMax: number;
+    limits?: StormLimits;
+    /**
+     * After a burst without a final answer, keep re-sending the key (every resendIntervalMs) until it
+     * has one, as a caller told 202 or 503 does, before the lane takes a new key. Then a key's time
+     * to decision is the system's recovery, not how long it waited for the settle phase.
+     */
+    resendUntilDecided?: boolean;
+  },
 ): Promise<void> {
   const limits = options.limits ?? defaultStormLimits;
   const lane = async (): Promise<void> => {
-    while (Date.now() < options.untilEpochMs) await burst(storm, target, limits, newKey(storm, options.amountMinorMax));
+    while (Date.now() < options.untilEpochMs) {
+      const record = newKey(storm, options.amountMinorMax);
+      let decided = await burst(storm, target, limits, record);
+      while (options.resendUntilDecided === true && !decided && Date.now() < options.untilEpochMs) {
+        await new Promise((resolve) => setTimeout(resolve, resendIntervalMs));
+        decided = await sendOnce(storm, target, limits, record);
+      }
+    }
   };
   await Promise.all(Array.from({ length: limits.keysInFlight }, lane));
 }
@@ -170,7 +196,7 @@ export async function settleStorm(storm: Storm, target: StormTarget, options: { 
   const lane = async (): Promise<void> => {
     for (let record = pending.pop(); record !== undefined; record = pending.pop()) {
       while (Date.now() < options.deadlineEpochMs && !(await sendOnce(storm, target, limits, record))) {
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await new Promise((resolve) => setTimeout(resolve, resendIntervalMs));
       }
     }
   };

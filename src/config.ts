@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { defaultStickyScheduleToStartMs, defaultWorkflowTaskTimeoutMs } from './runtime/workflow-task-timeouts.js';
 import { defaultStepBatchLimits } from './ledger/step-batches.js';
 import { limits } from './domain/limits.js';
 import { codecTokenMinLength } from './codec/codec-token.js';
@@ -48,6 +49,13 @@ const configSchema = z.object({
   CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(limits.amountMinorMaxDefault).default(limits.amountMinorMaxDefault),
   /** How long a charge call waits for the outcome before answering "still processing". */
   CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
+  /** Workflow task timeout of new charges and refunds (src/runtime/workflow-task-timeouts.ts says why 2 s). */
+  WORKFLOW_TASK_TIMEOUT_MS: positiveMs.min(500).max(120_000).default(defaultWorkflowTaskTimeoutMs),
+  /**
+   * A worker's sticky queue: how long a workflow's next task waits there for the worker that has the
+   * workflow cached before any worker may take it (src/runtime/workflow-task-timeouts.ts says why 1 s).
+   */
+  WORKFLOW_STICKY_SCHEDULE_TO_START_MS: positiveMs.min(100).max(60_000).default(defaultStickyScheduleToStartMs),
   ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),
   TRY_BUDGET_MS: positiveMs.default(300_000),
   CONFIRM_BUDGET_MS: positiveMs.default(300_000),

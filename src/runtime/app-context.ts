@@ -267,6 +267,7 @@ export async function openAppContext(
     policy: policyFromConfig(config),
     amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
     waitBudgetMs: config.CHARGE_WAIT_BUDGET_MS,
+    workflowTaskTimeoutMs: config.WORKFLOW_TASK_TIMEOUT_MS,
     eagerWorkflowStart: options.workerConnection !== undefined,
   });
   return {

@@ -11,6 +11,7 @@ import { buildChargeIntent, buildRefundIntent } from './intent.js';
 import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listing.js';
 import { getRefund, listRefunds, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
+import { defaultWorkflowTaskTimeoutMs } from '../runtime/workflow-task-timeouts.js';
 import { translateFailures } from './temporal-failures.js';
 import { assertEmptyBody, parseCaptureBody, parseOptionalAmount } from './validation.js';
 import { boundedWaitMs } from './waiting.js';
@@ -35,6 +36,8 @@ export interface ChargeServiceOptions {
    */
   startTimeoutMs?: number;
   taskQueue?: string;
+  /** Workflow task timeout of the charges and refunds this service starts (start-or-attach.ts, defaultWorkflowTaskTimeoutMs). */
+  workflowTaskTimeoutMs?: number;
   /**
    * Ask the server to hand a new charge's first workflow task straight back to a worker in this
    * process (eager workflow start), saving the task's trip through the task queue. Only valid when
@@ -93,6 +96,7 @@ export class ChargeService {
       waitBudgetMs: options.waitBudgetMs,
       startTimeoutMs: options.startTimeoutMs ?? defaultStartTimeoutMs,
       taskQueue: options.taskQueue ?? chargeTaskQueue,
+      workflowTaskTimeoutMs: options.workflowTaskTimeoutMs ?? defaultWorkflowTaskTimeoutMs,
       eagerWorkflowStart: options.eagerWorkflowStart ?? false,
     };
   }

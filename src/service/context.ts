@@ -13,5 +13,7 @@ export interface ServiceContext {
   /** Bound on starting (or attaching to) a charge; see ChargeServiceOptions.startTimeoutMs. */
   startTimeoutMs: number;
   taskQueue: string;
+  /** Workflow task timeout of the charges and refunds started; see defaultWorkflowTaskTimeoutMs. */
+  workflowTaskTimeoutMs: number;
   eagerWorkflowStart: boolean;
 }

@@ -82,6 +82,7 @@ async function startOrAttachChargeUnbounded(ctx: ServiceContext, built: ChargeIn
       typedSearchAttributes: startSearchAttributes(intent),
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
+      workflowTaskTimeout: ctx.workflowTaskTimeoutMs,
       ...(ctx.eagerWorkflowStart ? { requestEagerStart: true } : {}),
     });
     return { handle, started: true };
@@ -130,6 +131,7 @@ export async function startOrAttachRefund(
       memo: { ...memo },
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
+      workflowTaskTimeout: ctx.workflowTaskTimeoutMs,
     });
     return { handle, started: true };
   } catch (error) {

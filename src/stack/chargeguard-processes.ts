@@ -65,10 +65,16 @@ export async function startChargeguardProcess(opts: StartChargeguardProcessOptio
     child.once('exit', (code, signal) => {
       sink.note(`${opts.name} exited (code ${code ?? 'null'}, signal ${signal ?? 'null'})`);
       removeExitHook();
-      void sink.close();
       resolve({ code, signal });
     });
   });
+  // Output still buffered in the pipes arrives after 'exit'; 'close' comes once they are drained.
+  // A stop closes the log itself, after its own last line.
+  let stopRequested = false;
+  const drained = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  let sinkClosed: Promise<void> | null = null;
+  const closeSink = (): Promise<void> => (sinkClosed ??= sink.close());
+  void drained.then(() => (stopRequested ? undefined : closeSink()));
   child.stdout?.on('data', (chunk: Buffer) => sink.write(chunk));
 
   let stderrText = '';
@@ -117,9 +123,12 @@ export async function startChargeguardProcess(opts: StartChargeguardProcessOptio
     child,
     exited,
     stop: () => {
+      stopRequested = true;
       stopping ??= terminate(child, { signal: 'SIGTERM', graceMs: opts.stopTimeoutMs }).then(async ({ forced }) => {
         if (forced) sink.note(`${opts.name} ignored SIGTERM for ${opts.stopTimeoutMs} ms and was killed`);
         await exited;
+        await drained;
+        await closeSink();
       });
       return stopping;
     },

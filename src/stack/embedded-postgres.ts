@@ -39,6 +39,10 @@ export interface EmbeddedPostgres {
   appDatabaseUrl: string;
   /** PostgreSQL password file (PGPASSFILE) holding both roles' passwords, mode 0600. */
   passwordFilePath: string;
+  /** The postmaster's pid (0 if the package kept none). */
+  pid: number;
+  /** Resolves when the postmaster exits, stopped or not (a supervisor restarts it). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
 }
 
@@ -219,7 +223,14 @@ async function finishStart(p: {
     throw err;
   }
   let stopping: Promise<void> | null = null;
+  const child = internalChild(p.server);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (child === undefined || hasExited(child)) resolve({ code: child?.exitCode ?? null, signal: child?.signalCode ?? null });
+    else child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
   return {
+    pid: child?.pid ?? 0,
+    exited,
     databaseUrl: connectionUrl(p.port, p.databaseName),
     ownerDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: ledgerOwnerRole, password: passwords[ledgerOwnerRole]! }),
     appDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: ledgerAppRole, password: passwords[ledgerAppRole]! }),

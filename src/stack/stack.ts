@@ -1,9 +1,10 @@
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
-import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
 import { ensurePayloadKeyFile } from './payload-key-file.js';
-import { startTemporalCluster } from './temporal-cluster.js';
+import { Supervisor } from './supervisor.js';
+import { startTemporalCluster, type TemporalCluster, type TemporalClusterOptions } from './temporal-cluster.js';
 import { startTemporalDevServer } from './temporal-dev-server.js';
 
 export interface LocalStackOptions {
@@ -18,6 +19,11 @@ export interface LocalStackOptions {
    * cluster). CHARGEGUARD_TEMPORAL by default, else `dev`.
    */
   temporal?: TemporalKind;
+  /**
+   * Cluster shape only: restart the embedded PostgreSQL and the Temporal server when they exit on
+   * their own (src/stack/supervisor.ts), on the same ports, saying so through `log`. Off by default.
+   */
+  supervise?: boolean;
 }
 
 export type TemporalKind = 'dev' | 'cluster';
@@ -40,6 +46,8 @@ export interface LocalStack {
   payloadKeysFilePath: string | null;
   /** What serves temporalAddress: one the stack started, or TEMPORAL_ADDRESS's. */
   temporalKind: TemporalKind | 'external';
+  /** With supervise: rejects when a supervisor gives up on a crash-looping server; never settles otherwise. */
+  supervisionGaveUp: Promise<never>;
   stop(): Promise<void>;
 }
 
@@ -61,7 +69,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const logsDir = join(dataDir, 'logs');
   const log = opts.log ?? (() => undefined);
   const temporalKind = opts.temporal ?? temporalKindFromEnv();
-  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log);
+  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.supervise === true);
 
   // Beside the Temporal database whose payloads it encrypts; before anything starts, so a key file
   // that is not one stops the start with nothing to clean up.
@@ -83,6 +91,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
     temporalAddress: temporal.value.value.address,
     temporalUiUrl: temporal.value.value.uiUrl,
     temporalKind: nonEmptyEnv('TEMPORAL_ADDRESS') === null ? 'dev' : 'external',
+    supervisionGaveUp: never,
     payloadKeysFilePath: payloadKeys,
     ...postgres.value.value,
     stop: () => {
@@ -135,9 +144,9 @@ async function startTemporal(
  * then the Temporal server on it; stopped in the reverse order, so the server can still write
  * while it shuts down.
  */
-async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void): Promise<LocalStack> {
+async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean): Promise<LocalStack> {
   const payloadKeys = await payloadKeyFileFor(dataDir, log);
-  const postgres = await startPostgres(dataDir, logsDir, log);
+  const postgres = await startPostgres(dataDir, logsDir, log, supervise);
   const adminUrl = postgres.value.adminDatabaseUrl;
   if (adminUrl === null) {
     await postgres.stop();
@@ -148,17 +157,30 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, 'temporal-cluster.log');
-  let cluster;
+  let cluster: TemporalCluster;
+  let temporal: Pick<Supervisor<TemporalCluster>, 'gaveUp' | 'stop'>;
   try {
     // Its own role, as a deployment's: the superuser only creates the databases and the role.
     const passwordFilePath = postgres.value.passwordFilePath!;
     const { [temporalServerRole]: password } = await ensurePasswords(passwordFilePath, new URL(adminUrl).hostname, [temporalServerRole]);
-    cluster = await startTemporalCluster({
+    const options: TemporalClusterOptions = {
       workDir: join(dataDir, 'temporal-cluster'),
       postgresUrl: adminUrl,
       serverRole: { name: temporalServerRole, password: password! },
       logFilePath,
+    };
+    // A restart keeps the first start's frontend port: the workers and APIs point there.
+    let frontendPort: number | undefined;
+    const supervisor = new Supervisor<TemporalCluster>({
+      name: 'temporal',
+      start: () => startTemporalCluster({ ...options, ...(frontendPort === undefined ? {} : { frontendPort }) }),
+      log,
+      onReady: (server) => {
+        frontendPort ??= Number(server.address.split(':').at(-1));
+      },
     });
+    cluster = supervise ? await supervisor.start() : await startTemporalCluster(options);
+    temporal = supervise ? supervisor : { gaveUp: never, stop: () => cluster.stop() };
   } catch (error) {
     await postgres.stop().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
     throw error;
@@ -173,13 +195,14 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     temporalAddress: cluster.address,
     temporalUiUrl: null,
     temporalKind: 'cluster',
+    supervisionGaveUp: Promise.race([temporal.gaveUp, postgres.gaveUp]),
     payloadKeysFilePath: payloadKeys,
     ...postgres.value,
     stop: () => {
       stopping ??= (async () => {
         const errors: unknown[] = [];
         const stopStartedAtMs = Date.now();
-        await cluster.stop().then(
+        await temporal.stop().then(
           () => log(`temporal: cluster server stopped (${Date.now() - stopStartedAtMs} ms)`),
           (error: unknown) => errors.push(error),
         );
@@ -211,7 +234,12 @@ export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): Tempo
 
 type PostgresUrls = Pick<LocalStack, 'databaseUrl' | 'migrationDatabaseUrl' | 'adminDatabaseUrl' | 'passwordFilePath'>;
 
-async function startPostgres(dataDir: string, logsDir: string, log: (line: string) => void): Promise<Service<PostgresUrls>> {
+async function startPostgres(
+  dataDir: string,
+  logsDir: string,
+  log: (line: string) => void,
+  supervise = false,
+): Promise<Service<PostgresUrls> & { gaveUp: Promise<never> }> {
   const external = nonEmptyEnv('DATABASE_URL');
   if (external !== null) {
     const migration = nonEmptyEnv('MIGRATION_DATABASE_URL');
@@ -219,11 +247,29 @@ async function startPostgres(dataDir: string, logsDir: string, log: (line: strin
     return {
       value: { databaseUrl: external, migrationDatabaseUrl: migration ?? external, adminDatabaseUrl: null, passwordFilePath: null },
       stop: async () => undefined,
+      gaveUp: never,
     };
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, 'postgres.log');
-  const server = await startEmbeddedPostgres({ dataDir: join(dataDir, 'postgres'), logFilePath });
+  const options = { dataDir: join(dataDir, 'postgres'), logFilePath };
+  // A restart keeps the first start's port (the URLs everyone holds); a crashed incarnation is
+  // stopped first, which releases its lock (it names this process, which is alive).
+  let port: number | undefined;
+  let previous: EmbeddedPostgres | null = null;
+  const supervisor = new Supervisor<EmbeddedPostgres>({
+    name: 'postgres',
+    start: async () => {
+      await previous?.stop();
+      previous = await startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
+      return previous;
+    },
+    log,
+    onReady: (server) => {
+      port ??= Number(new URL(server.databaseUrl).port);
+    },
+  });
+  const server = supervise ? await supervisor.start() : await startEmbeddedPostgres(options);
   log(`postgres: embedded server ready at ${maskUrlPassword(server.appDatabaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
   return {
     value: {
@@ -234,13 +280,20 @@ async function startPostgres(dataDir: string, logsDir: string, log: (line: strin
     },
     stop: async () => {
       const stopStartedAtMs = Date.now();
-      await server.stop();
+      if (supervise) await supervisor.stop();
+      // The incarnation running now, or the last one, whose lock a crash left behind.
+      await (previous ?? server).stop();
       log(`postgres: embedded server stopped (${Date.now() - stopStartedAtMs} ms)`);
     },
+    gaveUp: supervise ? supervisor.gaveUp : never,
   };
 }
+
+/** What a part nobody supervises gives up: nothing, ever. */
+const never = new Promise<never>(() => undefined);
 
 function nonEmptyEnv(name: string): string | null {
   const value = process.env[name];
   return value === undefined || value.trim() === '' ? null : value.trim();
 }
+

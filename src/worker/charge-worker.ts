@@ -18,6 +18,7 @@ import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
 import { assertChargeSearchAttributes } from './search-attributes-check.js';
+import { defaultStickyScheduleToStartMs } from '../runtime/workflow-task-timeouts.js';
 
 /** Where the build (build/build.ts) puts things, relative to its output folder. */
 export const compiledLayout = {
@@ -45,6 +46,8 @@ export interface ChargeWorkerOptions {
   maxConcurrentActivityTaskExecutions?: number;
   maxConcurrentWorkflowTaskExecutions?: number;
   maxCachedWorkflows?: number;
+  /** See defaultStickyScheduleToStartMs. */
+  stickyScheduleToStartMs?: number;
   /**
    * The client the hold sweeper's activities describe charge workflows with; by default one on
    * `connection`.
@@ -159,5 +162,6 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     // worker ~0.2 MB. Evicting them costs a replay of ~15 events when their capture comes. The
     // bench's M1 (1,000 holds waiting) measured 433 MB of RSS at 2,000, 328 MB at 100.
     maxCachedWorkflows: options.maxCachedWorkflows ?? 100,
+    stickyQueueScheduleToStartTimeout: options.stickyScheduleToStartMs ?? defaultStickyScheduleToStartMs,
   });
 }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
-import { access, chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access, chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +10,12 @@ import { isPortAccepting } from '../../src/stack/wait.js';
 import { isMissingFile } from '../../src/support/files.js';
 import { waitFor } from '../support/harness.js';
 import { isProcessAlive } from '../../src/stack/child-process.js';
+import { createApiKey } from '../../src/auth/api-keys.js';
+import { createAccount, deposit } from '../../src/ledger/accounts.js';
+import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
+import { wireChargeSchema } from '../../src/service/wire.js';
+import { send } from '../support/api.js';
+import { chargeBody, newKey } from '../support/harness.js';
 
 const run = promisify(execFile);
 
@@ -23,6 +29,22 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
+/**
+ * From the Temporal server's SIGKILL to the first charge decided: the restart (~1 s), the workers'
+ * reconnection and one charge. Far below the 40-55 s stall of a restart that waited for its previous
+ * incarnation's membership rows to expire, with room for a machine shared with other test runs.
+ */
+const temporalRecoveryBoundMs = 15_000;
+
+/** The pid the server lock file records (src/stack/server-lock.ts). */
+async function serverPid(lockPath: string): Promise<number> {
+  return (JSON.parse(await readFile(lockPath, 'utf8')) as { serverPid: number }).serverPid;
+}
+
+/** PostgreSQL's own record of its postmaster: the first line of postmaster.pid. */
+async function postmasterPid(path: string): Promise<number> {
+  return Number((await readFile(path, 'utf8')).split('\n')[0]);
+}
 
 /** The environment of a `start` with embedded servers of its own, not the test run's. */
 function ownServersEnv(dataDir: string): NodeJS.ProcessEnv {
@@ -74,56 +96,143 @@ describe('`chargeguard start --cluster`', () => {
     }
   });
 
-  it('runs 2 worker and 2 API processes over its own Temporal server, and on SIGTERM stops every one of them', { timeout: 400_000 }, async () => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-start-cluster-'));
-    // PostgreSQL runs as its own OS user when we are root; it must be able to enter this folder.
-    await chmod(dataDir, 0o755);
-    const apiPorts = await findFreePorts(2);
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start', '--cluster', '--api-ports', apiPorts.join(',')], {
-      env: ownServersEnv(dataDir),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    try {
-      await waitFor(
-        async () => {
-          if (child.exitCode !== null) throw new Error(`start --cluster exited (${child.exitCode}):\n${output}`);
-          return output.includes('Ctrl-C stops everything.');
-        },
-        { timeoutMs: 300_000, intervalMs: 200, what: 'start --cluster to be running' },
-      );
-      const workerPids = [...output.matchAll(/worker-\d+ \(pid (\d+)\)/g)].map((m) => Number(m[1]));
-      const apiPids = [...output.matchAll(/\(api-\d+, pid (\d+);/g)].map((m) => Number(m[1]));
-      expect(workerPids, output).toHaveLength(2);
-      expect(apiPids, output).toHaveLength(2);
-      for (const pid of [...workerPids, ...apiPids]) expect(isProcessAlive(pid)).toBe(true);
-      const temporalAddress = /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1];
-      const databasePort = /export DATABASE_URL=postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)\//.exec(output)?.[1];
-      expect(temporalAddress, output).toBeDefined();
-      expect(databasePort, output).toBeDefined();
-      for (const port of apiPorts) {
-        expect(output).toContain(`http://127.0.0.1:${port}`);
-        // Ready: this API process reaches Temporal and PostgreSQL.
-        expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
-      }
+  it(
+    'restarts a SIGKILLed worker, a SIGKILLed Temporal server and a crashed PostgreSQL it owns, charges go on, and SIGTERM stops everything in order',
+    { timeout: 600_000 },
+    async () => {
+      const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-start-cluster-'));
+      // PostgreSQL runs as its own OS user when we are root; it must be able to enter this folder.
+      await chmod(dataDir, 0o755);
+      const apiPorts = await findFreePorts(2);
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start', '--cluster', '--api-ports', apiPorts.join(',')], {
+        env: ownServersEnv(dataDir),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const running = (): void => {
+        if (child.exitCode !== null) throw new Error(`start --cluster exited (${child.exitCode}):\n${output}`);
+      };
+      let pool: LedgerPool | null = null;
+      try {
+        await waitFor(
+          async () => {
+            running();
+            return output.includes('Ctrl-C stops everything.');
+          },
+          { timeoutMs: 300_000, intervalMs: 200, what: 'start --cluster to be running' },
+        );
+        const workerPids = [...output.matchAll(/worker-\d+ \(pid (\d+)\)/g)].map((m) => Number(m[1]));
+        const apiPids = [...output.matchAll(/\(api-\d+, pid (\d+);/g)].map((m) => Number(m[1]));
+        expect(workerPids, output).toHaveLength(2);
+        expect(apiPids, output).toHaveLength(2);
+        for (const pid of [...workerPids, ...apiPids]) expect(isProcessAlive(pid)).toBe(true);
+        const temporalAddress = /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1];
+        const databasePort = /export DATABASE_URL=postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)\//.exec(output)?.[1];
+        expect(temporalAddress, output).toBeDefined();
+        expect(databasePort, output).toBeDefined();
+        const apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
+        for (const url of apiUrls) {
+          expect(output).toContain(url);
+          // Ready: this API process reaches Temporal and PostgreSQL.
+          expect((await fetch(`${url}/readyz`)).status).toBe(200);
+        }
+        // The embedded server's superuser (fixed at initdb: embedded-postgres.ts) sets up a payer.
+        pool = createLedgerPool({ databaseUrl: `postgres://postgres:postgres@127.0.0.1:${databasePort}/chargeguard`, maxConnections: 2 });
+        const tenant = `start-cluster-${Date.now().toString(36)}`;
+        for (const id of ['payer', 'payee']) await createAccount(pool, { tenant, id, currency: 'USD', allowOverdraft: false });
+        await deposit(pool, tenant, 'payer', 1_000_000, 'start-cluster-test');
+        const { key: apiKey } = await createApiKey(pool, tenant, 'start --cluster test', 'agent');
+        const charged = async (label: string): Promise<boolean> => {
+          const response = await send(apiUrls[0]!, '/v1/charges', {
+            method: 'POST',
+            apiKey,
+            body: chargeBody({ amount: 100 }),
+            headers: { 'idempotency-key': newKey(label), prefer: 'wait=5' },
+          }).catch(() => null);
+          return response !== null && response.status === 201 && wireChargeSchema.parse(response.body).status === 'succeeded';
+        };
+        expect(await charged('before')).toBe(true);
 
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
-      expect(output).toMatch(/stopping \(received SIGTERM\)/);
-      for (const pid of [...workerPids, ...apiPids]) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
-      // The orderly stop removes the servers' lock files and closes every port.
-      expect(await exists(join(dataDir, 'temporal-cluster', 'server.json'))).toBe(false);
-      expect(await exists(join(dataDir, 'postgres.server.json'))).toBe(false);
-      expect(await isPortAccepting(Number(temporalAddress!.split(':')[1]))).toBe(false);
-      expect(await isPortAccepting(Number(databasePort))).toBe(false);
-      for (const port of apiPorts) expect(await isPortAccepting(port)).toBe(false);
-    } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
-      await exited;
-      await rm(dataDir, { recursive: true, force: true });
-    }
-  });
+        // A worker SIGKILLed: its supervisor says so and starts it again; charges go on.
+        const victim = workerPids[0]!;
+        process.kill(victim, 'SIGKILL');
+        const restartedWorker = await waitFor(
+          async () => {
+            running();
+            const pid = /worker-1: restarted \(pid (\d+)\)/.exec(output)?.[1];
+            return pid === undefined ? null : Number(pid);
+          },
+          { timeoutMs: 120_000, intervalMs: 100, what: 'worker-1 to be restarted' },
+        );
+        expect(output).toMatch(new RegExp(`worker-1 \\(pid ${victim}\\) exited \\(signal SIGKILL\\)`));
+        expect(output).toMatch(/worker-1: restart 1 in \d+ ms/);
+        expect(isProcessAlive(victim)).toBe(false);
+        expect(isProcessAlive(restartedWorker)).toBe(true);
+        expect(await charged('after-worker-kill')).toBe(true);
+
+        // The Temporal server SIGKILLed: restarted on the same address, serving within the target.
+        const temporalPid = await serverPid(join(dataDir, 'temporal-cluster', 'server.json'));
+        const killedAtMs = Date.now();
+        process.kill(temporalPid, 'SIGKILL');
+        await waitFor(
+          async () => {
+            running();
+            return /temporal: restarted \(pid \d+\)/.test(output);
+          },
+          { timeoutMs: 60_000, intervalMs: 100, what: 'Temporal to be restarted' },
+        );
+        await waitFor(() => charged(`after-temporal-kill-${Date.now()}`), { timeoutMs: 60_000, intervalMs: 100, what: 'a charge after the Temporal restart' });
+        const firstDecisionMs = Date.now() - killedAtMs;
+        process.stderr.write(`[start --cluster] Temporal SIGKILL -> first charge decided after ${firstDecisionMs} ms (load ${(loadavg()[0] ?? 0).toFixed(1)})\n`);
+        // The stall this guards against was 40-55 s (stale membership rows); the target is 3 s on a
+        // quiet machine, and this one is shared with other test runs.
+        expect(firstDecisionMs).toBeLessThan(temporalRecoveryBoundMs);
+        const restartedTemporal = await serverPid(join(dataDir, 'temporal-cluster', 'server.json'));
+        expect(restartedTemporal).not.toBe(temporalPid);
+        expect(`127.0.0.1:${(/Temporal:\s+127\.0\.0\.1:(\d+)/.exec(output) ?? [])[1]}`).toBe(temporalAddress);
+        await pool.end();
+        pool = null;
+
+        // PostgreSQL crashed (SIGQUIT: PostgreSQL's immediate shutdown): restarted on the same port.
+        const crashedPostmaster = await postmasterPid(join(dataDir, 'postgres', 'postmaster.pid'));
+        process.kill(crashedPostmaster, 'SIGQUIT');
+        await waitFor(
+          async () => {
+            running();
+            return /postgres: restarted \(pid \d+\)/.test(output);
+          },
+          { timeoutMs: 60_000, intervalMs: 100, what: 'PostgreSQL to be restarted' },
+        );
+        expect(output).toMatch(new RegExp(`postgres \\(pid ${crashedPostmaster}\\) exited`));
+        await waitFor(() => charged(`after-postgres-crash-${Date.now()}`), { timeoutMs: 90_000, intervalMs: 250, what: 'a charge after the PostgreSQL restart' });
+
+        const postgresPid = await postmasterPid(join(dataDir, 'postgres', 'postmaster.pid'));
+        expect(postgresPid).not.toBe(crashedPostmaster);
+        child.kill('SIGTERM');
+        expect(await exited).toBe(0);
+        expect(output).toMatch(/stopping \(received SIGTERM\)/);
+        // In order: the APIs (no new charges), the workers (drained), Temporal, PostgreSQL.
+        const order = ['API processes stopped', 'worker processes stopped', 'temporal: cluster server stopped', 'postgres: embedded server stopped'].map((line) =>
+          output.indexOf(line),
+        );
+        expect(order.every((at) => at >= 0), output).toBe(true);
+        expect([...order].sort((x, y) => x - y)).toEqual(order);
+        for (const pid of [...workerPids.slice(1), restartedWorker, ...apiPids, restartedTemporal, postgresPid]) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
+        // The orderly stop removes the servers' lock files and closes every port.
+        expect(await exists(join(dataDir, 'temporal-cluster', 'server.json'))).toBe(false);
+        expect(await exists(join(dataDir, 'postgres.server.json'))).toBe(false);
+        expect(await isPortAccepting(Number(temporalAddress!.split(':')[1]))).toBe(false);
+        expect(await isPortAccepting(Number(databasePort))).toBe(false);
+        for (const port of apiPorts) expect(await isPortAccepting(port)).toBe(false);
+      } finally {
+        await pool?.end();
+        if (child.exitCode === null) child.kill('SIGKILL');
+        await exited;
+        await rm(dataDir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -12,6 +12,7 @@ import {
   type ChargeguardProcess,
 } from '../../stack/chargeguard-processes.js';
 import { startLocalStack, type LocalStack } from '../../stack/stack.js';
+import { Supervisor } from '../../stack/supervisor.js';
 import { step } from '../../support/progress.js';
 import { waitForStopReason } from '../shutdown.js';
 
@@ -34,18 +35,19 @@ const processStopTimeoutMs = 30_000;
 /**
  * `start --cluster`: the production shape on one machine. PostgreSQL and the real Temporal server
  * on it (src/stack/temporal-cluster.ts), the ledger migrated once, then chargeguard's own
- * processes as children: `workerCount` workers and one API per port. A child that dies is
- * reported and the rest go on (that is the point of running two); everything stops when no worker
- * or no API is left, on Ctrl-C or SIGTERM.
+ * processes as children: `workerCount` workers and one API per port, each kept running by a
+ * supervisor (src/stack/supervisor.ts): a child that exits is said on stderr and started again
+ * with a growing delay, while the others go on serving. Everything stops in order on Ctrl-C or
+ * SIGTERM, or when a child keeps crashing and its supervisor gives up.
  */
 export async function runClusterStart(config: ChargeguardConfig, safety: ProcessSafetyNet, options: ClusterStartOptions): Promise<void> {
   const log = (line: string): void => void process.stderr.write(`  ${line}\n`);
   const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
   const logsDir = join(dataDir, 'logs');
   const stack = await step('starting PostgreSQL and the Temporal server', () =>
-    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', log }),
+    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, log }),
   );
-  const processes: ChargeguardProcess[] = [];
+  const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
   let failure: unknown = undefined;
   try {
     await step('migrating the ledger', () =>
@@ -70,15 +72,31 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
         readyLine: apiReadyLine,
       })),
     ];
+    const said = (line: string): void => void process.stderr.write(`${line}\n`);
+    for (const s of starts) {
+      // An API restarted on port 0 gets another free port: its first one is kept, so callers keep their URL.
+      let commandArgs = s.commandArgs;
+      supervisors.push(
+        new Supervisor({
+          name: s.name,
+          start: () => startChargeguardProcess({ ...common, ...s, commandArgs, logFilePath: join(logsDir, `${s.name}.log`) }),
+          log: (line) => said(`${line}; log in ${s.name}.log`),
+          onReady: (child) => {
+            const port = child.url === null ? null : new URL(child.url).port;
+            if (port !== null) commandArgs = commandArgs.map((arg, i) => (commandArgs[i - 1] === '--port' ? port : arg));
+          },
+        }),
+      );
+    }
     const started = await step(`starting ${options.workerCount} worker and ${options.apiPorts.length} API processes`, () =>
-      Promise.allSettled(starts.map((s) => startChargeguardProcess({ ...common, ...s, logFilePath: join(logsDir, `${s.name}.log`) }))),
+      Promise.allSettled(supervisors.map((supervisor) => supervisor.start())),
     );
-    for (const result of started) if (result.status === 'fulfilled') processes.push(result.value);
     const failed = started.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
     if (failed.length > 0) throw new AggregateError(failed, failed.map((e) => e.message).join('\n\n'));
+    const processes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
 
     process.stdout.write(`${[...runningLines(stack, processes, logsDir), '', ...options.connectionLines(stack, payload), 'Ctrl-C stops everything.'].join('\n')}\n`);
-    const stop = await waitForStopReason(safety, { 'the cluster': lastOfAKindExits(processes) });
+    const stop = await waitForStopReason(safety, { 'the cluster': Promise.race([stack.supervisionGaveUp, ...supervisors.map((supervisor) => supervisor.gaveUp)]) });
     failure = stop.error;
     process.stderr.write(`stopping (${stop.reason})…\n`);
   } catch (error) {
@@ -87,8 +105,8 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     // APIs first (no new charges), then the workers drain, then Temporal and PostgreSQL.
     await runAll(
       [
-        ['stop the API processes', () => stopEach(processes.filter((p) => p.name.startsWith('api-')))],
-        ['stop the worker processes', () => stopEach(processes.filter((p) => p.name.startsWith('worker-')))],
+        ['stop the API processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('api-')), 'API processes', log)],
+        ['stop the worker processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('worker-')), 'worker processes', log)],
         ['stop Temporal and PostgreSQL', () => stack.stop()],
       ],
       log,
@@ -99,28 +117,12 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   if (failure !== undefined) throw failure;
 }
 
-async function stopEach(processes: readonly ChargeguardProcess[]): Promise<void> {
+async function stopEach(processes: ReadonlyArray<{ stop(): Promise<void> }>, what: string, log: (line: string) => void): Promise<void> {
+  const startedAtMs = Date.now();
   const results = await Promise.allSettled(processes.map((p) => p.stop()));
   const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
   if (errors.length > 0) throw new AggregateError(errors, `${errors.length} process(es) did not stop`);
-}
-
-/**
- * Logs every child that exits, and rejects once the last worker or the last API is gone: until
- * then the cluster still serves, which is what running two of each is for.
- */
-function lastOfAKindExits(processes: readonly ChargeguardProcess[]): Promise<never> {
-  return new Promise<never>((_, reject) => {
-    const alive = new Set(processes);
-    for (const child of processes) {
-      void child.exited.then(({ code, signal }) => {
-        alive.delete(child);
-        process.stderr.write(`${child.name} (pid ${child.pid}) exited (code ${code ?? 'null'}, signal ${signal ?? 'null'}); log in ${child.name}.log\n`);
-        const kind = child.name.split('-')[0]!;
-        if (![...alive].some((p) => p.name.startsWith(`${kind}-`))) reject(new Error(`no ${kind} process is left`));
-      });
-    }
-  });
+  log(`${what} stopped (${Date.now() - startedAtMs} ms)`);
 }
 
 function runningLines(stack: LocalStack, processes: readonly ChargeguardProcess[], logsDir: string): string[] {

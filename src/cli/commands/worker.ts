@@ -57,10 +57,12 @@ export function registerWorkerCommand(program: Command): void {
             namespace: config.TEMPORAL_NAMESPACE,
             ledger,
             payloadProtection,
+            stickyScheduleToStartMs: config.WORKFLOW_STICKY_SCHEDULE_TO_START_MS,
             ...(workflowBundle ? { workflowBundle } : {}),
           });
           const bundled = workflowBundle ? `; workflows from ${workflowBundle.codePath}` : '';
-          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary}${bundled})\n`);
+          process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary}${bundled})
+`);
           const running = worker.run();
           const stop = await waitForStopReason(safety, { 'the worker': running });
           failure = stop.error;
