@@ -50,6 +50,16 @@ export function createLedgerPool(options: LedgerPoolOptions): pg.Pool {
     options.onIdleClientError ??
       ((error) => process.stderr.write(`ledger pool: an idle connection failed (${error.message}); the next query reconnects\n`)),
   );
+  // A checked-out client (a transaction of several statements: Confirm's lock and capture, a
+  // webhook's credit, reconcile) that loses its connection emits 'error' too, and the pool listens
+  // only to idle ones: without a listener of its own, Node turns it into an uncaught exception and
+  // the worker exits (seen when PostgreSQL crashed under load). The statement in flight still fails
+  // and is retried as a system fault; the client is discarded when it is released.
+  pool.on('connect', (client) => {
+    client.on('error', (error) => {
+      process.stderr.write(`ledger pool: a connection in use failed (${error.message}); its statement fails and is retried\n`);
+    });
+  });
   return pool;
 }
 
