@@ -124,15 +124,20 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   const dbFilePath = resolve(opts.dbFilePath);
   await mkdir(dirname(dbFilePath), { recursive: true });
 
-  const [freePort, freeUiPort] = await findFreePorts(2, host);
+  const [freePort, freeUiPort, freeHttpPort] = await findFreePorts(3, host);
   const port = opts.port ?? freePort!;
   const uiPort = opts.uiPort === null ? null : (opts.uiPort ?? freeUiPort!);
-  const pickedPorts = new Set<number>();
+  // Picked here too, among the others, rather than left to the CLI: its own "random free port"
+  // probe ran while the gRPC port we had just probed was still free, and once took it, so the
+  // server failed to bind its own gRPC port.
+  const httpPort = freeHttpPort!;
+  const pickedPorts = new Set<number>([httpPort]);
   if (opts.port === undefined) pickedPorts.add(port);
   if (opts.uiPort === undefined && uiPort !== null) pickedPorts.add(uiPort);
   const args = buildArgs({
     dbFilePath,
     port,
+    httpPort,
     uiPort,
     namespace,
     searchAttributes,
@@ -213,13 +218,14 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
 function buildArgs(p: {
   dbFilePath: string;
   port: number;
+  httpPort: number;
   uiPort: number | null;
   namespace: string;
   searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
   dynamicConfigValues: Readonly<Record<string, unknown>>;
   sqlitePragmas: readonly string[];
 }): string[] {
-  const args = ['server', 'start-dev', '--db-filename', p.dbFilePath, '--ip', host, '--port', String(p.port)];
+  const args = ['server', 'start-dev', '--db-filename', p.dbFilePath, '--ip', host, '--port', String(p.port), '--http-port', String(p.httpPort)];
   args.push(...(p.uiPort === null ? ['--headless'] : ['--ui-port', String(p.uiPort)]));
   // "default" is always created by the dev server; naming it again would only register it twice.
   if (p.namespace !== 'default') args.push('--namespace', p.namespace);
@@ -328,7 +334,8 @@ function takenPorts(output: string): number[] {
   return output
     .split('\n')
     .filter((line) => /address already in use/i.test(line))
-    .flatMap((line) => [...line.matchAll(/port (\d+)/gi)].map((m) => Number(m[1])));
+    // "… port 7233 …" in the CLI's own messages, "listen tcp 127.0.0.1:7233: bind: …" in the server's.
+    .flatMap((line) => [...line.matchAll(/port (\d+)|:(\d+): bind/gi)].map((m) => Number(m[1] ?? m[2])));
 }
 
 function describe(err: unknown): string {
