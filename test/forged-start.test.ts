@@ -17,7 +17,7 @@ import { workerDataConverter } from '../src/codec/data-converter.js';
 import { resolveTemporalCliPath } from '../src/stack/temporal-cli.js';
 import { chargeTaskQueue, type ChargeWorkflowInput } from '../workflows/definitions.js';
 import { forgedStartType, startMismatches } from '../workflows/verify-start.js';
-import { balanceOf, chargeBody, fundedTenant, newKey, testPayloadProtection, testPolicy, useHarness } from './support/harness.js';
+import { balanceOf, chargeBody, fundedTenant, newKey, testPayloadProtection, tenantLedgerFootprint, testPolicy, useHarness } from './support/harness.js';
 import { encryptedInputArgs } from './support/temporal-cli.js';
 
 const h = useHarness();
@@ -77,18 +77,7 @@ async function failureOf(workflowId: string): Promise<ApplicationFailure> {
   return cause as ApplicationFailure;
 }
 
-/** What a tenant has in the ledger: every number a forged start must leave as it was. */
-async function ledgerFootprint(tenant: string) {
-  const rows = await h.pool.query<{ charges: number; transfers: number; entries: number }>(
-    `SELECT (SELECT count(*)::int FROM charges WHERE tenant = $1) AS charges,
-            (SELECT count(*)::int FROM transfers WHERE tenant = $1) AS transfers,
-            (SELECT count(*)::int FROM journal_entries WHERE tenant = $1) AS entries`,
-    [tenant],
-  );
-  const payer = await balanceOf(h.pool, tenant, 'payer');
-  const payee = await balanceOf(h.pool, tenant, 'payee');
-  return { ...rows.rows[0]!, payer: [payer.postedMinor, payer.pendingMinor], payee: [payee.postedMinor, payee.pendingMinor] };
-}
+const ledgerFootprint = (tenant: string) => tenantLedgerFootprint(h.pool, tenant);
 
 /** The event types of an execution: a refused start has no ledger step, local or remote, in it. */
 async function eventTypes(workflowId: string): Promise<string[]> {

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { parsePayloadKeyRing } from '../src/codec/key-ring.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { chargeTaskQueue } from '../workflows/definitions.js';
-import { balanceOf, chargeBody, fundedTenant, newKey, testPolicy, useHarness } from './support/harness.js';
+import { balanceOf, chargeBody, fundedTenant, newKey, tenantLedgerFootprint, testPolicy, useHarness } from './support/harness.js';
 import { encryptedInputArgs, plaintextInputArgs, temporalCli } from './support/temporal-cli.js';
 
 const h = useHarness();
@@ -19,17 +19,7 @@ const h = useHarness();
 /** The failure type the workflow ends an execution with when its input could not be decoded. */
 const undecodableInputType = 'UndecodableInput';
 
-async function ledgerFootprint(tenant: string) {
-  const rows = await h.pool.query<{ charges: number; transfers: number; entries: number }>(
-    `SELECT (SELECT count(*)::int FROM charges WHERE tenant = $1) AS charges,
-            (SELECT count(*)::int FROM transfers WHERE tenant = $1) AS transfers,
-            (SELECT count(*)::int FROM journal_entries WHERE tenant = $1) AS entries`,
-    [tenant],
-  );
-  const payer = await balanceOf(h.pool, tenant, 'payer');
-  const payee = await balanceOf(h.pool, tenant, 'payee');
-  return { ...rows.rows[0]!, payer: [payer.postedMinor, payer.pendingMinor], payee: [payee.postedMinor, payee.pendingMinor] };
-}
+const ledgerFootprint = (tenant: string) => tenantLedgerFootprint(h.pool, tenant);
 
 async function expectUndecodableInput(label: string, inputArgs: (intent: unknown) => string[], reason: RegExp): Promise<void> {
   const tenant = await fundedTenant(h, { label });

@@ -165,6 +165,19 @@ export async function balanceOf(pool: LedgerPool, tenant: string, id: string): P
 }
 
 /** Counts the debits the journal holds for one charge key: the number that must never exceed one. */
+/** What a tenant has in the ledger: every number a refused start or forgery must leave as it was. */
+export async function tenantLedgerFootprint(pool: LedgerPool, tenant: string) {
+  const rows = await pool.query<{ charges: number; transfers: number; entries: number }>(
+    `SELECT (SELECT count(*)::int FROM charges WHERE tenant = $1) AS charges,
+            (SELECT count(*)::int FROM transfers WHERE tenant = $1) AS transfers,
+            (SELECT count(*)::int FROM journal_entries WHERE tenant = $1) AS entries`,
+    [tenant],
+  );
+  const payer = await balanceOf(pool, tenant, 'payer');
+  const payee = await balanceOf(pool, tenant, 'payee');
+  return { ...rows.rows[0]!, payer: [payer.postedMinor, payer.pendingMinor], payee: [payee.postedMinor, payee.pendingMinor] };
+}
+
 export async function captureCount(pool: LedgerPool, tenant: string, key: string): Promise<number> {
   const result = await pool.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM transfers WHERE tenant = $1 AND kind = 'capture' AND reference = $2",
