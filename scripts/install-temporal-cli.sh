@@ -121,40 +121,10 @@ if [[ "${install_route}" != "go" ]]; then
   log "Falling back to building the CLI from source with Go."
 fi
 
-command -v "${go_bin}" >/dev/null 2>&1 \
-  || fail "Go ${MIN_GO_MAJOR}.${MIN_GO_MINOR}+ is required to build the Temporal CLI, but '${go_bin}' was not found on PATH. Install Go ${MIN_GO_MAJOR}.${MIN_GO_MINOR}+ (or put it on PATH / point GO at it), or set TEMPORAL_CLI_PATH to an existing temporal binary."
-
-# GOTOOLCHAIN=local everywhere below: an older Go must fail here with a clear message rather than
-# quietly try to fetch a newer toolchain.
-go_version="$(GOTOOLCHAIN=local "${go_bin}" env GOVERSION)"   # e.g. go1.26.8, go1.25rc1
-if [[ ! "${go_version}" =~ ^go([0-9]+)\.([0-9]+) ]]; then
-  fail "Could not parse the Go version '${go_version}' reported by '${go_bin}'."
-fi
-go_major="${BASH_REMATCH[1]}"
-go_minor="${BASH_REMATCH[2]}"
-if (( go_major < MIN_GO_MAJOR || (go_major == MIN_GO_MAJOR && go_minor < MIN_GO_MINOR) )); then
-  fail "Temporal CLI ${CLI_VERSION} needs Go >= ${MIN_GO_MAJOR}.${MIN_GO_MINOR}, but '${go_bin}' is ${go_version}. Install a newer Go, or set TEMPORAL_CLI_PATH to an existing temporal binary."
-fi
-log "Using ${go_version} ($(command -v "${go_bin}"))."
-
-# Prefer the user's default Go caches so a rerun (or another checkout) reuses the compiled
-# packages; fall back to project-local caches only when the defaults are not writable.
-writable_dir() {
-  local dir="$1"
-  [[ -n "${dir}" && "${dir}" != "off" ]] || return 1
-  mkdir -p "${dir}" 2>/dev/null || return 1
-  [[ -w "${dir}" ]]
-}
-go_env=(GOTOOLCHAIN=local)
-if ! writable_dir "$(GOTOOLCHAIN=local "${go_bin}" env GOMODCACHE)"; then
-  log "Default GOMODCACHE is not writable; using ${tools_dir}/go."
-  # -modcacherw: Go makes its module cache read-only, which would make `rm -rf .tools` fail.
-  go_env+=("GOPATH=${tools_dir}/go" "GOMODCACHE=${tools_dir}/go/pkg/mod" "GOFLAGS=${GOFLAGS:-} -modcacherw")
-fi
-if ! writable_dir "$(GOTOOLCHAIN=local "${go_bin}" env GOCACHE)"; then
-  log "Default GOCACHE is not writable; using ${tools_dir}/go-build-cache."
-  go_env+=("GOCACHE=${tools_dir}/go-build-cache")
-fi
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+require_go "Temporal CLI ${CLI_VERSION}" "${MIN_GO_MAJOR}" "${MIN_GO_MINOR}" "Install Go ${MIN_GO_MAJOR}.${MIN_GO_MINOR}+ (or put it on PATH / point GO at it), or set TEMPORAL_CLI_PATH to an existing temporal binary."
+go_build_env
 
 mkdir -p "${bin_dir}"
 log "Building ${CLI_MODULE}@v${CLI_VERSION} through the Go module proxy."

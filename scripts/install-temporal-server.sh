@@ -58,38 +58,10 @@ if [[ -x "${server_bin}" && -x "${sql_tool_bin}" ]] && schema_present \
   exit 0
 fi
 
-command -v "${go_bin}" >/dev/null 2>&1 \
-  || fail "Go ${MIN_GO_MAJOR}.${MIN_GO_MINOR}+ is required to build the Temporal server, but '${go_bin}' was not found on PATH. Install Go (or point GO at it); only the cluster stack needs the server, the dev stack does not (TEMPORAL_SERVER_INSTALL_SKIP=1 skips this)."
-
-# GOTOOLCHAIN=local: an older Go must fail here with a clear message, not fetch a toolchain.
-go_version="$(GOTOOLCHAIN=local "${go_bin}" env GOVERSION)"
-if [[ ! "${go_version}" =~ ^go([0-9]+)\.([0-9]+) ]]; then
-  fail "Could not parse the Go version '${go_version}' reported by '${go_bin}'."
-fi
-go_major="${BASH_REMATCH[1]}"
-go_minor="${BASH_REMATCH[2]}"
-if (( go_major < MIN_GO_MAJOR || (go_major == MIN_GO_MAJOR && go_minor < MIN_GO_MINOR) )); then
-  fail "Temporal server ${SERVER_VERSION} needs Go >= ${MIN_GO_MAJOR}.${MIN_GO_MINOR}, but '${go_bin}' is ${go_version}."
-fi
-log "Using ${go_version} ($(command -v "${go_bin}"))."
-
-# Same cache policy as the CLI installer: the user's default caches when writable (shared with the
-# CLI build, which compiles many of the same packages), project-local ones otherwise.
-writable_dir() {
-  local dir="$1"
-  [[ -n "${dir}" && "${dir}" != "off" ]] || return 1
-  mkdir -p "${dir}" 2>/dev/null || return 1
-  [[ -w "${dir}" ]]
-}
-go_env=(GOTOOLCHAIN=local)
-if ! writable_dir "$(GOTOOLCHAIN=local "${go_bin}" env GOMODCACHE)"; then
-  log "Default GOMODCACHE is not writable; using ${tools_dir}/go."
-  go_env+=("GOPATH=${tools_dir}/go" "GOMODCACHE=${tools_dir}/go/pkg/mod" "GOFLAGS=${GOFLAGS:-} -modcacherw")
-fi
-if ! writable_dir "$(GOTOOLCHAIN=local "${go_bin}" env GOCACHE)"; then
-  log "Default GOCACHE is not writable; using ${tools_dir}/go-build-cache."
-  go_env+=("GOCACHE=${tools_dir}/go-build-cache")
-fi
+# shellcheck source=lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+require_go "Temporal server ${SERVER_VERSION}" "${MIN_GO_MAJOR}" "${MIN_GO_MINOR}" "Install Go (or point GO at it); only the cluster stack needs the server, the dev stack does not (TEMPORAL_SERVER_INSTALL_SKIP=1 skips this)."
+go_build_env
 
 started_s=${SECONDS}
 scratch="$(mktemp -d)"
