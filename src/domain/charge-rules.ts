@@ -13,7 +13,7 @@ export interface ChargeStateRefusal {
 }
 
 export function isOpen(charge: Charge): boolean {
-  return charge.status === 'pending' || charge.status === 'reserved';
+  return charge.status === 'pending' || charge.status === 'requires_action' || charge.status === 'reserved';
 }
 
 export function hasSucceeded(charge: Charge): boolean {

@@ -3,6 +3,7 @@
  */
 import type { captureModes } from './capture-modes.js';
 import type { declineCodes } from './refusals.js';
+import type { ChargeProviderPayment, ProviderPaymentMethod } from './providers.js';
 
 /** How a charge moves its money: the list, which the wire and tool schemas use too, is `captureModes` (src/domain/capture-modes.ts). */
 export type CaptureMode = (typeof captureModes)[number];
@@ -16,6 +17,8 @@ export type HoldState = 'DECLINED' | 'TRIED' | 'CONFIRMED' | 'CANCELLED';
  */
 export const chargeStatuses = [
   'pending',
+  /** A provider charge whose payer must act (3-D Secure): `provider.nextAction` says how; it expires with the hold. */
+  'requires_action',
   'reserved',
   'succeeded',
   'declined',
@@ -32,6 +35,7 @@ export type DeclineCode = (typeof declineCodes)[number];
 /** The business fields of a charge: what the caller asked for, validated. */
 export interface ChargeRequest {
   orderId: string;
+  /** A provider charge's payer is its clearing account (src/domain/providers.ts, clearingAccountId). */
   payerAccountId: string;
   payeeAccountId: string;
   amountMinor: number;
@@ -39,6 +43,8 @@ export interface ChargeRequest {
   captureMode: CaptureMode;
   description: string | null;
   metadata: Record<string, string> | null;
+  /** Present for a charge paid through a provider: the payer's instrument there. */
+  paymentMethod?: ProviderPaymentMethod;
 }
 
 /** A charge as stored: the ledger row is the source of truth once Try has run. */
@@ -65,6 +71,8 @@ export interface Charge {
   holdExpiresAt: string | null;
   createdAt: string;
   updatedAt: string;
+  /** A provider charge's provider side; absent for a charge between ledger accounts. */
+  provider?: ChargeProviderPayment;
 }
 
 /** Statuses after which nothing but refunds can change the charge. */
@@ -85,12 +93,13 @@ export function statusOfHold(
   holdState: HoldState,
   amountCapturedMinor: number,
   amountRefundedMinor: number,
+  providerState: string | null = null,
 ): ChargeStatus {
   switch (holdState) {
     case 'DECLINED':
       return 'declined';
     case 'TRIED':
-      return 'reserved';
+      return providerState === 'requires_action' ? 'requires_action' : 'reserved';
     case 'CANCELLED':
       return 'cancelled';
     case 'CONFIRMED':

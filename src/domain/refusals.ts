@@ -33,6 +33,12 @@ export const ledgerRefusals = {
    * only a hold from before that rule. The workflow cancels it, so the money goes back to the payer.
    */
   chargeNotAllowed: { type: 'ChargeNotAllowed', sqlState: 'CGK02' },
+  /** Cancel of a provider charge whose capture was sent and not yet answered: the money may be moving there. */
+  providerCaptureInFlight: { type: 'ProviderCaptureInFlight', sqlState: 'CGH05' },
+  /** A second provider payment for one charge: a duplicate at the provider, to be voided, never recorded. */
+  providerPaymentConflict: { type: 'ProviderPaymentConflict', sqlState: 'CGP01' },
+  /** A provider step on a charge that is not a provider charge, or not in the state the step needs. */
+  providerStepNotAllowed: { type: 'ProviderStepNotAllowed', sqlState: 'CGP02' },
 } as const;
 
 export type LedgerRefusalName = keyof typeof ledgerRefusals;

@@ -55,7 +55,10 @@ export function versionedFingerprint(version: FingerprintVersion, hex: string): 
 function chargeBodyOf(request: ChargeRequest): Record<string, unknown> {
   return {
     order_id: request.orderId,
-    payer_account_id: request.payerAccountId,
+    // A provider charge's payer is derived (its clearing account): the instrument is what was asked for.
+    ...(request.paymentMethod
+      ? { payment_method: request.paymentMethod.id, provider: request.paymentMethod.provider }
+      : { payer_account_id: request.payerAccountId }),
     payee_account_id: request.payeeAccountId,
     amount: request.amountMinor,
     currency: request.currency,

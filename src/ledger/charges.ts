@@ -1,5 +1,6 @@
 import type { Charge, ChargeIntent, DeclineCode, HoldState, CaptureMode } from '../domain/charge.js';
 import { statusOfHold } from '../domain/charge.js';
+import type { ChargeProviderPayment, ProviderName, ProviderPaymentState } from '../domain/providers.js';
 import type { LedgerPool } from './pool.js';
 import { classifyLedgerError } from './errors.js';
 import { stepBatcher, type StepRunner } from './step-batches.js';
@@ -29,6 +30,15 @@ export interface ChargeRow {
   hold_expires_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Provider charges (migration 160); optional for rows read before the columns existed. */
+  provider?: string | null;
+  payment_method?: string | null;
+  provider_payment_id?: string | null;
+  provider_state?: ProviderPaymentState | null;
+  provider_next_action?: unknown;
+  provider_decline_code?: string | null;
+  provider_authorize_sent_at?: Date | null;
+  provider_capture_sent_at?: Date | null;
 }
 
 /** The ledger's view of a charge, with the hold state the truth table speaks of. */
@@ -46,7 +56,7 @@ export function fromRow(row: ChargeRow): LedgerCharge {
       id: row.id,
       tenant: row.tenant,
       idempotencyKey: row.idempotency_key,
-      status: statusOfHold(row.hold_state, row.captured_minor, row.refunded_minor),
+      status: statusOfHold(row.hold_state, row.captured_minor, row.refunded_minor, row.provider_state ?? null),
       amountMinor: row.amount_minor,
       amountCapturedMinor: row.captured_minor,
       amountRefundedMinor: row.refunded_minor,
@@ -64,11 +74,23 @@ export function fromRow(row: ChargeRow): LedgerCharge {
       holdExpiresAt: row.hold_expires_at?.toISOString() ?? null,
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
+      ...(row.provider ? { provider: providerPaymentOf(row) } : {}),
     },
   };
 }
 
-function intentParams(intent: ChargeIntent): unknown[] {
+function providerPaymentOf(row: ChargeRow): ChargeProviderPayment {
+  return {
+    provider: row.provider as ProviderName,
+    paymentMethod: row.payment_method ?? '',
+    paymentId: row.provider_payment_id ?? null,
+    state: row.provider_state ?? null,
+    nextAction: row.provider_next_action ?? null,
+    declineCode: row.provider_decline_code ?? null,
+  };
+}
+
+export function intentParams(intent: ChargeIntent): unknown[] {
   const r = intent.request;
   return [
     intent.tenant, intent.idempotencyKey, intent.chargeId, intent.fingerprint,
@@ -78,7 +100,7 @@ function intentParams(intent: ChargeIntent): unknown[] {
 }
 
 /** A ledger function call as a named prepared statement: parsed and planned once per connection. */
-interface LedgerStatement {
+export interface LedgerStatement {
   name: string;
   text: string;
 }
@@ -90,7 +112,7 @@ interface LedgerStatement {
  * must not change result type", SQLSTATE 0A000, raised before anything runs); that connection is
  * then dropped and the call runs once more on a fresh one.
  */
-async function callLedgerFunction(pool: LedgerPool, statement: LedgerStatement, values: unknown[]): Promise<LedgerCharge> {
+export async function callLedgerFunction(pool: LedgerPool, statement: LedgerStatement, values: unknown[]): Promise<LedgerCharge> {
   const row = (await queryLedgerStatement(pool, statement, values))[0];
   if (!row) throw new Error(`ledger function returned no row: ${statement.text}`);
   return fromRow(row);

@@ -74,6 +74,14 @@ CREATE TABLE charges (
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
   created_by_key_id text,
+  provider text,
+  payment_method text,
+  provider_payment_id text,
+  provider_state text,
+  provider_next_action jsonb,
+  provider_decline_code text,
+  provider_authorize_sent_at timestamp with time zone,
+  provider_capture_sent_at timestamp with time zone,
   CONSTRAINT charges_amount_minor_check CHECK (amount_minor > 0),
   CONSTRAINT charges_capture_mode_check CHECK (capture_mode = ANY (ARRAY['automatic'::text, 'manual'::text])),
   CONSTRAINT charges_captured_only_when_confirmed CHECK (hold_state = 'CONFIRMED'::text AND captured_minor >= 1 AND captured_minor <= amount_minor OR hold_state <> 'CONFIRMED'::text AND captured_minor = 0),
@@ -84,6 +92,9 @@ CREATE TABLE charges (
   CONSTRAINT charges_id_key UNIQUE (id),
   CONSTRAINT charges_idempotency_key_check CHECK (length(idempotency_key) >= 1 AND length(idempotency_key) <= 255),
   CONSTRAINT charges_pkey PRIMARY KEY (tenant, idempotency_key),
+  CONSTRAINT charges_provider_captured_when_confirmed CHECK (provider_state IS DISTINCT FROM 'captured'::text OR hold_state = 'CONFIRMED'::text),
+  CONSTRAINT charges_provider_named CHECK ((provider IS NULL) = (payment_method IS NULL) AND (provider IS NULL OR provider ~ '^[a-z][a-z0-9_]{0,31}$'::text) AND (payment_method IS NULL OR payment_method ~ '^[A-Za-z0-9_]{1,255}$'::text)),
+  CONSTRAINT charges_provider_state CHECK (provider_state IS NULL OR provider IS NOT NULL AND (provider_state = ANY (ARRAY['authorizing'::text, 'requires_action'::text, 'authorized'::text, 'captured'::text, 'voided'::text, 'declined'::text]))),
   CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
 );
 
@@ -232,6 +243,8 @@ CREATE INDEX charges_created_by_key_recent ON public.charges USING btree (create
 CREATE INDEX charges_open_holds ON public.charges USING btree (hold_expires_at) WHERE (hold_state = 'TRIED'::text);
 CREATE INDEX charges_open_holds_by_key ON public.charges USING btree (created_by_key_id) WHERE ((hold_state = 'TRIED'::text) AND (created_by_key_id IS NOT NULL));
 CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant) WHERE (hold_state = 'TRIED'::text);
+CREATE INDEX charges_provider_open ON public.charges USING btree (tenant, created_at) WHERE ((provider IS NOT NULL) AND (provider_state = ANY (ARRAY['authorizing'::text, 'requires_action'::text, 'authorized'::text])));
+CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (provider, provider_payment_id) WHERE (provider_payment_id IS NOT NULL);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
@@ -449,6 +462,12 @@ BEGIN
       RAISE EXCEPTION 'charge % was already captured; refund it instead', p_key USING ERRCODE = 'CGH04';
     ELSE NULL; -- TRIED: release below
   END CASE;
+  IF r.provider_capture_sent_at IS NOT NULL THEN
+    -- A provider charge whose capture was sent and not yet answered: the money may be moving at
+    -- the provider, so the hold stays until the capture's answer is recorded (docs/providers.md).
+    RAISE EXCEPTION 'charge % is being captured at its provider; it cannot be cancelled now', p_key
+      USING ERRCODE = 'CGH05';
+  END IF;
 
   UPDATE accounts SET pending_minor = pending_minor - r.held_minor
    WHERE tenant = p_tenant AND id = r.payer_account_id;
@@ -657,6 +676,273 @@ BEGIN
     RETURN 'key_not_authorized';
   END IF;
   RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_authorize_begin(p_tenant text, p_key text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  SELECT * INTO r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'charge % was never tried; nothing to authorize', p_key USING ERRCODE = 'CGH02';
+  END IF;
+  IF r.provider IS NULL THEN
+    RAISE EXCEPTION 'charge % is not a provider charge', p_key USING ERRCODE = 'CGP02';
+  END IF;
+  IF r.hold_state = 'CANCELLED' THEN
+    RAISE EXCEPTION 'charge % was cancelled; authorize will not be sent', p_key USING ERRCODE = 'CGH01';
+  END IF;
+  IF r.hold_state = 'TRIED' AND r.provider_state IS NULL THEN
+    UPDATE charges SET provider_state = 'authorizing', provider_authorize_sent_at = now(), updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  END IF;
+  RETURN r; -- DECLINED, CONFIRMED, or a hold whose authorize was already sent or answered
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_authorized(p_tenant text, p_key text, p_payment_id text, p_state text, p_next_action jsonb)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  IF p_state NOT IN ('authorized', 'requires_action') THEN
+    RAISE EXCEPTION 'ledger_provider_authorized records authorized or requires_action, not %', p_state
+      USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key FOR UPDATE;
+  IF NOT FOUND OR r.provider IS NULL THEN
+    RAISE EXCEPTION 'charge % is not a provider charge the ledger knows', p_key USING ERRCODE = 'CGP02';
+  END IF;
+  IF r.provider_payment_id IS NOT NULL AND r.provider_payment_id <> p_payment_id THEN
+    RAISE EXCEPTION 'charge % already has provider payment %; % is a duplicate', p_key, r.provider_payment_id, p_payment_id
+      USING ERRCODE = 'CGP01';
+  END IF;
+
+  IF r.hold_state = 'TRIED' AND r.provider_state IN ('authorizing', 'requires_action') THEN
+    UPDATE charges SET provider_payment_id = p_payment_id, provider_state = p_state,
+                       provider_next_action = CASE WHEN p_state = 'requires_action' THEN p_next_action END,
+                       updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  ELSIF r.provider_payment_id IS NULL THEN
+    -- Cancelled (or decided) meanwhile: keep the id for the void, change nothing else.
+    UPDATE charges SET provider_payment_id = p_payment_id, updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  END IF;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_capture_begin(p_tenant text, p_key text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  SELECT * INTO r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'charge % was never tried; nothing to capture', p_key USING ERRCODE = 'CGH02';
+  END IF;
+  CASE r.hold_state
+    WHEN 'CONFIRMED' THEN RETURN r;
+    WHEN 'CANCELLED' THEN
+      RAISE EXCEPTION 'charge % was cancelled; it can no longer be captured', p_key USING ERRCODE = 'CGH01';
+    WHEN 'DECLINED' THEN
+      RAISE EXCEPTION 'charge % was declined (%); nothing to capture', p_key, r.decline_code USING ERRCODE = 'CGH03';
+    ELSE NULL;
+  END CASE;
+  IF r.provider_state IS DISTINCT FROM 'authorized' OR r.provider_payment_id IS NULL THEN
+    RAISE EXCEPTION 'charge % is not authorized at its provider (state %); nothing to capture', p_key, r.provider_state
+      USING ERRCODE = 'CGP02';
+  END IF;
+  IF r.provider_capture_sent_at IS NULL THEN
+    UPDATE charges SET provider_capture_sent_at = now(), updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  END IF;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_capture_refused(p_tenant text, p_key text, p_state text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  UPDATE charges SET provider_capture_sent_at = NULL, provider_state = coalesce(p_state, provider_state),
+                     updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key AND hold_state = 'TRIED' AND provider IS NOT NULL
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key;
+  END IF;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_confirm(p_tenant text, p_key text, p_captured_minor bigint)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  SELECT * INTO r FROM ledger_confirm(p_tenant, p_key, p_captured_minor);
+  IF r.provider IS NULL THEN
+    RAISE EXCEPTION 'charge % is not a provider charge', p_key USING ERRCODE = 'CGP02';
+  END IF;
+  IF r.provider_state IS DISTINCT FROM 'captured' THEN
+    UPDATE charges SET provider_state = 'captured', provider_capture_sent_at = coalesce(provider_capture_sent_at, now()),
+                       updated_at = now()
+     WHERE tenant = p_tenant AND idempotency_key = p_key
+     RETURNING * INTO STRICT r;
+  END IF;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_declined(p_tenant text, p_key text, p_payment_id text, p_decline_code text, p_provider_decline_code text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  SELECT * INTO r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key FOR UPDATE;
+  IF NOT FOUND OR r.provider IS NULL THEN
+    RAISE EXCEPTION 'charge % is not a provider charge the ledger knows', p_key USING ERRCODE = 'CGP02';
+  END IF;
+  IF r.provider_payment_id IS NOT NULL AND p_payment_id IS NOT NULL AND r.provider_payment_id <> p_payment_id THEN
+    RAISE EXCEPTION 'charge % already has provider payment %; % is a duplicate', p_key, r.provider_payment_id, p_payment_id
+      USING ERRCODE = 'CGP01';
+  END IF;
+  IF r.hold_state <> 'TRIED' OR r.provider_state NOT IN ('authorizing', 'requires_action') THEN
+    RETURN r;
+  END IF;
+
+  UPDATE accounts SET pending_minor = pending_minor - r.held_minor
+   WHERE tenant = p_tenant AND id = r.payer_account_id;
+  UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
+                     decline_code = p_decline_code, provider_state = 'declined',
+                     provider_decline_code = p_provider_decline_code,
+                     provider_payment_id = coalesce(provider_payment_id, p_payment_id),
+                     provider_next_action = NULL, updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key
+   RETURNING * INTO STRICT r;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_try(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_provider text, p_payment_method text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint, p_key_id text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+  v_key api_keys;
+  v_payee accounts;
+  v_clearing text := '@provider/' || p_provider || '/' || p_currency;
+  v_decline text;
+BEGIN
+  INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id,
+                       payee_account_id, currency, amount_minor, capture_mode, description, metadata,
+                       hold_state, held_minor, hold_expires_at, created_by_key_id,
+                       provider, payment_method)
+  VALUES (p_tenant, p_key, p_charge_id, p_fingerprint, p_order_id, v_clearing, p_payee, p_currency,
+          p_amount_minor, p_capture_mode, p_description, p_metadata, 'TRIED', p_amount_minor,
+          CASE WHEN p_capture_mode = 'manual' THEN now() + p_hold_ttl_ms * interval '1 millisecond' END,
+          p_key_id, p_provider, p_payment_method)
+  ON CONFLICT DO NOTHING
+  RETURNING * INTO r;
+
+  IF NOT FOUND THEN
+    SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key;
+    IF r.fingerprint <> p_fingerprint THEN
+      RAISE EXCEPTION 'idempotency key % was first used for a different request', p_key
+        USING ERRCODE = 'CGI01';
+    END IF;
+    IF r.hold_state = 'CANCELLED' THEN
+      RAISE EXCEPTION 'charge % was cancelled before this Try; it will not reserve', p_key
+        USING ERRCODE = 'CGH01';
+    END IF;
+    RETURN r;
+  END IF;
+
+  IF p_amount_minor > ledger_amount_minor_max() THEN
+    v_decline := 'amount_too_large';
+  ELSE
+    IF p_key_id IS NOT NULL THEN
+      SELECT * INTO v_key FROM api_keys WHERE id = p_key_id;
+    END IF;
+    v_decline := ledger_key_refusal(p_tenant, p_key_id, v_key, ARRAY['agent', 'admin']);
+    IF v_decline IS NULL AND p_key_id IS NOT NULL AND (
+         p_amount_minor > v_key.max_amount_minor OR p_amount_minor > v_key.daily_limit_minor
+         OR p_currency <> v_key.currency OR p_payee <> ALL (v_key.allowed_payee_account_ids)) THEN
+      v_decline := 'mandate_exceeded';
+    END IF;
+  END IF;
+
+  IF v_decline IS NULL AND v_key.daily_limit_minor IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended('ledger_try mandate ' || p_key_id, 0));
+    IF (SELECT coalesce(sum(c.held_minor + c.captured_minor), 0) FROM charges c
+         WHERE c.created_by_key_id = p_key_id AND c.created_at > now() - interval '24 hours'
+           AND c.id <> p_charge_id)
+       + p_amount_minor > v_key.daily_limit_minor THEN
+      v_decline := 'mandate_exceeded';
+    END IF;
+  END IF;
+
+  IF v_decline IS NULL THEN
+    SELECT * INTO v_payee FROM accounts WHERE tenant = p_tenant AND id = p_payee;
+    v_decline := CASE
+      WHEN v_payee.id IS NULL OR v_payee.is_system THEN 'unknown_account'
+      WHEN v_payee.currency <> p_currency THEN 'currency_mismatch'
+      WHEN v_payee.frozen THEN 'account_frozen'
+    END;
+  END IF;
+
+  IF v_decline IS NULL THEN
+    INSERT INTO accounts (tenant, id, currency, allow_overdraft, is_system)
+    VALUES (p_tenant, v_clearing, p_currency, true, true)
+    ON CONFLICT DO NOTHING;
+    UPDATE accounts SET pending_minor = pending_minor + p_amount_minor
+     WHERE tenant = p_tenant AND id = v_clearing AND is_system AND allow_overdraft AND currency = p_currency;
+    IF NOT FOUND THEN
+      -- Someone made an ordinary account under the clearing account's name: never reserve on it.
+      v_decline := 'unknown_account';
+    ELSE
+      RETURN r;
+    END IF;
+  END IF;
+
+  UPDATE charges SET hold_state = 'DECLINED', held_minor = 0, hold_expires_at = NULL,
+                     decline_code = v_decline, updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key
+   RETURNING * INTO STRICT r;
+  RETURN r;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_provider_voided(p_tenant text, p_key text, p_payment_id text)
+ RETURNS charges
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+BEGIN
+  UPDATE charges SET provider_state = 'voided', provider_next_action = NULL,
+                     provider_payment_id = coalesce(provider_payment_id, p_payment_id), updated_at = now()
+   WHERE tenant = p_tenant AND idempotency_key = p_key AND provider IS NOT NULL
+     AND hold_state = 'CANCELLED' AND provider_state IS DISTINCT FROM 'voided'
+     AND (p_payment_id IS NULL OR provider_payment_id IS NULL OR provider_payment_id = p_payment_id)
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    SELECT * INTO STRICT r FROM charges WHERE tenant = p_tenant AND idempotency_key = p_key;
+  END IF;
+  RETURN r;
 END $function$;
 
 CREATE OR REPLACE FUNCTION public.ledger_refund(p_tenant text, p_charge_key text, p_refund_key text, p_refund_id text, p_fingerprint text, p_amount_minor bigint, p_key_id text)

@@ -183,6 +183,7 @@ function holdStateOf(status: ChargeStatus): HoldState | null {
     case 'cancelled':
       return 'CANCELLED';
     case 'pending':
+    case 'requires_action':
     case 'reserved':
       return null;
   }

@@ -1,7 +1,8 @@
 -- Cancel: release the hold. Cancel before any Try leaves a tombstone (null compensation), so a late
 -- Try cannot reserve (anti-hanging). `ON CONFLICT DO NOTHING` without a target for the same reason
 -- as in ledger_try. The release updates the payer's row directly: it lowers pending, never
--- available, and a direct update and a pending posting simply add up.
+-- available, and a direct update and a pending posting simply add up. A provider charge's hold is
+-- released the same way (its payer is the clearing account); the void at the provider follows.
 
 CREATE OR REPLACE FUNCTION ledger_cancel(
   p_tenant text, p_key text, p_charge_id text, p_fingerprint text,
@@ -30,6 +31,12 @@ BEGIN
       RAISE EXCEPTION 'charge % was already captured; refund it instead', p_key USING ERRCODE = 'CGH04';
     ELSE NULL; -- TRIED: release below
   END CASE;
+  IF r.provider_capture_sent_at IS NOT NULL THEN
+    -- A provider charge whose capture was sent and not yet answered: the money may be moving at
+    -- the provider, so the hold stays until the capture's answer is recorded (docs/providers.md).
+    RAISE EXCEPTION 'charge % is being captured at its provider; it cannot be cancelled now', p_key
+      USING ERRCODE = 'CGH05';
+  END IF;
 
   UPDATE accounts SET pending_minor = pending_minor - r.held_minor
    WHERE tenant = p_tenant AND id = r.payer_account_id;
