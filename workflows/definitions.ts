@@ -1,4 +1,4 @@
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import type { Refund, RefundIntent } from '../src/domain/refund.js';
 
@@ -40,6 +40,20 @@ export interface CaptureArgs {
 }
 
 export const chargeStatusQuery = defineQuery<Charge>('status');
+
+/**
+ * A provider's verified event about a provider charge's payment (the webhook receiver signals it,
+ * deduplicated by event id). A snapshot, in any order and possibly late: the workflow never takes
+ * it as the truth, only as the moment to look the payment up again.
+ */
+export interface ProviderEventSignal {
+  /** The provider's event id (Stripe: `evt_…`). */
+  eventId: string;
+  /** The provider's event type (Stripe: `payment_intent.amount_capturable_updated`). */
+  type: string;
+  paymentId: string | null;
+}
+export const providerEventSignal = defineSignal<[ProviderEventSignal]>('providerEvent');
 export const cancelChargeUpdate = defineUpdate<Charge, []>('cancel');
 export const captureChargeUpdate = defineUpdate<Charge, [CaptureArgs]>('capture');
 
