@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { ChildProcess } from 'node:child_process';
-import { Connection, type TLSConfig } from '@temporalio/client';
+import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { hasExited } from './child-process.js';
 import type { TemporalClusterTls } from './temporal-cluster-config.js';
@@ -133,6 +133,47 @@ export async function ensureNamespace(p: {
   );
   if (wrongType !== null) throw wrongType;
   if (!listed.ok) throw new Error(`namespace ${p.namespace} did not list the charge search attributes before the deadline: ${describe(listed.lastError)}`);
+
+  // Listed is not yet usable: the operator service reads the mapping from persistence, while a
+  // start is validated against the frontend's namespace cache, refreshed on its own timer (a test
+  // once saw "Namespace default has no mapping defined for search attribute ChargeTenant" right
+  // after the list succeeded). A real start carrying every attribute is the only proof.
+  const usable = await pollUntil(
+    () => withConnection(p.address, p.deadlineMs, (connection) => startsWithAttributes(connection, p.namespace, wanted), p.tls),
+    { deadlineMs: p.deadlineMs, intervalMs: 250, signal: p.serverGone },
+  );
+  if (!usable.ok) throw new Error(`namespace ${p.namespace} did not accept a start with the charge search attributes before the deadline: ${describe(usable.lastError)}`);
+}
+
+/** A value of each kind, for the probe start. */
+const probeValueByKind: Readonly<Record<SearchAttributeKind, unknown>> = {
+  Text: 'probe',
+  Keyword: 'probe',
+  Int: 0,
+  Double: 0,
+  Bool: false,
+  Datetime: new Date(0),
+  KeywordList: 'probe',
+};
+
+/** Starts (and at once terminates) a workflow nobody runs, carrying every attribute: false while the frontend refuses them. */
+async function startsWithAttributes(connection: Connection, namespace: string, wanted: [string, SearchAttributeKind][]): Promise<boolean> {
+  const client = new Client({ connection, namespace });
+  const searchAttributes = Object.fromEntries(wanted.map(([name, kind]) => [name, [probeValueByKind[kind]]]));
+  try {
+    const handle = await client.workflow.start('ChargeguardSearchAttributeProbe', {
+      taskQueue: readinessProbeTaskQueue,
+      workflowId: `${readinessProbeWorkflowId}/search-attributes/${Date.now()}`,
+      // The untyped form: the probe knows only names and kinds, not the SDK's typed keys.
+      searchAttributes: searchAttributes as never,
+      workflowExecutionTimeout: '1 minute',
+    });
+    await handle.terminate('search attribute probe');
+    return true;
+  } catch (err) {
+    if (String((err as { cause?: { details?: unknown } }).cause?.details ?? (err as Error).message).includes('no mapping defined')) return false;
+    throw err;
+  }
 }
 
 class WrongSearchAttributeType extends Error {}
