@@ -11,3 +11,5 @@ export type {
   StrandedHold,
   WorkflowRunningProbe,
 } from './hold-sweeper-activities.js';
+export { createProviderActivities } from './provider-activities.js';
+export type { ProviderActivities, ProviderActivityHooks, ProviderStepName } from './provider-activities.js';

@@ -5,6 +5,7 @@ import { stepBudgetSpent } from '../src/domain/refusals.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import type { LedgerCharge } from '../src/ledger/charges.js';
 import { cancelHold, confirmHold, readCharge, tryHold } from '../src/ledger/charges.js';
+import { tryProviderHold } from '../src/ledger/provider-charges.js';
 import { IncurableLedgerError, LedgerRefusalError, classifyLedgerError } from '../src/ledger/errors.js';
 
 export type LedgerStep = 'try' | 'confirm' | 'cancel';
@@ -27,7 +28,7 @@ export interface LedgerActivityHooks {
  * (class 42) on Cancel or a read: those tell nothing about the ledger's state, and a hold must be
  * released once an operator repairs the schema, so they stay system faults and are retried.
  */
-function asActivityFailure(thrown: unknown, call: LedgerCall): unknown {
+export function asActivityFailure(thrown: unknown, call: LedgerCall): unknown {
   const error = classifyLedgerError(thrown);
   if (error instanceof LedgerRefusalError) {
     return ApplicationFailure.create({ type: error.type, message: error.message, nonRetryable: true });
@@ -54,13 +55,13 @@ function asActivityFailure(thrown: unknown, call: LedgerCall): unknown {
  * SDK (the worker drops it when it fires between attempts) and restarts with the worker. Remote
  * activities without a deadline are left to the server, which enforces schedule-to-close itself.
  */
-function stepDeadlineMs(info: Info | null, deadlineEpochMs: number | undefined): number | null {
+export function stepDeadlineMs(info: Info | null, deadlineEpochMs: number | undefined): number | null {
   if (deadlineEpochMs !== undefined) return deadlineEpochMs;
   if (!info?.isLocal || !info.scheduleToCloseTimeoutMs) return null;
   return info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
 }
 
-function budgetSpent(info: Info | null, deadlineMs: number, nowMs: number): boolean {
+export function budgetSpent(info: Info | null, deadlineMs: number, nowMs: number): boolean {
   const policy = info?.retryPolicy;
   // The worker hands the policy over in milliseconds (decompiled from the protobuf durations).
   const initialMs = typeof policy?.initialInterval === 'number' ? policy.initialInterval : 1_000;
@@ -69,7 +70,7 @@ function budgetSpent(info: Info | null, deadlineMs: number, nowMs: number): bool
   return nowMs + nextBackoffMs >= deadlineMs;
 }
 
-function currentActivityInfo(): Info | null {
+export function currentActivityInfo(): Info | null {
   try {
     return Context.current().info;
   } catch {
@@ -111,7 +112,9 @@ export function createLedgerActivities(pool: LedgerPool, hooks: LedgerActivityHo
 
   return {
     async tryCharge(intent: ChargeIntent, holdTtlMs: number, deadlineEpochMs?: number): Promise<LedgerCharge> {
-      return step('try', intent.tenant, intent.idempotencyKey, () => tryHold(pool, intent, holdTtlMs), deadlineEpochMs);
+      // A provider charge reserves on its clearing account (ledger_provider_try); its key and mandate rules are Try's.
+      const reserve = intent.request.paymentMethod ? tryProviderHold : tryHold;
+      return step('try', intent.tenant, intent.idempotencyKey, () => reserve(pool, intent, holdTtlMs), deadlineEpochMs);
     },
 
     async confirmCharge(

@@ -13,8 +13,10 @@ import {
   cancelChargeUpdate,
   captureChargeUpdate,
   chargeStatusQuery,
+  providerEventSignal,
   type ChargeWorkflowInput,
 } from './definitions.js';
+import { providerStepFailure, providerSteps } from './provider-steps.js';
 import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { chargeShapeOf } from './charge-generations.js';
@@ -61,8 +63,15 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
   let cancelRequested = false;
   /** undefined until a capture is asked for; null captures the whole hold. */
   let captureMinor: number | null | undefined;
+  /** A provider charge's second participant (docs/providers.md); null for a charge between ledger accounts. */
+  const provider = intent.request.paymentMethod ? providerSteps(policy) : null;
+  /** Provider events received: each is a reason to look the payment up again, never the truth itself. */
+  let providerEventsReceived = 0;
 
   setHandler(chargeStatusQuery, () => charge);
+  setHandler(providerEventSignal, () => {
+    providerEventsReceived += 1;
+  });
 
   setHandler(
     cancelChargeUpdate,
@@ -94,7 +103,11 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
   async function compensate(reason: string): Promise<Charge> {
     return CancellationScope.nonCancellable(async () => {
       try {
-        return (await ledger.cancelCharge(intent, reason)).charge;
+        const cancelled = (await ledger.cancelCharge(intent, reason)).charge;
+        // The ledger's Cancel comes first: it is the record that stops a late authorize (which then
+        // voids what it got), so the void after it cannot miss an authorization that lands later.
+        if (!provider) return cancelled;
+        return (await provider.void(tenant, idempotencyKey))?.charge ?? cancelled;
       } catch (error) {
         // Confirm did commit before its answer was lost: the money moved, so the charge succeeded.
         if (ledger.isRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
@@ -162,6 +175,7 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
   }
 
   async function capture(amountMinor: number | null): Promise<Charge> {
+    if (provider) return captureAtProvider(amountMinor);
     try {
       return (await ledger.confirmCharge(tenant, idempotencyKey, amountMinor)).charge;
     } catch (error) {
@@ -170,8 +184,59 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
     }
   }
 
+  /** Provider charges: the provider captures, then the ledger confirms what it captured (one activity). */
+  async function captureAtProvider(amountMinor: number | null): Promise<Charge> {
+    try {
+      return (await provider!.capture(tenant, idempotencyKey, amountMinor)).charge;
+    } catch (error) {
+      const failure = providerStepFailure(error);
+      if (failure === 'hold_cancelled') return readLedger();
+      if (failure === 'capture_refused') return compensate(cancelReasons.providerCaptureRefused);
+      return compensate(reasonFor(error, cancelReasons.confirmFailed));
+    }
+  }
+
+  /** Provider charges: the provider's hold on the payer's instrument, after the ledger's. */
+  async function authorize(): Promise<Charge> {
+    try {
+      return (await provider!.authorize(intent)).charge;
+    } catch (error) {
+      const failure = providerStepFailure(error);
+      if (failure === 'hold_cancelled') return readLedger();
+      if (failure === 'authorize_rejected') return compensate(cancelReasons.providerRejected);
+      if (isCancellation(error)) return compensate(cancelReasons.requestedByCaller);
+      return compensate(cancelReasons.providerUnavailable);
+    }
+  }
+
+  /** Provider charges: the payer must act (3-D Secure); each provider event is a reason to look again. */
+  async function awaitPayerAction(): Promise<Charge> {
+    indexActionNeeded('requires_action');
+    const expiresAtMs = Date.now() + policy.holdTtlMs;
+    while (charge.status === 'requires_action') {
+      const seen = providerEventsReceived;
+      const remainingMs = expiresAtMs - Date.now();
+      const woke =
+        remainingMs > 0 &&
+        (await condition(() => cancelRequested || providerEventsReceived !== seen, remainingMs).catch((error: unknown) => {
+          if (!isCancellation(error)) throw error;
+          cancelRequested = true;
+          return true;
+        }));
+      if (cancelRequested) return compensate(cancelReasons.requestedByCaller);
+      if (!woke) return compensate(cancelReasons.payerActionExpired);
+      charge = (await provider!.refresh(intent)).charge;
+    }
+    return charge;
+  }
+
   charge = await reserve();
   index();
+
+  if (provider && charge.status === 'reserved') {
+    charge = cancelRequested ? await compensate(cancelReasons.requestedByCaller) : await authorize();
+    if (charge.status === 'requires_action') charge = await awaitPayerAction();
+  }
 
   if (charge.status === 'reserved') {
     if (intent.request.captureMode === 'manual') {

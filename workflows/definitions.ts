@@ -22,6 +22,14 @@ export interface ChargePolicy {
    * Absent: 30 s (workflows/ledger-steps.ts).
    */
   compensationAlertAfterMs?: number;
+  /**
+   * Provider charges: how long authorize may go without an answer from the provider (timeouts,
+   * 5xx, 429) before the charge is cancelled and whatever the provider holds is voided. Absent:
+   * 120 s (workflows/provider-steps.ts), room for the SDK's own retries of 20 s attempts.
+   */
+  providerAuthorizeBudgetMs?: number;
+  /** Provider charges: how long one attempt of a provider step may run. Absent: 90 s. */
+  providerStepStartToCloseMs?: number;
 }
 
 export interface ChargeWorkflowInput {

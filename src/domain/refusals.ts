@@ -70,6 +70,22 @@ export const declineCodes = [
   'key_not_authorized',
 ] as const;
 
+/**
+ * A provider's final refusal of a step (docs/providers.md): non-retryable activity failures the
+ * charge workflow decides on. Unknown answers are never among them: those are retried with the same key.
+ */
+export const providerFailures = {
+  /** Authorize refused as a request (invalid, an idempotency mismatch, authentication): the charge is cancelled. */
+  authorizeRejected: { type: 'ProviderAuthorizeRejected' },
+  /** Capture refused for good (the authorization was voided or expired at the provider): the charge is cancelled. */
+  captureRefused: { type: 'ProviderCaptureRefused' },
+  /**
+   * Void refused with the payment still held or captured at the provider: a person must look
+   * (reconcile --provider); the compensation keeps being retried and the charge is indexed as cancelling.
+   */
+  voidRefused: { type: 'ProviderVoidRefused' },
+} as const;
+
 /** Why a cancel or capture request is refused by a charge workflow (a 409 for HTTP callers). */
 export const chargeStateRefusals = {
   alreadySucceeded: { type: 'ChargeAlreadySucceeded', hint: 'refund it instead' },
@@ -165,4 +181,12 @@ export const cancelReasons = {
   ledgerRejectedStatement: 'ledger_rejected_statement',
   /** The sweeper released a hold whose workflow closed without settling it. */
   holdOrphaned: 'hold_orphaned',
+  /** The provider's authorize kept failing without an answer for its whole budget (a provider charge). */
+  providerUnavailable: 'provider_unavailable',
+  /** The provider refused authorize as a request (invalid payment method, authentication to the provider). */
+  providerRejected: 'provider_rejected',
+  /** The provider refused the capture for good (the authorization was voided or expired there). */
+  providerCaptureRefused: 'provider_capture_refused',
+  /** The payer did not complete the provider's required action (3-D Secure) within the hold's TTL. */
+  payerActionExpired: 'payer_action_expired',
 } as const;

@@ -46,12 +46,22 @@ export interface LedgerCharge {
   holdState: HoldState;
   fingerprint: string;
   charge: Charge;
+  /** A provider charge's send times (the provider's key retention is counted from them); absent otherwise. */
+  providerSentAt?: { authorizeMs: number | null; captureMs: number | null };
 }
 
 export function fromRow(row: ChargeRow): LedgerCharge {
   return {
     holdState: row.hold_state,
     fingerprint: row.fingerprint,
+    ...(row.provider
+      ? {
+          providerSentAt: {
+            authorizeMs: row.provider_authorize_sent_at?.getTime() ?? null,
+            captureMs: row.provider_capture_sent_at?.getTime() ?? null,
+          },
+        }
+      : {}),
     charge: {
       id: row.id,
       tenant: row.tenant,

@@ -6,8 +6,10 @@ import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions, type 
 import {
   createHoldSweeperActivities,
   createLedgerActivities,
+  createProviderActivities,
   createRefundActivities,
   type LedgerActivityHooks,
+  type ProviderActivityHooks,
   type RefundActivityHooks,
   type WorkflowRunningProbe,
 } from '../../activities/index.js';
@@ -16,6 +18,8 @@ import { workerIdentity } from '../codec/key-advertisement.js';
 import { payloadProtectionFromEnvironment, type PayloadProtection } from '../codec/payload-protection.js';
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import type { ProviderConnectors } from '../providers/connectors.js';
+
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
 import { assertChargeSearchAttributes } from './search-attributes-check.js';
 import { defaultStickyScheduleToStartMs } from '../runtime/workflow-task-timeouts.js';
@@ -70,6 +74,9 @@ export interface ChargeWorkerOptions {
    * clients read too. The worker advertises them in its identity for the start-up key check.
    */
   payloadProtection?: Pick<PayloadProtection, 'ring' | 'plaintext'>;
+  /** The payment providers' connectors, for provider charges (docs/providers.md); none: provider charges cannot run here. */
+  providers?: ProviderConnectors;
+  providerHooks?: ProviderActivityHooks;
 }
 
 /**
@@ -154,6 +161,7 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
       ...createLedgerActivities(options.ledger, options.hooks),
       ...createRefundActivities(options.ledger, options.refundHooks),
       ...createHoldSweeperActivities(options.ledger, workflowRunningProbe(temporal)),
+      ...createProviderActivities(options.ledger, options.providers ?? {}, options.providerHooks),
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 100,
     maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTaskExecutions ?? 100,

@@ -1,3 +1,4 @@
+import { clearingAccountId } from '../../src/domain/providers.js';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
@@ -239,6 +240,9 @@ export async function startTestWorker(options: {
   temporalAddress?: string;
   /** Other payload keys than the run's. */
   payloadProtection?: ChargeWorkerOptions['payloadProtection'];
+  /** Payment provider connectors (provider charges), usually pointed at the simulator. */
+  providers?: ChargeWorkerOptions['providers'];
+  providerHooks?: ChargeWorkerOptions['providerHooks'];
 }): Promise<{ connection: NativeConnection; stop(): Promise<void> }> {
   const stack = inject('stack');
   const connection = await NativeConnection.connect({ address: options.temporalAddress ?? stack.temporalAddress });
@@ -252,6 +256,8 @@ export async function startTestWorker(options: {
     holdSweeper: options.holdSweeper,
     workflowBundle: { codePath: stack.workflowBundlePath },
     payloadProtection: options.payloadProtection ?? testPayloadProtection(),
+    providers: options.providers,
+    providerHooks: options.providerHooks,
   });
   const running = worker.run();
   return {
@@ -353,4 +359,32 @@ export function ledgerIntent(tenant: string, key: string, payer: string, payee: 
     metadata: null,
   };
   return { tenant, idempotencyKey: key, chargeId: chargeIdFor(tenant, key), fingerprint: chargeFingerprint(request), request };
+}
+
+/** A provider charge's intent (payer: the clearing account the ledger derives), for direct ledger and workflow calls. */
+export function providerIntent(
+  tenant: string,
+  key: string,
+  paymentMethod: string,
+  options: { amountMinor?: number; captureMode?: 'automatic' | 'manual'; payee?: string; actingKeyId?: string } = {},
+): ChargeIntent {
+  const request = {
+    orderId: `order-${key}`,
+    payerAccountId: clearingAccountId('stripe', 'USD'),
+    payeeAccountId: options.payee ?? 'payee',
+    amountMinor: options.amountMinor ?? 1_000,
+    currency: 'USD',
+    captureMode: options.captureMode ?? 'automatic',
+    description: null,
+    metadata: null,
+    paymentMethod: { provider: 'stripe' as const, id: paymentMethod },
+  };
+  return {
+    tenant,
+    idempotencyKey: key,
+    chargeId: chargeIdFor(tenant, key),
+    fingerprint: chargeFingerprint(request),
+    request,
+    ...(options.actingKeyId ? { actingKeyId: options.actingKeyId } : {}),
+  };
 }

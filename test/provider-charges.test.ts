@@ -1,0 +1,259 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Charge, ChargeIntent } from '../src/domain/charge.js';
+import { chargeWorkflowId } from '../src/domain/charge.js';
+import { clearingAccountId } from '../src/domain/providers.js';
+import { cancelHold, readCharge } from '../src/ledger/charges.js';
+import { StripeSimulator } from '../src/providers/simulator/server.js';
+import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
+import { StripeConnector } from '../src/providers/stripe.js';
+import {
+  cancelChargeUpdate,
+  captureChargeUpdate,
+  chargeStatusQuery,
+  chargeWorkflowType,
+  providerEventSignal,
+  type ChargePolicy,
+  type ChargeWorkflowInput,
+} from '../workflows/definitions.js';
+import {
+  balanceOf,
+  expectLedgerInvariants,
+  fundedTenant,
+  newKey,
+  providerIntent,
+  startTestWorker,
+  testPolicy,
+  useHarness,
+  waitFor,
+} from './support/harness.js';
+
+/**
+ * A charge with a provider in the loop, end to end: the real Temporal dev server and PostgreSQL, the
+ * official Stripe SDK against the stateful simulator. At the provider and in the ledger: one
+ * PaymentIntent per charge, captured at most once, every authorization captured or voided.
+ */
+const h = useHarness();
+const taskQueue = `provider-charges-${randomBytes(4).toString('hex')}`;
+let sim: StripeSimulator;
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
+/** Throws once, after the provider answered and before the ledger recorded it, for the steps listed. */
+const crashAfterProvider = new Set<string>();
+
+beforeAll(async () => {
+  sim = await StripeSimulator.start({ port: 0 });
+  // No SDK retries: every retry below is the workflow's, with the same key, where the test sees it.
+  const stripe = new StripeConnector({ apiKey: 'sk_test_chargeguard', webhookSecrets: ['whsec_test'], endpoint: sim.endpoint, maxNetworkRetries: 0, requestTimeoutMs: 2_000 });
+  worker = await startTestWorker({
+    taskQueue,
+    pool: h.pool,
+    providers: { stripe },
+    providerHooks: {
+      afterProvider: (step, _tenant, key) => {
+        if (crashAfterProvider.delete(`${step}:${key}`)) throw new Error(`injected crash after the provider answered ${step}`);
+      },
+    },
+    holdSweeper: false,
+  });
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await sim?.stop();
+});
+
+const policy: ChargePolicy = { ...testPolicy, providerStepStartToCloseMs: 10_000, providerAuthorizeBudgetMs: 20_000 };
+
+function start(intent: ChargeIntent, overrides: Partial<ChargePolicy> = {}) {
+  const input: ChargeWorkflowInput = { intent, policy: { ...policy, ...overrides } };
+  return h.temporal.workflow.start(chargeWorkflowType, {
+    taskQueue,
+    workflowId: chargeWorkflowId(intent.tenant, intent.idempotencyKey),
+    args: [input],
+  });
+}
+
+async function run(intent: ChargeIntent, overrides: Partial<ChargePolicy> = {}): Promise<Charge> {
+  return (await start(intent, overrides)).result() as Promise<Charge>;
+}
+
+function paymentsOf(intent: ChargeIntent): PaymentIntentRecord[] {
+  return [...sim.payments.paymentIntents.values()].filter(
+    (payment) => payment.metadata['tenant'] === intent.tenant && payment.metadata['charge_id'] === intent.chargeId,
+  );
+}
+
+/** The clearing account's balance (a system account: the API's account reads do not show it). */
+async function clearing(tenant: string): Promise<{ postedMinor: number; pendingMinor: number }> {
+  const result = await h.pool.query<{ posted_minor: string; pending_minor: string }>(
+    'SELECT posted_minor, pending_minor FROM account_balances WHERE tenant = $1 AND id = $2',
+    [tenant, clearingAccountId('stripe', 'USD')],
+  );
+  const row = result.rows[0];
+  if (!row) throw new Error(`tenant ${tenant} has no clearing account`);
+  return { postedMinor: Number(row.posted_minor), pendingMinor: Number(row.pending_minor) };
+}
+
+async function statusOf(intent: ChargeIntent): Promise<Charge> {
+  return h.temporal.workflow.getHandle(chargeWorkflowId(intent.tenant, intent.idempotencyKey)).query(chargeStatusQuery);
+}
+
+describe('a provider charge', () => {
+  it('automatic capture: one PaymentIntent authorized and captured, the payee credited from the clearing account', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-auto' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa', { amountMinor: 1_250 });
+    const charge = await run(intent);
+
+    expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_250, payerAccountId: '@provider/stripe/USD' });
+    expect(charge.provider).toMatchObject({ provider: 'stripe', paymentMethod: 'pm_card_visa', state: 'captured' });
+    const payments = paymentsOf(intent);
+    expect(payments).toHaveLength(1);
+    expect(payments[0]).toMatchObject({ id: charge.provider!.paymentId, status: 'succeeded', amountReceived: 1_250 });
+    expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(1_250);
+    expect(await clearing(tenant)).toMatchObject({ postedMinor: -1_250, pendingMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('a declined card: the charge is declined with the caller code and the provider code, nothing held anywhere', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-decline' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa_chargeDeclinedInsufficientFunds');
+    const charge = await run(intent);
+
+    expect(charge).toMatchObject({ status: 'declined', declineCode: 'insufficient_funds', amountHeldMinor: 0 });
+    expect(charge.provider).toMatchObject({ state: 'declined', declineCode: 'insufficient_funds' });
+    expect(paymentsOf(intent).every((payment) => payment.status !== 'requires_capture' && payment.status !== 'succeeded')).toBe(true);
+    expect(await clearing(tenant)).toMatchObject({ postedMinor: 0, pendingMinor: 0 });
+  });
+
+  it('manual capture of part of the hold: the provider captures 600 of 1,000 once, the ledger moves 600', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-manual' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_mastercard', { captureMode: 'manual' });
+    const handle = await start(intent);
+    await waitFor(async () => (await statusOf(intent)).provider?.state === 'authorized', { what: 'the authorization' });
+    expect(paymentsOf(intent)[0]).toMatchObject({ status: 'requires_capture' });
+
+    const captured = await handle.executeUpdate(captureChargeUpdate, { args: [{ amountMinor: 600 }] });
+    expect(captured).toMatchObject({ status: 'succeeded', amountCapturedMinor: 600 });
+    expect(paymentsOf(intent)).toHaveLength(1);
+    expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 600 });
+    expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(600);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('manual hold cancelled: the ledger releases the hold, then the provider voids the authorization', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-cancel' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa', { captureMode: 'manual' });
+    const handle = await start(intent);
+    await waitFor(async () => (await statusOf(intent)).provider?.state === 'authorized', { what: 'the authorization' });
+
+    const cancelled = await handle.executeUpdate(cancelChargeUpdate);
+    expect(cancelled).toMatchObject({ status: 'cancelled' });
+    expect(cancelled.provider?.state).toBe('voided');
+    expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['canceled']);
+    expect(await clearing(tenant)).toMatchObject({ postedMinor: 0, pendingMinor: 0 });
+  });
+
+  it('manual hold expired: voided at the provider when the hold TTL passes', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-ttl' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa', { captureMode: 'manual' });
+    const charge = await run(intent, { holdTtlMs: 1_500 });
+    expect(charge).toMatchObject({ status: 'cancelled', failureReason: 'hold_expired' });
+    expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['canceled']);
+  });
+
+  it('Cancel before the workflow ran (void before authorize): nothing is ever sent to the provider', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-null' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+    await cancelHold(h.pool, intent, 'requested_by_caller');
+    const charge = await run(intent);
+    expect(charge.status).toBe('cancelled');
+    expect(paymentsOf(intent)).toHaveLength(0);
+    expect(sim.requests.filter((request) => request.path === '/v1/payment_intents' && request.method === 'POST')
+      .every((request) => !(request.idempotencyKey ?? '').startsWith(intent.chargeId))).toBe(true);
+  });
+
+  it('3-D Secure: requires_action with the next action, then the payer authenticates and the provider event completes the charge', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-3ds' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+    const handle = await start(intent);
+    await waitFor(async () => (await statusOf(intent)).status === 'requires_action', { what: 'requires_action' });
+    const waiting = await statusOf(intent);
+    expect(waiting.provider?.nextAction).toMatchObject({ type: expect.any(String) });
+    const [payment] = paymentsOf(intent);
+    expect(payment).toBeDefined();
+
+    sim.payments.authenticate(payment!.id, true);
+    await handle.signal(providerEventSignal, { eventId: 'evt_test_1', type: 'payment_intent.amount_capturable_updated', paymentId: payment!.id });
+    const charge = (await handle.result()) as Charge;
+    expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+    expect(paymentsOf(intent)).toHaveLength(1);
+    expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded' });
+  });
+
+  it('3-D Secure never completed: the charge expires with its hold TTL and the payment is cancelled', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-3ds-ttl' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+    const charge = await run(intent, { holdTtlMs: 1_500 });
+    expect(charge).toMatchObject({ status: 'cancelled', failureReason: 'payer_action_expired' });
+    expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['canceled']);
+    expect(await clearing(tenant)).toMatchObject({ pendingMinor: 0 });
+  });
+
+  it('the worker crashes after the provider authorized and after it captured, before the ledger recorded either: still one PaymentIntent, captured once', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-crash' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+    crashAfterProvider.add(`authorize:${intent.idempotencyKey}`);
+    crashAfterProvider.add(`capture:${intent.idempotencyKey}`);
+    const charge = await run(intent);
+    expect(crashAfterProvider.size).toBe(0);
+    expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+    expect(paymentsOf(intent)).toHaveLength(1);
+    expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_000 });
+  });
+
+  for (const fault of [
+    { kind: 'drop_after_commit' },
+    { kind: 'error_after_commit', status: 500 },
+    { kind: 'error_before_commit', status: 503 },
+    { kind: 'rate_limit' },
+  ] as const) {
+    it(`faults at the provider (${fault.kind} on authorize and on capture): one PaymentIntent, captured once`, async () => {
+      const tenant = await fundedTenant(h, { label: 'pc-fault' });
+      const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+      sim.addFault({ operation: 'create_payment_intent', fault, times: 2 });
+      sim.addFault({ operation: 'capture_payment_intent', fault, times: 2 });
+      const charge = await run(intent);
+      expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+      expect(paymentsOf(intent)).toHaveLength(1);
+      expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_000 });
+      const row = await readCharge(h.pool, tenant, intent.idempotencyKey);
+      expect(row?.charge.provider?.paymentId).toBe(paymentsOf(intent)[0]!.id);
+    });
+  }
+
+  it('a provider that never answers authorize within its budget: the charge is cancelled and whatever it holds is voided', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-down' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+    sim.addFault({ operation: 'create_payment_intent', fault: { kind: 'error_after_commit', status: 500 }, times: 1 });
+    sim.addFault({ operation: 'create_payment_intent', fault: { kind: 'error_before_commit', status: 503 }, times: 1_000 });
+    try {
+      const charge = await run(intent, { providerAuthorizeBudgetMs: 3_000 });
+      expect(charge).toMatchObject({ status: 'cancelled', failureReason: 'provider_unavailable' });
+      // The first attempt did create an authorization (its answer was lost): the void found it by reference.
+      expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['canceled']);
+      expect(await clearing(tenant)).toMatchObject({ pendingMinor: 0 });
+    } finally {
+      sim.faults.clear();
+    }
+  });
+
+  it('ten starts of the same key at once: one execution, one PaymentIntent', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-dup' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+    const starts = await Promise.allSettled(Array.from({ length: 10 }, () => start(intent)));
+    expect(starts.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
+    const charge = (await h.temporal.workflow.getHandle(chargeWorkflowId(tenant, intent.idempotencyKey)).result()) as Charge;
+    expect(charge.status).toBe('succeeded');
+    expect(paymentsOf(intent)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,53 @@
+import { ActivityFailure, ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import type { ProviderActivities } from '../activities/provider-activities.js';
+import type { ChargeIntent } from '../src/domain/charge.js';
+import { ledgerRefusals, providerFailures, stepBudgetSpent } from '../src/domain/refusals.js';
+import type { ChargePolicy } from './definitions.js';
+
+/** ChargePolicy.providerAuthorizeBudgetMs when the policy does not say. */
+export const defaultProviderAuthorizeBudgetMs = 120_000;
+/** ChargePolicy.providerStepStartToCloseMs when the policy does not say: above the SDK's 3 attempts of 20 s. */
+export const defaultProviderStepStartToCloseMs = 90_000;
+
+const retryBackoff = { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' } as const;
+
+/** How a provider step ended, when it did not answer with the charge. */
+export type ProviderStepFailure = 'budget' | 'authorize_rejected' | 'capture_refused' | 'hold_cancelled' | null;
+
+/**
+ * The provider participant's steps. Remote activities, not local ones like the ledger's: a provider
+ * call may take seconds (the SDK retries attempts of up to 20 s), far past a workflow task, and
+ * its attempts are worth seeing in the history. Authorize has a budget (its deadline, in workflow
+ * time, which the activity enforces); capture and void have none: a capture once sent and a void
+ * are driven until the provider answers, because giving up on either could leave money moved or
+ * held with nobody to finish it.
+ */
+export function providerSteps(policy: ChargePolicy) {
+  const startToCloseTimeout = policy.providerStepStartToCloseMs ?? defaultProviderStepStartToCloseMs;
+  const steps = proxyActivities<ProviderActivities>({ startToCloseTimeout, retry: retryBackoff });
+  const budgetMs = policy.providerAuthorizeBudgetMs ?? defaultProviderAuthorizeBudgetMs;
+  return {
+    authorize: (intent: ChargeIntent) => steps.authorizeAtProvider(intent, Date.now() + budgetMs),
+    refresh: (intent: ChargeIntent) => steps.refreshProviderPayment(intent),
+    capture: (tenant: string, key: string, captureMinor: number | null) => steps.captureAtProvider(tenant, key, captureMinor),
+    void: (tenant: string, key: string) => steps.voidAtProvider(tenant, key),
+  };
+}
+
+/** What a failed provider step means for the charge; null: a failure the workflow does not decide on. */
+export function providerStepFailure(error: unknown): ProviderStepFailure {
+  const cause = error instanceof ActivityFailure ? error.cause : null;
+  if (!(cause instanceof ApplicationFailure)) return null;
+  switch (cause.type) {
+    case stepBudgetSpent.type:
+      return 'budget';
+    case providerFailures.authorizeRejected.type:
+      return 'authorize_rejected';
+    case providerFailures.captureRefused.type:
+      return 'capture_refused';
+    case ledgerRefusals.holdCancelled.type:
+      return 'hold_cancelled';
+    default:
+      return null;
+  }
+}
