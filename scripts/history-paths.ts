@@ -20,7 +20,9 @@ import { readCharge, tryHold } from '../src/ledger/charges.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import {
   cancelChargeUpdate,
+  captureChargeUpdate,
   chargeWorkflowType,
+  providerEventSignal,
   holdSweeperWorkflowType,
   refundWorkflowType,
   releaseHoldWorkflowId,
@@ -34,6 +36,9 @@ import {
 } from '../workflows/definitions.js';
 import type { OrderAgentInput, OrderAgentResult } from '../workflows/sample-agent-workflow.js';
 import { activityTypesOf } from './workflow-histories.js';
+import { chargeIdFor } from '../src/domain/request-fingerprint.js';
+import { clearingAccountId } from '../src/domain/providers.js';
+import type { StripeSimulator } from '../src/providers/simulator/server.js';
 
 export interface WorkflowRef {
   workflowId: string;
@@ -67,6 +72,8 @@ export interface RecordingContext {
    * every hold of a tenant (a sweep), which the other paths, running side by side, must not touch.
    */
   ownTenant(label: string): Promise<string>;
+  /** The provider the recorder's worker charges (the stateful Stripe simulator). */
+  sim: StripeSimulator;
 }
 
 export interface HistoryPath {
@@ -234,6 +241,51 @@ async function startAnotherExecution(ctx: RecordingContext, key: string, body: R
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     args: [input],
   });
+}
+
+/** Starts a provider charge on the recorder's queue (the workflow input the service builds for `payment_method`). */
+async function startProviderCharge(
+  ctx: RecordingContext,
+  key: string,
+  paymentMethod: string,
+  options: { amountMinor?: number; captureMode?: 'automatic' | 'manual'; policy?: Partial<ChargePolicy> } = {},
+) {
+  const request = {
+    orderId: `order-${key}`,
+    payerAccountId: clearingAccountId('stripe', 'USD'),
+    payeeAccountId: 'payee',
+    amountMinor: options.amountMinor ?? 1_000,
+    currency: 'USD',
+    captureMode: options.captureMode ?? 'automatic',
+    description: null,
+    metadata: null,
+    paymentMethod: { provider: 'stripe' as const, id: paymentMethod },
+  };
+  const intent: ChargeIntent = {
+    tenant: ctx.tenant,
+    idempotencyKey: key,
+    chargeId: chargeIdFor(ctx.tenant, key),
+    fingerprint: chargeFingerprint(request),
+    request,
+  };
+  const input: ChargeWorkflowInput = { intent, policy: { ...ctx.policy, providerStepStartToCloseMs: 10_000, ...options.policy } };
+  return ctx.temporal.workflow.start<(input: ChargeWorkflowInput) => Promise<Charge>>(chargeWorkflowType, {
+    taskQueue: ctx.taskQueue,
+    workflowId: chargeWorkflowId(ctx.tenant, key),
+    args: [input],
+  });
+}
+
+/** Waits (bounded) until the charge's status query says `done`. */
+async function untilStatus(ctx: RecordingContext, key: string, done: (charge: Charge) => boolean): Promise<Charge> {
+  const handle = ctx.temporal.workflow.getHandle(chargeWorkflowId(ctx.tenant, key));
+  const deadlineMs = Date.now() + 30_000;
+  for (;;) {
+    const charge = await handle.query<Charge>('status');
+    if (done(charge)) return charge;
+    if (Date.now() > deadlineMs) throw new Error(`charge ${key} did not reach the expected state; it is ${charge.status}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 function injectedRefusal(what: string): ApplicationFailure {
@@ -814,6 +866,95 @@ export const historyPaths: HistoryPath[] = [
           return { workflowId: handle.workflowId };
         },
       );
+    },
+  },
+  {
+    name: 'provider-charge-automatic-succeeded',
+    about: 'a provider charge: ledger Try on the clearing account, provider authorize, provider capture with the ledger Confirm',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_visa');
+      expectCharge(await handle.result(), { status: 'succeeded', amountCapturedMinor: 1_000 });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'captureAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-declined',
+    about: 'the provider declines the card: the ledger declines the charge and releases its hold in the same step',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_visa_chargeDeclinedInsufficientFunds');
+      expectCharge(await handle.result(), { status: 'declined' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-manual-captured-partially',
+    about: 'a provider hold captured in part by a capture update',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_mastercard', { amountMinor: 2_000, captureMode: 'manual' });
+      await untilStatus(ctx, key, (charge) => charge.provider?.state === 'authorized');
+      expectCharge(await handle.executeUpdate(captureChargeUpdate, { args: [{ amountMinor: 1_500 }] }), { status: 'succeeded', amountCapturedMinor: 1_500 });
+      return chargeRef(ctx, key);
+    },
+  },
+  {
+    name: 'provider-charge-manual-cancelled',
+    about: 'a provider hold cancelled by an update: the ledger cancels, then the provider voids',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_visa', { captureMode: 'manual' });
+      await untilStatus(ctx, key, (charge) => charge.provider?.state === 'authorized');
+      expectCharge(await handle.executeUpdate(cancelChargeUpdate), { status: 'cancelled', failureReason: 'requested_by_caller' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'cancelCharge', 'voidAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-requires-action-completed',
+    about: '3-D Secure: the charge waits for the payer, a provider event wakes it, the payment is looked up and captured',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required');
+      const waiting = await untilStatus(ctx, key, (charge) => charge.status === 'requires_action');
+      ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
+      await handle.signal(providerEventSignal, { eventId: `evt_${key}`, type: 'payment_intent.amount_capturable_updated', paymentId: waiting.provider!.paymentId });
+      expectCharge(await handle.result(), { status: 'succeeded' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-requires-action-expired',
+    about: '3-D Secure never completed: the hold TTL passes, the ledger cancels and the provider voids',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required', { policy: { holdTtlMs: 500 } });
+      expectCharge(await handle.result(), { status: 'cancelled', failureReason: cancelReasons.payerActionExpired });
+      return chargeRef(ctx, key);
+    },
+  },
+  {
+    name: 'provider-charge-authorize-budget-exhausted',
+    about: 'the provider gives no answer to authorize for its whole budget (the first attempt did authorize): cancelled, the authorization found by reference and voided',
+    async record(ctx, key) {
+      // Only this charge's requests (its id starts every key of its steps): the other paths run alongside.
+      const idempotencyKeyPrefix = chargeIdFor(ctx.tenant, key);
+      ctx.sim.addFault({ operation: 'create_payment_intent', fault: { kind: 'error_after_commit', status: 500 }, times: 1, idempotencyKeyPrefix });
+      ctx.sim.addFault({ operation: 'create_payment_intent', fault: { kind: 'error_before_commit', status: 503 }, times: 10_000, idempotencyKeyPrefix });
+      try {
+        const handle = await startProviderCharge(ctx, key, 'pm_card_visa', { policy: { providerAuthorizeBudgetMs: 2_000 } });
+        expectCharge(await handle.result(), { status: 'cancelled', failureReason: cancelReasons.providerUnavailable });
+      } finally {
+        ctx.sim.faults.clearFor(idempotencyKeyPrefix);
+      }
+      return chargeRef(ctx, key);
+    },
+  },
+  {
+    name: 'provider-charge-capture-refused',
+    about: 'the authorization was voided at the provider behind our back: capture is refused for good, the charge is cancelled',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_visa', { captureMode: 'manual' });
+      const held = await untilStatus(ctx, key, (charge) => charge.provider?.state === 'authorized');
+      ctx.sim.payments.cancel(held.provider!.paymentId!, {});
+      const captured = await handle.executeUpdate(captureChargeUpdate, { args: [{ amountMinor: null }] }).catch((error: unknown) => error);
+      if (!(captured instanceof Error)) throw new Error('the capture of a voided authorization was accepted');
+      expectCharge(await handle.result(), { status: 'cancelled', failureReason: cancelReasons.providerCaptureRefused });
+      return chargeRef(ctx, key);
     },
   },
 ];

@@ -36,6 +36,8 @@ import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { startLocalStack } from '../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-worker.js';
+import { StripeSimulator } from '../src/providers/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
 import { chargeGeneration6Patch } from '../workflows/charge-generations.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
@@ -232,6 +234,7 @@ async function recordInto(dataDir: string): Promise<number> {
   let nativeConnection: NativeConnection | undefined;
   let connection: Connection | undefined;
   let recorded: Recorded[];
+  let simulator: StripeSimulator | undefined;
   const bundlePath = join(dataDir, 'workflow-bundle.js');
   try {
     nativeConnection = await NativeConnection.connect({ address: stack.temporalAddress });
@@ -245,6 +248,10 @@ async function recordInto(dataDir: string): Promise<number> {
     const taskQueue = `record-histories-${suffix}`;
     const stepHooks = new Map<string, () => void | Promise<void>>();
     const commitHooks = new Map<string, () => void | Promise<void>>();
+    // The provider of the recorded provider charges: the stateful simulator, through the official SDK.
+    const sim = await StripeSimulator.start({ port: 0 });
+    simulator = sim;
+    const stripe = new StripeConnector({ apiKey: 'sk_test_recorder', webhookSecrets: ['whsec_recorder'], endpoint: sim.endpoint, maxNetworkRetries: 0, requestTimeoutMs: 2_000 });
     const workerOn = (queue: string) =>
       createChargeWorker({
         connection: nativeConnection!,
@@ -258,6 +265,7 @@ async function recordInto(dataDir: string): Promise<number> {
         holdSweeper: false,
         // Recorded in clear, as every committed history is: the replay tests read them without keys.
         payloadProtection: { ring: null, plaintext: 'accept' },
+        providers: { stripe },
         hooks: {
           async beforeStep(step, stepTenant, key) {
             if (stepTenant === tenant) await stepHooks.get(`${step}:${key}`)?.();
@@ -302,6 +310,7 @@ async function recordInto(dataDir: string): Promise<number> {
       }),
       onStep: (step: LedgerStep, key: string, hook) => void stepHooks.set(`${step}:${key}`, hook),
       onCommit: (step: LedgerStep, key: string, hook) => void commitHooks.set(`${step}:${key}`, hook),
+      sim,
       async ownTenant(label) {
         const own = `${tenant}-${label}`.toLowerCase().replace(/[^a-z0-9_-]/g, '-').slice(0, 64);
         await createAccount(pool, { tenant: own, id: 'payer', currency: 'USD', allowOverdraft: false });
@@ -333,6 +342,7 @@ async function recordInto(dataDir: string): Promise<number> {
       return outcomes.map((o) => (o as PromiseFulfilledResult<Recorded>).value);
     });
   } finally {
+    await simulator?.stop();
     await connection?.close();
     await nativeConnection?.close();
     await pool.end();

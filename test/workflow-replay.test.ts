@@ -173,8 +173,10 @@ describe('recorded workflow histories replay on the current code', () => {
 
   it('no charge of the newest generation starts a timer around a ledger step: budgets are deadlines the step enforces', () => {
     const newestCharges = loaded.filter((h) => h.generation === newest && h.entry.workflowType === 'ChargeWorkflow');
-    // The only timer a generation-6 charge may start is a manual hold's wait for its capture.
-    const manual = (entry: HistoryEntry): boolean => /manual|compensation-retrying/.test(entry.path);
+    // The only timer a generation-6 charge may start is a wait for a person: a manual hold's wait
+    // for its capture (provider-charge-capture-refused is one), or a provider charge's wait for the
+    // payer's action (3-D Secure).
+    const manual = (entry: HistoryEntry): boolean => /manual|compensation-retrying|requires-action|capture-refused/.test(entry.path);
     for (const { entry, history } of newestCharges) {
       const timers = (history.events ?? []).filter((e) => e.timerStartedEventAttributes);
       expect(timers.length, entry.file).toBe(manual(entry) ? 1 : 0);

@@ -44,12 +44,18 @@ export const faultRuleSchema = z.object({
   operation: z.enum(operations).optional(),
   /** How many matching requests it strikes. */
   times: z.number().int().positive().default(1),
+  /**
+   * Only requests whose Idempotency-Key starts with this (a charge's id strikes only that charge's
+   * steps, so tests running side by side do not fault each other); any request when absent.
+   */
+  idempotencyKeyPrefix: z.string().min(1).max(255).optional(),
 });
 export type FaultRuleInput = z.input<typeof faultRuleSchema>;
 
 interface ActiveRule {
   fault: Fault;
   operation: Operation | undefined;
+  idempotencyKeyPrefix: string | undefined;
   remaining: number;
 }
 
@@ -63,16 +69,25 @@ export class Faults {
 
   add(input: FaultRuleInput): void {
     const rule = faultRuleSchema.parse(input);
-    this.rules.push({ fault: rule.fault, operation: rule.operation, remaining: rule.times });
+    this.rules.push({ fault: rule.fault, operation: rule.operation, idempotencyKeyPrefix: rule.idempotencyKeyPrefix, remaining: rule.times });
   }
 
   clear(): void {
     this.rules = [];
   }
 
+  /** Disarms the rules armed for one idempotency key prefix, leaving the others'. */
+  clearFor(idempotencyKeyPrefix: string): void {
+    this.rules = this.rules.filter((rule) => rule.idempotencyKeyPrefix !== idempotencyKeyPrefix);
+  }
+
   /** The fault for this request, if one is armed for its operation (each strike uses one). */
-  take(operation: Operation): Fault | null {
-    const rule = this.rules.find((r) => r.operation === undefined || r.operation === operation);
+  take(operation: Operation, idempotencyKey: string | null = null): Fault | null {
+    const rule = this.rules.find(
+      (r) =>
+        (r.operation === undefined || r.operation === operation) &&
+        (r.idempotencyKeyPrefix === undefined || (idempotencyKey ?? '').startsWith(r.idempotencyKeyPrefix)),
+    );
     if (!rule) return null;
     rule.remaining -= 1;
     if (rule.remaining === 0) this.rules = this.rules.filter((r) => r !== rule);

@@ -209,7 +209,7 @@ async function handleMutation(ready: Ready, request: FastifyRequest, reply: Fast
     log(401, false, null);
     return send(reply, stripeError(401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${key ?? '(none)'}` }), requestId);
   }
-  const fault = sim.faults.take(mutation.operation);
+  const fault = sim.faults.take(mutation.operation, idempotencyKey);
   if (fault?.kind === 'rate_limit') {
     log(429, false, fault);
     return send(reply, stripeError(429, { type: 'invalid_request_error', code: 'rate_limit', message: 'Request rate limit exceeded.' }), requestId);
