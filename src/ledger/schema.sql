@@ -689,11 +689,13 @@ BEGIN
   IF NOT FOUND THEN
     RAISE EXCEPTION 'charge % was never tried; nothing to authorize', p_key USING ERRCODE = 'CGH02';
   END IF;
-  IF r.provider IS NULL THEN
-    RAISE EXCEPTION 'charge % is not a provider charge', p_key USING ERRCODE = 'CGP02';
-  END IF;
+  -- Cancelled first: a tombstone left before Try carries no provider columns, and is still the record
+  -- that authorize must never be sent.
   IF r.hold_state = 'CANCELLED' THEN
     RAISE EXCEPTION 'charge % was cancelled; authorize will not be sent', p_key USING ERRCODE = 'CGH01';
+  END IF;
+  IF r.provider IS NULL THEN
+    RAISE EXCEPTION 'charge % is not a provider charge', p_key USING ERRCODE = 'CGP02';
   END IF;
   IF r.hold_state = 'TRIED' AND r.provider_state IS NULL THEN
     UPDATE charges SET provider_state = 'authorizing', provider_authorize_sent_at = now(), updated_at = now()
