@@ -16,6 +16,7 @@ import { workerIdentity } from '../codec/key-advertisement.js';
 import { payloadProtectionFromEnvironment, type PayloadProtection } from '../codec/payload-protection.js';
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import type { ProviderConnectors } from '../providers/connectors.js';
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
 import { assertChargeSearchAttributes } from './search-attributes-check.js';
 import { defaultStickyScheduleToStartMs } from '../runtime/workflow-task-timeouts.js';
@@ -43,6 +44,8 @@ export interface ChargeWorkerOptions {
   workflowBundle?: WorkflowBundleOption;
   hooks?: LedgerActivityHooks;
   refundHooks?: RefundActivityHooks;
+  /** The payment providers' connectors (docs/providers.md): a provider charge's refund is refunded there too. */
+  providers?: ProviderConnectors;
   maxConcurrentActivityTaskExecutions?: number;
   maxConcurrentWorkflowTaskExecutions?: number;
   maxCachedWorkflows?: number;
@@ -152,7 +155,7 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     ...workflowSource(options.workflowBundle),
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),
-      ...createRefundActivities(options.ledger, options.refundHooks),
+      ...createRefundActivities(options.ledger, options.refundHooks, options.providers),
       ...createHoldSweeperActivities(options.ledger, workflowRunningProbe(temporal)),
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 100,
