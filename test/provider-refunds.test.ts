@@ -23,6 +23,7 @@ import { providerIdempotencyKey } from '../src/providers/connector.js';
 import type { ProviderConnectors } from '../src/providers/connectors.js';
 import type { FaultRuleInput } from '../src/providers/simulator/faults.js';
 import { StripeSimulator } from '../src/providers/simulator/server.js';
+import { startStripeMock } from '../src/providers/stripe-mock.js';
 import { StripeConnector } from '../src/providers/stripe.js';
 import { buildRefundIntent, chargeFingerprint, chargeIdFor } from '../src/service/intent.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
@@ -397,6 +398,26 @@ describe('refunding a provider charge through a worker', () => {
       worker.shutdown();
       await running;
       await connection.close();
+    }
+  });
+});
+
+describe('the refund calls against stripe-mock (Stripe\'s schema)', () => {
+  it('refund with our reference in metadata, and findRefund listing a payment\'s refunds, are requests Stripe accepts', async () => {
+    const mock = await startStripeMock();
+    try {
+      const wire = new StripeConnector({ apiKey: 'sk_test_123', webhookSecrets: ['whsec_test'], endpoint: mock.endpoint, maxNetworkRetries: 0 });
+      const refunded = await wire.refund({
+        paymentId: 'pi_123',
+        amountMinor: 500,
+        idempotencyKey: 'ch_wire:refund:re_wire',
+        reference: { tenant: 'tenant-a', chargeId: 'ch_wire', refundId: 're_wire' },
+      });
+      expect(refunded).toMatchObject({ outcome: 'refunded' });
+      // stripe-mock's fixture refund carries none of our metadata: the request was accepted and read.
+      expect(await wire.findRefund({ paymentId: 'pi_123', refundId: 're_wire' })).toEqual({ outcome: 'not_found' });
+    } finally {
+      await mock.stop();
     }
   });
 });
