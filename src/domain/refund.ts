@@ -25,6 +25,17 @@ export interface Refund {
   /** Audit: the API key that made it (null: the operator or before audit; absent: not read from the ledger). */
   createdByKeyId?: string | null;
   createdAt: string;
+  /**
+   * A refund of a provider charge (docs/providers.md, Refunds): the provider's refund id (Stripe:
+   * `re_…`) once the provider refunded it. Absent for a ledger charge's refund, and while the
+   * provider has not answered.
+   */
+  providerRefundId?: string;
+  /**
+   * The provider refused this refund for good: the ledger gave the money back and the provider did
+   * not, until an operator settles it (then providerRefundId may appear beside it). Absent otherwise.
+   */
+  providerRefundFailure?: string;
 }
 
 /** One refund request, validated, with its fingerprint. Built once, by the service. */

@@ -18,6 +18,8 @@ interface RefundRow {
   transfer_id: number | null;
   created_by_key_id?: string | null;
   created_at: Date;
+  provider_refund_id?: string | null;
+  provider_refund_failure?: string | null;
 }
 
 /** The ledger's view of a refund: the refund itself and the fingerprint it was first asked with. */
@@ -42,6 +44,8 @@ function fromRow(row: RefundRow): LedgerRefund {
       failureCode: row.failure_code,
       ...(row.created_by_key_id !== undefined ? { createdByKeyId: row.created_by_key_id } : {}),
       createdAt: row.created_at.toISOString(),
+      ...(row.provider_refund_id ? { providerRefundId: row.provider_refund_id } : {}),
+      ...(row.provider_refund_failure ? { providerRefundFailure: row.provider_refund_failure } : {}),
     },
   };
 }
@@ -92,4 +96,89 @@ export async function listRefunds(pool: LedgerPool, tenant: string, chargeKey: s
     [tenant, chargeKey, limit],
   );
   return result.rows.map((row) => fromRow(row).refund);
+}
+
+/** What a refund's provider side needs from its charge and its row (docs/providers.md, Refunds). */
+export interface RefundProviderSide {
+  /** Null: a ledger charge, nothing to do at any provider. */
+  provider: string | null;
+  paymentId: string | null;
+  /** The charge's provider_state (captured for every refundable provider charge). */
+  providerState: string | null;
+  providerRefundId: string | null;
+  providerRefundFailure: string | null;
+  /** When the ledger decided the refund: no provider request for it can be older. */
+  refundCreatedAt: Date;
+}
+
+/** The provider side of one refund, or null when the ledger has no such refund. */
+export async function readRefundProviderSide(
+  pool: LedgerPool,
+  tenant: string,
+  chargeKey: string,
+  refundKey: string,
+): Promise<RefundProviderSide | null> {
+  const result = await pool.query<{
+    provider: string | null;
+    provider_payment_id: string | null;
+    provider_state: string | null;
+    provider_refund_id: string | null;
+    provider_refund_failure: string | null;
+    created_at: Date;
+  }>(
+    `SELECT c.provider, c.provider_payment_id, c.provider_state, r.provider_refund_id, r.provider_refund_failure, r.created_at
+       FROM refunds r JOIN charges c ON c.tenant = r.tenant AND c.idempotency_key = r.charge_key
+      WHERE r.tenant = $1 AND r.charge_key = $2 AND r.refund_key = $3`,
+    [tenant, chargeKey, refundKey],
+  );
+  const row = result.rows[0];
+  if (!row) return null;
+  return {
+    provider: row.provider,
+    paymentId: row.provider_payment_id,
+    providerState: row.provider_state,
+    providerRefundId: row.provider_refund_id,
+    providerRefundFailure: row.provider_refund_failure,
+    refundCreatedAt: row.created_at,
+  };
+}
+
+/**
+ * The provider refunded this refund: its id recorded on the refund row, once (a repeat with the
+ * same id returns the row; another id is a ProviderPaymentConflict refusal).
+ */
+export async function recordProviderRefunded(
+  pool: LedgerPool,
+  refund: Pick<RefundIntent, 'tenant' | 'chargeKey' | 'refundKey'>,
+  providerRefundId: string,
+): Promise<LedgerRefund> {
+  return callRefundFunction(pool, 'SELECT * FROM ledger_refund_provider_refunded($1, $2, $3, $4)', [
+    refund.tenant, refund.chargeKey, refund.refundKey, providerRefundId,
+  ]);
+}
+
+/** The longest provider failure kept on a refund row (the column's CHECK). */
+export const providerRefundFailureMaxLength = 2_000;
+
+/** The provider refused this refund for good: why, recorded once (the first reason stays). */
+export async function recordProviderRefundRejected(
+  pool: LedgerPool,
+  refund: Pick<RefundIntent, 'tenant' | 'chargeKey' | 'refundKey'>,
+  failure: string,
+): Promise<LedgerRefund> {
+  return callRefundFunction(pool, 'SELECT * FROM ledger_refund_provider_rejected($1, $2, $3, $4)', [
+    refund.tenant, refund.chargeKey, refund.refundKey,
+    // By characters, as the CHECK counts: a cut through a surrogate pair would not encode.
+    Array.from(failure).slice(0, providerRefundFailureMaxLength).join(''),
+  ]);
+}
+
+async function callRefundFunction(pool: LedgerPool, text: string, values: unknown[]): Promise<LedgerRefund> {
+  try {
+    const row = (await pool.query<RefundRow>(text, values)).rows[0];
+    if (!row) throw new Error(`${text} returned no row`);
+    return fromRow(row);
+  } catch (error) {
+    throw asLedgerRefusal(error) ?? error;
+  }
 }

@@ -163,12 +163,16 @@ CREATE TABLE refunds (
   transfer_id bigint,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   created_by_key_id text,
+  provider_refund_id text,
+  provider_refunded_at timestamp with time zone,
+  provider_refund_failure text,
   CONSTRAINT refunds_amount_minor_check CHECK (amount_minor >= 0),
   CONSTRAINT refunds_failure_code_check CHECK (failure_code = ANY (ARRAY['exceeds_refundable'::text, 'insufficient_funds'::text])),
   CONSTRAINT refunds_fingerprint_check CHECK (fingerprint ~ '^(v[0-9]+:)?[0-9a-f]{64}$'::text),
   CONSTRAINT refunds_id_key UNIQUE (id),
   CONSTRAINT refunds_outcome CHECK (status = 'succeeded'::text AND amount_minor > 0 AND transfer_id IS NOT NULL AND failure_code IS NULL OR status = 'failed'::text AND transfer_id IS NULL AND failure_code IS NOT NULL),
   CONSTRAINT refunds_pkey PRIMARY KEY (tenant, charge_key, refund_key),
+  CONSTRAINT refunds_provider_refund CHECK ((provider_refund_id IS NULL) = (provider_refunded_at IS NULL) AND (provider_refund_id IS NULL OR length(provider_refund_id) >= 1 AND length(provider_refund_id) <= 255) AND (provider_refund_failure IS NULL OR length(provider_refund_failure) >= 1 AND length(provider_refund_failure) <= 2000) AND (status = 'succeeded'::text OR provider_refund_id IS NULL AND provider_refund_failure IS NULL)),
   CONSTRAINT refunds_refund_key_check CHECK (length(refund_key) >= 1 AND length(refund_key) <= 255),
   CONSTRAINT refunds_requested_minor_check CHECK (requested_minor IS NULL OR requested_minor > 0),
   CONSTRAINT refunds_status_check CHECK (status = ANY (ARRAY['succeeded'::text, 'failed'::text])),
@@ -248,6 +252,7 @@ CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (prov
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
+CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);
 CREATE INDEX webhook_secrets_by_provider ON public.webhook_secrets USING btree (provider, created_at);
@@ -1034,6 +1039,58 @@ BEGIN
   RETURN r;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_refund_provider_refunded(p_tenant text, p_charge_key text, p_refund_key text, p_provider_refund_id text)
+ RETURNS refunds
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r refunds;
+BEGIN
+  UPDATE refunds SET provider_refund_id = p_provider_refund_id, provider_refunded_at = now()
+   WHERE tenant = p_tenant AND charge_key = p_charge_key AND refund_key = p_refund_key
+     AND status = 'succeeded' AND provider_refund_id IS NULL
+     AND EXISTS (SELECT 1 FROM charges c
+                  WHERE c.tenant = p_tenant AND c.idempotency_key = p_charge_key AND c.provider IS NOT NULL)
+  RETURNING * INTO r;
+  IF FOUND THEN
+    RETURN r;
+  END IF;
+  SELECT * INTO r FROM refunds WHERE tenant = p_tenant AND charge_key = p_charge_key AND refund_key = p_refund_key;
+  IF r.provider_refund_id = p_provider_refund_id THEN
+    RETURN r;
+  END IF;
+  IF r.provider_refund_id IS NOT NULL THEN
+    RAISE EXCEPTION 'refund % of charge % is already recorded as provider refund %, not %',
+      p_refund_key, p_charge_key, r.provider_refund_id, p_provider_refund_id USING ERRCODE = 'CGP01';
+  END IF;
+  RAISE EXCEPTION 'refund % of charge % is not a succeeded refund of a provider charge', p_refund_key, p_charge_key
+    USING ERRCODE = 'CGP02';
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_refund_provider_rejected(p_tenant text, p_charge_key text, p_refund_key text, p_failure text)
+ RETURNS refunds
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r refunds;
+BEGIN
+  UPDATE refunds SET provider_refund_failure = p_failure
+   WHERE tenant = p_tenant AND charge_key = p_charge_key AND refund_key = p_refund_key
+     AND status = 'succeeded' AND provider_refund_id IS NULL AND provider_refund_failure IS NULL
+     AND EXISTS (SELECT 1 FROM charges c
+                  WHERE c.tenant = p_tenant AND c.idempotency_key = p_charge_key AND c.provider IS NOT NULL)
+  RETURNING * INTO r;
+  IF FOUND THEN
+    RETURN r;
+  END IF;
+  SELECT * INTO r FROM refunds WHERE tenant = p_tenant AND charge_key = p_charge_key AND refund_key = p_refund_key;
+  IF r.provider_refund_id IS NOT NULL OR r.provider_refund_failure IS NOT NULL THEN
+    RETURN r;
+  END IF;
+  RAISE EXCEPTION 'refund % of charge % is not a succeeded refund of a provider charge', p_refund_key, p_charge_key
+    USING ERRCODE = 'CGP02';
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_refund_reference(p_charge_key text, p_refund_key text)
  RETURNS text
  LANGUAGE sql
@@ -1183,6 +1240,7 @@ CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EA
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
-CREATE TRIGGER refunds_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER refunds_decision_fixed BEFORE UPDATE ON refunds FOR EACH ROW WHEN ((to_jsonb(old.*) - ARRAY['provider_refund_id'::text, 'provider_refunded_at'::text, 'provider_refund_failure'::text]) IS DISTINCT FROM (to_jsonb(new.*) - ARRAY['provider_refund_id'::text, 'provider_refunded_at'::text, 'provider_refund_failure'::text]) OR old.provider_refund_id IS NOT NULL AND (old.provider_refund_id IS DISTINCT FROM new.provider_refund_id OR old.provider_refunded_at IS DISTINCT FROM new.provider_refunded_at) OR old.provider_refund_failure IS NOT NULL AND old.provider_refund_failure IS DISTINCT FROM new.provider_refund_failure) EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER refunds_never_removed BEFORE DELETE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER transfers_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON transfers FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER webhook_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON webhook_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

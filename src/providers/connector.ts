@@ -160,14 +160,43 @@ export type VoidResult =
   | UnknownOutcome
   | RejectedOutcome;
 
+/** Our name for a provider refund: whose, of which charge, and which refund of it. */
+export interface RefundReference extends PaymentReference {
+  refundId: string;
+}
+
 export interface RefundRequest {
   paymentId: string;
   amountMinor: number;
   idempotencyKey: string;
+  /**
+   * Carried on the provider's refund (Stripe: metadata), so `findRefund` can find it once the key
+   * may have been pruned. Without it, the refund can be found only through its key.
+   */
+  reference?: RefundReference;
 }
 
-export type RefundResult =
-  | { outcome: 'refunded'; refund: { id: string; amountMinor: number; providerStatus: string } }
+/** A refund at the provider. */
+export interface ProviderRefund {
+  /** The provider's id (Stripe: `re_…`). */
+  id: string;
+  amountMinor: number;
+  /** The provider's own status (Stripe: pending, succeeded, failed, canceled, requires_action). */
+  providerStatus: string;
+}
+
+export type RefundResult = { outcome: 'refunded'; refund: ProviderRefund } | UnknownOutcome | RejectedOutcome;
+
+export interface FindRefundRequest {
+  paymentId: string;
+  /** Our refund id, as `refund` put it on the provider's refund (RefundRequest.reference). */
+  refundId: string;
+}
+
+export type FindRefundResult =
+  /** The provider's refund of this payment carrying our refund id (the oldest, should there be two). */
+  | { outcome: 'found'; refund: ProviderRefund }
+  | { outcome: 'not_found' }
   | UnknownOutcome
   | RejectedOutcome;
 
@@ -226,6 +255,11 @@ export interface PaymentConnector {
   void(request: VoidRequest): Promise<VoidResult>;
   refund(request: RefundRequest): Promise<RefundResult>;
   findByReference(request: FindByReferenceRequest): Promise<FindByReferenceResult>;
+  /**
+   * The refund of a payment that carries our refund id, read consistently: what a refund retried
+   * past `keyRetentionMs` asks before sending again (the key alone may no longer replay).
+   */
+  findRefund(request: FindRefundRequest): Promise<FindRefundResult>;
   verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult;
 }
 

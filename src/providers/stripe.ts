@@ -12,10 +12,13 @@ import type {
   CaptureResult,
   FindByReferenceRequest,
   FindByReferenceResult,
+  FindRefundRequest,
+  FindRefundResult,
   PaymentConnector,
   PaymentReference,
   ProviderPayment,
   ProviderPaymentState,
+  ProviderRefund,
   RefundRequest,
   RefundResult,
   RejectedOutcome,
@@ -59,6 +62,13 @@ export const findByReferenceClockSkewMs = 5 * 60 * 1000;
 
 /** The most payments one findByReference reads before answering `unknown` (lookup_incomplete). */
 export const findByReferenceMaxScanned = 10_000;
+
+/**
+ * The most refunds of one payment findRefund reads before answering `unknown` (lookup_incomplete).
+ * Each refund takes at least one minor unit of the capture, so only a payment refunded in more
+ * pieces than this could reach it.
+ */
+export const findRefundMaxScanned = 1_000;
 
 /** Stripe's largest list page. */
 const stripeListPageSize = 100;
@@ -193,13 +203,42 @@ export class StripeConnector implements PaymentConnector {
   async refund(request: RefundRequest): Promise<RefundResult> {
     try {
       const refund = await this.stripe.refunds.create(
-        { payment_intent: request.paymentId, amount: request.amountMinor },
+        {
+          payment_intent: request.paymentId,
+          amount: request.amountMinor,
+          ...(request.reference
+            ? { metadata: { tenant: request.reference.tenant, charge_id: request.reference.chargeId, refund_id: request.reference.refundId } }
+            : {}),
+        },
         { idempotencyKey: request.idempotencyKey },
       );
-      return { outcome: 'refunded', refund: { id: refund.id, amountMinor: refund.amount, providerStatus: refund.status ?? 'unknown' } };
+      return { outcome: 'refunded', refund: toRefund(refund) };
     } catch (err) {
       return classifyError(err);
     }
+  }
+
+  /**
+   * Lists the payment's refunds (the list endpoint: read-after-write consistent, like
+   * findByReference's) and matches our refund id in their metadata.
+   */
+  async findRefund(request: FindRefundRequest): Promise<FindRefundResult> {
+    const found: Stripe.Refund[] = [];
+    let scanned = 0;
+    try {
+      for await (const refund of this.stripe.refunds.list({ payment_intent: request.paymentId, limit: stripeListPageSize })) {
+        scanned += 1;
+        if (refund.metadata?.['refund_id'] === request.refundId) found.push(refund);
+        if (scanned >= findRefundMaxScanned) {
+          return { outcome: 'unknown', reason: 'lookup_incomplete', detail: `read ${scanned} refunds of ${request.paymentId} without reaching the end` };
+        }
+      }
+    } catch (err) {
+      return classifyError(err);
+    }
+    // Stripe lists newest first; the oldest is the one our first request made.
+    const oldest = found.sort((a, b) => a.created - b.created)[0];
+    return oldest ? { outcome: 'found', refund: toRefund(oldest) } : { outcome: 'not_found' };
   }
 
   /**
@@ -305,6 +344,10 @@ export function toPayment(intent: Stripe.PaymentIntent): ProviderPayment {
     nextAction: intent.next_action ?? null,
     lastDeclineCode: intent.last_payment_error?.decline_code ?? intent.last_payment_error?.code ?? null,
   };
+}
+
+function toRefund(refund: Stripe.Refund): ProviderRefund {
+  return { id: refund.id, amountMinor: refund.amount, providerStatus: refund.status ?? 'unknown' };
 }
 
 function toEvent(event: Stripe.Event): { id: string; type: string; createdAtMs: number; payment: ProviderPayment | null } {

@@ -19,7 +19,6 @@ import { payloadProtectionFromEnvironment, type PayloadProtection } from '../cod
 import { chargeTaskQueue } from '../../workflows/definitions.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
-
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
 import { assertChargeSearchAttributes } from './search-attributes-check.js';
 import { defaultStickyScheduleToStartMs } from '../runtime/workflow-task-timeouts.js';
@@ -74,7 +73,10 @@ export interface ChargeWorkerOptions {
    * clients read too. The worker advertises them in its identity for the start-up key check.
    */
   payloadProtection?: Pick<PayloadProtection, 'ring' | 'plaintext'>;
-  /** The payment providers' connectors, for provider charges (docs/providers.md); none: provider charges cannot run here. */
+  /**
+   * The payment providers' connectors (docs/providers.md): provider charges are authorized, captured
+   * and voided there, and their refunds refunded there too; none: provider charges cannot run here.
+   */
   providers?: ProviderConnectors;
   providerHooks?: ProviderActivityHooks;
 }
@@ -159,7 +161,7 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     ...workflowSource(options.workflowBundle),
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),
-      ...createRefundActivities(options.ledger, options.refundHooks),
+      ...createRefundActivities(options.ledger, options.refundHooks, options.providers),
       ...createHoldSweeperActivities(options.ledger, workflowRunningProbe(temporal)),
       ...createProviderActivities(options.ledger, options.providers ?? {}, options.providerHooks),
     },

@@ -14,6 +14,7 @@ export const operations = [
   'list_payment_intents',
   'search_payment_intents',
   'create_refund',
+  'list_refunds',
 ] as const;
 export type Operation = (typeof operations)[number];
 

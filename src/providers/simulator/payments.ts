@@ -350,6 +350,11 @@ export class Payments {
     return { answer: { status: 200, body }, events: [{ type: 'refund.created', object: body }] };
   }
 
+  /** A payment's refunds, newest first, as Stripe lists them. */
+  refundsOf(paymentIntent: string): RefundRecord[] {
+    return [...this.refunds.values()].filter((refund) => refund.paymentIntent === paymentIntent).reverse();
+  }
+
   /** Newest first, as Stripe lists. */
   list(filter: (intent: PaymentIntentRecord) => boolean): PaymentIntentRecord[] {
     return [...this.paymentIntents.values()].filter(filter).sort((a, b) => b.createdMs - a.createdMs || b.sequence - a.sequence);

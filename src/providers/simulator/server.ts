@@ -331,6 +331,9 @@ function registerApiRoutes(app: FastifyInstance, ready: Ready): void {
       run: () => ready().payments.refund(paramsOf(request)),
     }),
   );
+  app.get('/v1/refunds', (request, reply) =>
+    handleRead(ready, request, reply, 'list_refunds', () => listRefunds(ready(), request.query as Params)),
+  );
   app.setNotFoundHandler((request, reply) =>
     send(reply, stripeError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (${request.method}: ${request.url}).` }), stripeLikeId('req')),
   );
@@ -384,6 +387,34 @@ function listPaymentIntents(sim: StripeSimulator, query: Params): ApiAnswer {
   return {
     status: 200,
     body: { object: 'list', data: page.map((intent) => sim.payments.render(intent)), has_more: start + limit < all.length, url: '/v1/payment_intents' },
+  };
+}
+
+/** `payment_intent` (required here: the simulator lists one payment's refunds), `limit`, `starting_after`. */
+function listRefunds(sim: StripeSimulator, query: Params): ApiAnswer {
+  for (const name of Object.keys(query)) {
+    if (name !== 'payment_intent' && name !== 'limit' && name !== 'starting_after') return invalidParam(`Received unknown parameter: ${name}`, name);
+  }
+  const limit = integerParam(query['limit'], 'limit') ?? defaultListLimit;
+  if (typeof limit !== 'number') return limit;
+  if (limit < 1 || limit > maxListLimit) return invalidParam(`limit must be between 1 and ${maxListLimit}`, 'limit');
+  const paymentIntent = query['payment_intent'];
+  if (typeof paymentIntent !== 'string') return invalidParam('The simulator lists the refunds of one payment: payment_intent is required.', 'payment_intent');
+  if (!sim.payments.paymentIntents.has(paymentIntent)) {
+    return stripeError(404, { type: 'invalid_request_error', code: 'resource_missing', message: `No such payment_intent: '${paymentIntent}'`, param: 'payment_intent' });
+  }
+  const all = sim.payments.refundsOf(paymentIntent);
+  let start = 0;
+  const startingAfter = query['starting_after'];
+  if (typeof startingAfter === 'string') {
+    const index = all.findIndex((refund) => refund.id === startingAfter);
+    if (index === -1) return stripeError(404, { type: 'invalid_request_error', code: 'resource_missing', message: `No such refund: '${startingAfter}'`, param: 'starting_after' });
+    start = index + 1;
+  }
+  const page = all.slice(start, start + limit);
+  return {
+    status: 200,
+    body: { object: 'list', data: page.map((refund) => sim.payments.renderRefund(refund)), has_more: start + limit < all.length, url: '/v1/refunds' },
   };
 }
 
