@@ -19,6 +19,7 @@ import {
 import {
   balanceOf,
   expectLedgerInvariants,
+  expectReconciled,
   fundedTenant,
   newKey,
   providerIntent,
@@ -112,6 +113,7 @@ describe('a provider charge', () => {
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(1_250);
     expect(await clearing(tenant)).toMatchObject({ postedMinor: -1_250, pendingMinor: 0 });
     await expectLedgerInvariants(h.pool, tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('a declined card: the charge is declined with the caller code and the provider code, nothing held anywhere', async () => {
@@ -138,6 +140,7 @@ describe('a provider charge', () => {
     expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 600 });
     expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(600);
     await expectLedgerInvariants(h.pool, tenant);
+    await expectReconciled(h, tenant);
   });
 
   it('manual hold cancelled: the ledger releases the hold, then the provider voids the authorization', async () => {

@@ -26,13 +26,22 @@ export const authorityQueries: readonly AuthorityQuery[] = [
   {
     name: 'system_accounts_move_only_by_deposit',
     description:
-      'every journal entry of a system account (@external/...) is the debit of a deposit (its deposit or webhook record): no charge, refund or hand edit moves money out of or into one',
+      'every journal entry of a system account is the debit of a deposit (@external/..., its deposit or webhook record), or, on a provider clearing account (@provider/<provider>/<currency>), the debit of a capture or the credit of a refund of a provider charge of that provider and currency that the provider captured: no other charge, refund or hand edit moves money out of or into one',
     sql: `SELECT e.tenant, e.account_id, e.transfer_id, t.kind, t.reference, e.amount_minor
             FROM accounts a
             JOIN journal_entries e ON e.tenant = a.tenant AND e.account_id = a.id
             JOIN transfers t ON t.id = e.transfer_id
            WHERE a.is_system AND ($1::text IS NULL OR a.tenant = $1)
-             AND NOT (t.kind = 'deposit' AND e.amount_minor < 0)
+             AND NOT (t.kind = 'deposit' AND e.amount_minor < 0 AND a.id LIKE '@external/%')
+             AND NOT (t.kind IN ('capture', 'refund') AND EXISTS (
+                   SELECT 1 FROM charges c
+                    WHERE c.tenant = e.tenant
+                      AND c.idempotency_key = CASE WHEN t.kind = 'capture' THEN t.reference
+                                                   ELSE (SELECT r.charge_key FROM refunds r WHERE r.transfer_id = t.id) END
+                      AND c.provider IS NOT NULL AND c.provider_state = 'captured'
+                      AND c.payer_account_id = a.id
+                      AND a.id = '@provider/' || c.provider || '/' || c.currency
+                      AND (t.kind = 'capture') = (e.amount_minor < 0)))
            ORDER BY e.transfer_id`,
   },
   {
