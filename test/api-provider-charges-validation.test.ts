@@ -12,7 +12,7 @@ import { chargeToWire, wireChargeSchema, wireProblemSchema } from '../src/servic
 import { describeCharge } from '../src/cli/commands/surface.js';
 import { runCli as cli } from './support/cli.js';
 import { callTool, mcpOverHttp } from './support/mcp.js';
-import { expectLedgerInvariants, newKey, workflowExists, useHarness } from './support/harness.js';
+import { expectLedgerInvariants, newKey, openAccount, workflowExists, useHarness } from './support/harness.js';
 import { fundedApiTenant, useApi } from './support/api.js';
 
 const h = useHarness();
@@ -72,6 +72,29 @@ describe('a provider charge names payment_method: refused bodies get a 400 namin
     }
     expect(await countLedger(h.pool, tenant)).toEqual(before);
     await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it("the payee is checked as for any charge, the clearing account (the ledger's, opened on first use) is not", async () => {
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'provider-accounts' });
+    await openAccount(h.pool, tenant, 'payee-eur', { currency: 'EUR' });
+    const before = await countLedger(h.pool, tenant);
+    const cases: Array<[string, Record<string, unknown>, Array<[string, RegExp]>]> = [
+      ['unknown payee', providerBody({ payee_account_id: 'nobody' }), [['payee_account_id', /^no account nobody for this tenant$/]]],
+      ['payee in another currency', providerBody({ payee_account_id: 'payee-eur' }), [['currency', /^account payee-eur holds EUR, not USD$/]]],
+    ];
+    for (const [label, body, expected] of cases) {
+      const idempotencyKey = newKey('provider-accounts');
+      const response = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': idempotencyKey } });
+      expect(response.status, label).toBe(400);
+      const problem = wireProblemSchema.parse(response.body);
+      expect(problem.errors, label).toHaveLength(expected.length);
+      expected.forEach(([field, message], index) => {
+        expect(problem.errors![index]!.field, label).toBe(field);
+        expect(problem.errors![index]!.message, label).toMatch(message);
+      });
+      expect(await workflowExists(h, chargeWorkflowId(tenant, idempotencyKey)), label).toBe(false);
+    }
+    expect(await countLedger(h.pool, tenant)).toEqual(before);
   });
 
   it("a key's mandate judges a provider charge as any other: outside it is a 403 naming the rule, nothing started", async () => {
