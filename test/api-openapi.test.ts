@@ -86,8 +86,46 @@ describe('the OpenAPI document', () => {
     expect(create.parameters).toContainEqual(expect.objectContaining({ in: 'header', name: 'idempotency-key', required: false }));
     expect(create.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/CreateChargeRequest' });
     const request = document.components.schemas.CreateChargeRequest;
-    expect(request.required).toEqual(expect.arrayContaining(['order_id', 'payer_account_id', 'payee_account_id', 'amount', 'currency']));
+    expect(request.required).toEqual(expect.arrayContaining(['order_id', 'payee_account_id', 'amount', 'currency']));
     expect(request.properties.amount).toMatchObject({ type: 'integer', minimum: 1 });
+  });
+
+  it('describes who pays: exactly one of payer_account_id and payment_method, provider only with payment_method, as the program judges', async () => {
+    const request = document.components.schemas.CreateChargeRequest;
+    expect(request.properties.payment_method).toMatchObject({ type: 'string', minLength: 1, maxLength: 255 });
+    expect(request.properties.provider).toMatchObject({ enum: ['stripe'] });
+    expect(request.description).toMatch(/Exactly one of payer_account_id .* and payment_method/);
+    const valid = new Ajv2020({ strict: false, validateFormats: false }).compile(request);
+    const apiKey = await api.keyFor(`t-openapi-payer-${Date.now().toString(36)}`);
+    const base = { order_id: 'o-1', payee_account_id: 'payee', amount: 100, currency: 'USD' };
+    const refused: Array<[string, Record<string, unknown>]> = [
+      ['neither', base],
+      ['both', { ...base, payer_account_id: 'payer', payment_method: 'pm_card_visa' }],
+      ['provider without payment_method', { ...base, payer_account_id: 'payer', provider: 'stripe' }],
+      ['unknown provider', { ...base, payment_method: 'pm_card_visa', provider: 'adyen' }],
+      ['payment method with a space', { ...base, payment_method: 'pm card' }],
+    ];
+    for (const [label, body] of refused) {
+      expect(valid(body), `${label}: the document refuses it`).toBe(false);
+      const response = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': `openapi-${label.replaceAll(' ', '-')}` } });
+      expect(response.status, `${label}: the program refuses it`).toBe(400);
+    }
+    for (const body of [{ ...base, payer_account_id: 'payer' }, { ...base, payment_method: 'pm_card_visa' }, { ...base, payment_method: 'pm_card_visa', provider: 'stripe' }]) {
+      expect(valid(body), JSON.stringify(body)).toBe(true);
+    }
+  });
+
+  it('describes a provider charge: payment_method, the provider object, requires_action and next_action', () => {
+    const charge = document.components.schemas.Charge;
+    expect(charge.properties.status.enum).toContain('requires_action');
+    expect(charge.properties.payment_method).toMatchObject({ type: 'string' });
+    expect(Object.keys(charge.properties.provider.properties).sort()).toEqual(['decline_code', 'name', 'next_action', 'payment_id', 'state']);
+    // Nullable: an anyOf of the states' enum and null.
+    const state = charge.properties.provider.properties.state;
+    expect(state.anyOf.find((branch: any) => branch.enum)?.enum).toEqual(expect.arrayContaining(['requires_action', 'authorized', 'captured']));
+    expect(state.anyOf).toContainEqual({ type: 'null' });
+    expect(charge.required).toContain('next_action');
+    expect(charge.required).not.toContain('provider');
   });
 
   it('constrains every path and query parameter and the Idempotency-Key header (patterns and lengths)', () => {

@@ -4,9 +4,10 @@ import { z } from 'zod';
 import type { AccountsService } from '../service/accounts-service.js';
 import type { ChargeService } from '../service/charge-service.js';
 import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
-import { accountToWire, chargeToWire, refundToWire } from '../service/wire.js';
+import { accountToWire, chargeToWire, refundToWire, type WireCharge } from '../service/wire.js';
 import { captureModes } from '../domain/capture-modes.js';
 import { limits } from '../domain/limits.js';
+import { paymentMethodIdMaxLength, providerNames } from '../domain/providers.js';
 import type { Operation } from '../domain/permissions.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
 import { outputSchemas } from './output-schemas.js';
@@ -64,6 +65,12 @@ async function run(
   }
 }
 
+/** What the model must do with a charge waiting for its payer: the summary says it, not only the structured content. */
+function payerActionNote(charge: WireCharge): string {
+  if (charge.status !== 'requires_action') return '';
+  return ` The payer must act (3-D Secure): hand next_action to the payer (${JSON.stringify(charge.next_action)}), then call get_charge with the same idempotency_key.`;
+}
+
 /**
  * The chargeguard tools for one tenant. Argument checks are the service's (one message per
  * field, the same rules as the HTTP API's), so the schemas here state types and meaning for the
@@ -85,15 +92,27 @@ export function createMcpServer(deps: McpDeps): McpServer {
     {
       title: 'Create a charge (exactly once per idempotency_key)',
       description:
-        'Charges payer_account_id and credits payee_account_id. Safe to retry: with the same idempotency_key and ' +
+        'Charges the payer and credits payee_account_id. The payer is EXACTLY ONE of payer_account_id (an account in ' +
+        'this ledger) and payment_method (a card or other instrument at a payment provider, e.g. Stripe\'s ' +
+        '"pm_card_visa"; `provider` defaults to "stripe"). Safe to retry: with the same idempotency_key and ' +
         'arguments it returns the original charge instead of charging again. Amounts are integers in minor units ' +
         '(cents). Status "declined" is a final answer for that key. When `completed` is false the charge is still ' +
-        'processing: call create_charge again with the same key, or get_charge.',
+        'processing: call create_charge again with the same key, or get_charge. Status "requires_action" means the ' +
+        'payer must authenticate (3-D Secure): hand `next_action` to the payer, then call get_charge; unanswered, ' +
+        'the charge is cancelled when its hold expires.',
       inputSchema: z
         .object({
           idempotency_key: idempotencyKey,
           order_id: z.string().describe(`your order or invoice id (1-${limits.orderIdMaxLength} characters, no control characters)`),
-          payer_account_id: z.string().describe('account to debit'),
+          payer_account_id: z.string().optional().describe('account to debit; give this or payment_method, not both'),
+          payment_method: z
+            .string()
+            .optional()
+            .describe(
+              `the payer's instrument at the provider (Stripe: a PaymentMethod id such as "pm_card_visa"; letters, digits and "_", ` +
+                `at most ${paymentMethodIdMaxLength}); give this or payer_account_id, not both`,
+            ),
+          provider: z.enum(providerNames).optional().describe('the provider of payment_method (default "stripe"); only with payment_method'),
           payee_account_id: z.string().describe('account to credit'),
           amount: z.number().describe('integer amount in minor units, e.g. 1250 for 12.50'),
           currency: z.string().describe('ISO 4217 code, upper case, e.g. "USD"; must be both accounts\' currency'),
@@ -121,7 +140,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
         const summary = !answer.completed
           ? `Charge ${charge.id} is still processing (status ${charge.status}). Call create_charge again with the same idempotency_key, or get_charge.`
           : `${answer.replayed ? 'Replayed: this key was already used for this charge; no new charge was made. ' : ''}Charge ${charge.id} is ${charge.status}.`;
-        return okResult(summary, { charge, replayed: answer.replayed, completed: answer.completed });
+        return okResult(`${summary}${payerActionNote(charge)}`, { charge, replayed: answer.replayed, completed: answer.completed });
       }),
   );
 
@@ -137,7 +156,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
     ({ idempotency_key }) =>
       run(deps, 'charges.read', async (tenant) => {
         const charge = chargeToWire(await charges.getCharge(tenant, idempotency_key));
-        return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
+        return okResult(`Charge ${charge.id} is ${charge.status}.${payerActionNote(charge)}`, { charge });
       }),
   );
 

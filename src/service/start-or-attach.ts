@@ -150,12 +150,15 @@ export async function startOrAttachRefund(
  * Try checks again (and declines), should an account change in between.
  */
 async function assertAccountsUsable(ctx: ServiceContext, tenant: string, request: ChargeRequest): Promise<void> {
-  const accounts = await getAccounts(ctx.ledger, tenant, [request.payerAccountId, request.payeeAccountId]);
+  // A provider charge's payer is the clearing account, which the ledger's provider Try derives and
+  // opens on first use: only the payee is the caller's to name.
+  const named: Array<readonly ['payer_account_id' | 'payee_account_id', string]> = [
+    ...(request.paymentMethod ? [] : [['payer_account_id', request.payerAccountId] as const]),
+    ['payee_account_id', request.payeeAccountId] as const,
+  ];
+  const accounts = await getAccounts(ctx.ledger, tenant, named.map(([, id]) => id));
   const errors: FieldError[] = [];
-  for (const [field, id] of [
-    ['payer_account_id', request.payerAccountId],
-    ['payee_account_id', request.payeeAccountId],
-  ] as const) {
+  for (const [field, id] of named) {
     const account = accounts.get(id);
     if (!account) errors.push({ field, message: `no account ${id} for this tenant` });
     else if (account.currency !== request.currency) {

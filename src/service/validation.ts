@@ -2,6 +2,13 @@ import { z } from 'zod';
 import { chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
 import { captureModes } from '../domain/capture-modes.js';
 import { currencyPattern, limits, textPatterns } from '../domain/limits.js';
+import {
+  clearingAccountId,
+  paymentMethodIdMaxLength,
+  paymentMethodIdPattern,
+  providerNames,
+  type ProviderName,
+} from '../domain/providers.js';
 import { ValidationError, type FieldError } from './errors.js';
 
 /**
@@ -83,10 +90,18 @@ function charactersProblem(value: string, allowedChar: RegExp, maxLength: number
 }
 
 const accountIdRule = 'letters, digits, "_", ".", ":" or "-" (1-64 characters)';
+const paymentMethodIdRule = `letters, digits or "_" (1-${paymentMethodIdMaxLength} characters), the provider's token such as "pm_card_visa"`;
 const idempotencyKeyRule = 'visible ASCII characters only (no spaces or control characters), 1-255 of them';
 
 export function accountIdProblem(id: string): string | null {
   return charactersProblem(id, /^[A-Za-z0-9_.:-]$/, limits.accountIdMaxLength, accountIdRule);
+}
+
+export function paymentMethodIdProblem(id: string): string | null {
+  const problem = charactersProblem(id, /^[A-Za-z0-9_]$/, paymentMethodIdMaxLength, paymentMethodIdRule);
+  // The domain's pattern is what the ledger and the provider's request rely on: agree with it.
+  if (problem === null && !paymentMethodIdPattern.test(id)) return `must be ${paymentMethodIdRule}`;
+  return problem;
 }
 
 export function idempotencyKeyProblem(key: string): string | null {
@@ -108,6 +123,19 @@ export const idempotencyKeySchema = z
     if (problem) context.addIssue({ code: 'custom', message: problem });
   })
   .meta({ minLength: 1, maxLength: limits.idempotencyKeyMaxLength, pattern: '^[\\x21-\\x7e]{1,255}$' });
+
+export const paymentMethodIdSchema = z
+  .string({ error: notNull('a string') })
+  .superRefine((id, context) => {
+    const problem = paymentMethodIdProblem(id);
+    if (problem) context.addIssue({ code: 'custom', message: problem });
+  })
+  .meta({ minLength: 1, maxLength: paymentMethodIdMaxLength, pattern: paymentMethodIdPattern.source });
+
+export const providerNameSchema = z.enum(providerNames, { error: notNull(`one of ${providerNames.map((name) => `"${name}"`).join(', ')}`) });
+
+/** The provider a charge naming a payment method goes to when it names none. */
+export const defaultProviderName: ProviderName = 'stripe';
 
 const knownCurrencies = new Set(Intl.supportedValuesOf('currency'));
 
@@ -156,7 +184,18 @@ export const metadataSchema = refusingPrototypeKey(
 export function chargeFieldSchemas(amountMinorMax: number) {
   return {
     order_id: orderIdSchema,
-    payer_account_id: accountIdSchema,
+    payer_account_id: accountIdSchema
+      .optional()
+      .describe('the account to debit, in this ledger; exactly one of payer_account_id and payment_method'),
+    payment_method: paymentMethodIdSchema
+      .optional()
+      .describe(
+        "the payer's instrument at a payment provider (Stripe: a PaymentMethod id such as pm_card_visa), " +
+          'charged through the provider instead of a ledger account; exactly one of payer_account_id and payment_method',
+      ),
+    provider: providerNameSchema
+      .optional()
+      .describe(`the provider payment_method belongs to (default "${defaultProviderName}"); only with payment_method`),
     payee_account_id: accountIdSchema,
     amount: amountSchema(amountMinorMax),
     currency: currencySchema,
@@ -171,10 +210,47 @@ export function chargeRequestSchema(amountMinorMax: number) {
   return z
     .object(chargeFieldSchemas(amountMinorMax))
     .strict()
-    .refine((body) => body.payer_account_id !== body.payee_account_id, {
+    .superRefine((body, context) => {
+      for (const issue of payerProblems(body)) context.addIssue({ code: 'custom', ...issue });
+    }, { when: ({ value }) => isObject(value) })
+    .refine((body) => body.payer_account_id === undefined || body.payer_account_id !== body.payee_account_id, {
       path: ['payee_account_id'],
       message: 'must differ from payer_account_id',
+    })
+    .meta({
+      description:
+        'Exactly one of payer_account_id (a ledger account pays) and payment_method (the payer pays through a ' +
+        'provider; provider, default "stripe", only with it) is required: both, or neither, is refused (400).',
+      // JSON Schema can state both rules, so schema-driven clients see them too.
+      oneOf: [{ required: ['payer_account_id'] }, { required: ['payment_method'] }],
+      dependentRequired: { provider: ['payment_method'] },
     });
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * Who pays: exactly one of a ledger account and a provider's payment method. Judged on presence
+ * alone, and even when other fields are bad, so one answer names every problem. `null` counts as
+ * absent here: the field's own check already names it ("null is not a value").
+ */
+function payerProblems(body: Record<string, unknown>): Array<{ path: string[]; message: string }> {
+  const given = (field: string) => body[field] !== undefined && body[field] !== null;
+  const payer = given('payer_account_id');
+  const paymentMethod = given('payment_method');
+  const problems: Array<{ path: string[]; message: string }> = [];
+  if (payer && paymentMethod) {
+    const both = 'a charge names one payer: payer_account_id (a ledger account) or payment_method (through a provider), not both';
+    problems.push({ path: ['payer_account_id'], message: both }, { path: ['payment_method'], message: both });
+  } else if (body.payer_account_id === undefined && body.payment_method === undefined) {
+    const neither = 'is required: a charge names payer_account_id (a ledger account) or payment_method (through a provider)';
+    problems.push({ path: ['payer_account_id'], message: neither }, { path: ['payment_method'], message: neither });
+  }
+  if (given('provider') && body.payment_method === undefined) {
+    problems.push({ path: ['provider'], message: 'is allowed only with payment_method: it names the provider of that payment method' });
+  }
+  return problems;
 }
 
 export type ChargeRequestInput = z.input<ReturnType<typeof chargeRequestSchema>>;
@@ -211,15 +287,23 @@ export function parseWith<S extends z.ZodType>(schema: S, value: unknown): z.out
 /** Parses an untrusted charge body; throws ValidationError naming every bad field. */
 export function parseChargeRequest(body: unknown, amountMinorMax: number): ChargeRequest {
   const b = parseWith(chargeRequestSchema(amountMinorMax), assertObjectBody(body));
-  return {
+  const common = {
     orderId: b.order_id,
-    payerAccountId: b.payer_account_id,
     payeeAccountId: b.payee_account_id,
     amountMinor: b.amount,
     currency: b.currency,
     captureMode: b.capture,
     description: b.description ?? null,
     metadata: b.metadata ?? null,
+  };
+  if (b.payment_method === undefined) return { ...common, payerAccountId: b.payer_account_id! };
+  const provider = b.provider ?? defaultProviderName;
+  // The ledger pays a provider charge from the clearing account: everything that reads the payer
+  // (mandates, listings, search attributes) keeps working; the fingerprint names the instrument.
+  return {
+    ...common,
+    payerAccountId: clearingAccountId(provider, b.currency),
+    paymentMethod: { provider, id: b.payment_method },
   };
 }
 

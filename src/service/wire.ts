@@ -4,6 +4,7 @@ import { captureModes } from '../domain/capture-modes.js';
 import type { Refund } from '../domain/refund.js';
 import { refundFailureCodes, refundStatuses } from '../domain/refund-outcomes.js';
 import { declineCodes } from '../domain/refusals.js';
+import { providerNames, providerPaymentStates, type ChargeProviderPayment } from '../domain/providers.js';
 import { mandateRules } from '../domain/mandate.js';
 import { limitScopes } from '../domain/rate-limits.js';
 import { dependencies } from './errors.js';
@@ -20,6 +21,28 @@ const minorUnits = z.number().int().describe("integer amount in the currency's m
 
 export const chargeStatusSchema = z.enum(chargeStatuses);
 
+/** The provider's `next_action` (Stripe: `{type: "use_stripe_sdk" | "redirect_to_url", ...}`), passed on untouched. */
+const nextActionSchema = z
+  .record(z.string(), z.unknown())
+  .nullable()
+  .describe("what the payer must do (3-D Secure), as the provider said it (Stripe's PaymentIntent next_action, untouched)");
+
+export const wireProviderPaymentSchema = z
+  .object({
+    name: z.enum(providerNames).describe('the payment provider'),
+    payment_id: z.string().nullable().describe("the provider's payment id (Stripe: pi_...); null until the provider answered"),
+    state: z
+      .enum(providerPaymentStates)
+      .nullable()
+      .describe('where the payment stands at the provider; null while nothing was sent'),
+    next_action: nextActionSchema.describe('present (not null) while state is requires_action: what the payer must do'),
+    decline_code: z
+      .string()
+      .nullable()
+      .describe("the provider's own decline code (Stripe: e.g. card_velocity_exceeded), beside the charge's decline_code"),
+  })
+  .describe('a charge paid through a payment provider: its side of the payment');
+
 export const wireChargeSchema = z
   .object({
     id: z.string().describe('stable id derived from (tenant, idempotency key)'),
@@ -31,7 +54,10 @@ export const wireChargeSchema = z
     amount_refunded: minorUnits,
     currency: z.string().describe('ISO 4217 code, upper case'),
     order_id: z.string(),
-    payer_account_id: z.string(),
+    payer_account_id: z
+      .string()
+      .describe("the account debited; for a charge through a provider, the tenant's clearing account @provider/<provider>/<currency>"),
+    payment_method: z.string().optional().describe("present for a charge through a provider: the payer's instrument there, as sent"),
     payee_account_id: z.string(),
     capture: z.enum(captureModes),
     description: z.string().nullable(),
@@ -46,6 +72,10 @@ export const wireChargeSchema = z
       .nullable()
       .optional()
       .describe('audit, shown to admin keys only: the API key that created the charge (null: the operator, or before audit)'),
+    provider: wireProviderPaymentSchema.optional().describe('present for a charge through a provider (payment_method), absent otherwise'),
+    next_action: nextActionSchema.describe(
+      'while status is requires_action: what the payer must do (3-D Secure), the same as provider.next_action; null otherwise',
+    ),
     created_at: timestamp,
     updated_at: timestamp,
   });
@@ -64,6 +94,7 @@ export function chargeToWire(charge: Charge, options: { audit?: boolean } = {}):
     currency: charge.currency,
     order_id: charge.orderId,
     payer_account_id: charge.payerAccountId,
+    ...(charge.provider ? { payment_method: charge.provider.paymentMethod } : {}),
     payee_account_id: charge.payeeAccountId,
     capture: charge.captureMode,
     description: charge.description,
@@ -71,8 +102,26 @@ export function chargeToWire(charge: Charge, options: { audit?: boolean } = {}):
     ...(charge.declineCode ? { decline_code: charge.declineCode } : {}),
     ...(charge.failureReason ? { failure_reason: charge.failureReason } : {}),
     ...(options.audit && charge.createdByKeyId !== undefined ? { created_by_key_id: charge.createdByKeyId } : {}),
+    ...(charge.provider ? { provider: providerPaymentToWire(charge.provider) } : {}),
+    // As a Stripe PaymentIntent has it: a caller handling 3-D Secure need not know which provider asked.
+    next_action: charge.status === 'requires_action' ? nextActionOf(charge.provider) : null,
     created_at: charge.createdAt,
     updated_at: charge.updatedAt,
+  };
+}
+
+function nextActionOf(provider: ChargeProviderPayment | undefined): Record<string, unknown> | null {
+  const action = provider?.nextAction;
+  return typeof action === 'object' && action !== null && !Array.isArray(action) ? (action as Record<string, unknown>) : null;
+}
+
+export function providerPaymentToWire(provider: ChargeProviderPayment): z.infer<typeof wireProviderPaymentSchema> {
+  return {
+    name: provider.provider,
+    payment_id: provider.paymentId,
+    state: provider.state,
+    next_action: provider.state === 'requires_action' ? nextActionOf(provider) : null,
+    decline_code: provider.declineCode,
   };
 }
 

@@ -62,16 +62,20 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
         description:
           'Waits for the outcome up to the wait budget (`Prefer: wait=N` shortens it). 201: this request created ' +
           'the charge and it is decided. 200 with `Idempotent-Replayed: true`: an earlier request with the same key ' +
-          'and body made it; the body is that request\'s outcome. 202: still processing, poll `Location` or retry.',
+          'and body made it; the body is that request\'s outcome. 202: still processing, poll `Location` or retry.\n\n' +
+          'The payer is a ledger account (`payer_account_id`) or an instrument at a payment provider (`payment_method`, ' +
+          'with `provider`, default "stripe"): exactly one of the two. A provider charge whose payer must authenticate ' +
+          '(3-D Secure) answers 202 with status `requires_action` and `next_action` (the provider\'s, untouched): have ' +
+          'the payer complete it, then poll `Location`; left undone, the charge is cancelled when its hold expires.',
         tags: ['charges'],
         headers: idempotencyKeyOrTokenParameters('reuse verbatim on every retry of this charge'),
         body: ref('CreateChargeRequest'),
         response: {
           200: jsonResponse('replay of an earlier request with the same key and body', 'Charge', replayHeaders),
-          201: jsonResponse('created and decided (succeeded, declined, or reserved for manual capture)', 'Charge', {
+          201: jsonResponse('created and decided (succeeded, declined, cancelled, or reserved for manual capture)', 'Charge', {
             Location: { schema: { type: 'string' } },
           }),
-          202: jsonResponse('still processing at the end of the wait budget', 'Charge', {
+          202: jsonResponse('still processing at the end of the wait budget (pending), or waiting for the payer (requires_action)', 'Charge', {
             Location: { schema: { type: 'string' } },
             'Retry-After': { schema: { type: 'integer' } },
           }),
@@ -188,7 +192,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     {
       config: { operation: 'charges.cancel' },
       schema: {
-        summary: 'Cancel a charge that has not succeeded; the hold is released',
+        summary: 'Cancel a charge that has not succeeded; the hold is released (at the provider too, for a provider charge)',
         description:
           'Repeating a cancel returns the cancelled charge. A succeeded charge cannot be cancelled: refund it. ' +
           'A cancel takes no parameters: no body, or `{}`; any field is refused.',

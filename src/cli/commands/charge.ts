@@ -3,6 +3,9 @@ import { chargeActorOf } from '../../auth/principal.js';
 import { addIdentityOptions, assertIdentityNamed, resolvePrincipal } from '../identity.js';
 import { assertIdempotencyKey, parseChargeRequest } from '../../service/validation.js';
 import { chargeToWire } from '../../service/wire.js';
+import { ValidationError, type FieldError } from '../../service/errors.js';
+import { defaultProviderName } from '../../service/validation.js';
+import { providerNames } from '../../domain/providers.js';
 import { loadConfig } from '../../config.js';
 import {
   addOutputOption,
@@ -19,7 +22,9 @@ interface ChargeOptions {
   apiKeyFile?: string;
   key: string;
   order: string;
-  payer: string;
+  payer?: string;
+  paymentMethod?: string;
+  provider?: string;
   payee: string;
   amount: string;
   currency: string;
@@ -29,13 +34,35 @@ interface ChargeOptions {
   json?: boolean;
 }
 
+/**
+ * Who pays, named as the flags name it. Checked here rather than with commander's `conflicts`, whose
+ * refusal leaves by commander's own exit path (exit 1, no --json), so that this refusal is printed
+ * and exits as every other invalid flag does. The service judges the same rule on the body.
+ */
+export function assertOnePayer(options: Pick<ChargeOptions, 'payer' | 'paymentMethod' | 'provider'>): void {
+  const errors: FieldError[] = [];
+  if (options.payer !== undefined && options.paymentMethod !== undefined) {
+    const both = 'a charge names one payer: --payer (a ledger account) or --payment-method (through a provider), not both';
+    errors.push({ field: '--payer', message: both }, { field: '--payment-method', message: both });
+  } else if (options.payer === undefined && options.paymentMethod === undefined) {
+    const neither = 'is required: a charge names --payer (a ledger account) or --payment-method (through a provider)';
+    errors.push({ field: '--payer', message: neither }, { field: '--payment-method', message: neither });
+  }
+  if (options.provider !== undefined && options.paymentMethod === undefined) {
+    errors.push({ field: '--provider', message: 'is allowed only with --payment-method: it names the provider of that payment method' });
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+}
+
 export function registerChargeCommand(program: Command): void {
   const command = program
     .command('charge')
     .description('charge an order exactly once: rerun with the same --key after any failure and it will not charge twice')
     .requiredOption('--key <idempotency-key>', 'idempotency key, reused verbatim on every retry')
     .requiredOption('--order <id>', 'order id')
-    .requiredOption('--payer <account>', 'account to debit')
+    .option('--payer <account>', 'account to debit (or --payment-method, not both)')
+    .option('--payment-method <id>', "the payer's instrument at a payment provider, e.g. pm_card_visa (or --payer, not both)")
+    .option('--provider <name>', `the provider of --payment-method (default ${defaultProviderName}; one of ${providerNames.join(', ')})`)
     .requiredOption('--payee <account>', 'account to credit')
     .requiredOption('--amount <minor-units>', 'integer amount in minor units (cents)')
     .requiredOption('--currency <code>', 'ISO 4217 code, e.g. USD')
@@ -47,9 +74,12 @@ export function registerChargeCommand(program: Command): void {
   command.action((options: ChargeOptions) =>
     runCommand(options, async () => {
       assertIdentityNamed(options);
+      assertOnePayer(options);
       const body = {
         order_id: options.order,
-        payer_account_id: options.payer,
+        ...(options.payer !== undefined ? { payer_account_id: options.payer } : {}),
+        ...(options.paymentMethod !== undefined ? { payment_method: options.paymentMethod } : {}),
+        ...(options.provider !== undefined ? { provider: options.provider } : {}),
         payee_account_id: options.payee,
         amount: minorUnitsOption(options.amount, 'amount'),
         currency: options.currency,

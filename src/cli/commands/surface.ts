@@ -137,11 +137,27 @@ export function describeCharge(charge: {
   idempotency_key: string;
   decline_code?: string;
   failure_reason?: string;
+  payment_method?: string;
+  provider?: { name: string; payment_id: string | null; state: string | null; decline_code: string | null };
+  next_action: unknown;
 }): string {
   const why = charge.decline_code ?? charge.failure_reason;
-  return (
+  // A provider charge's payer is its payment method (the clearing account is the ledger's side of it).
+  const payer = charge.payment_method ?? charge.payer_account_id;
+  const lines = [
     `${charge.id}  ${charge.status}${why ? ` (${why})` : ''}  ${charge.amount} ${charge.currency} minor units  ` +
-    `${charge.payer_account_id} -> ${charge.payee_account_id}  captured ${charge.amount_captured}, refunded ${charge.amount_refunded}  ` +
-    `key ${charge.idempotency_key}`
-  );
+      `${payer} -> ${charge.payee_account_id}  captured ${charge.amount_captured}, refunded ${charge.amount_refunded}  ` +
+      `key ${charge.idempotency_key}`,
+  ];
+  const provider = charge.provider;
+  if (provider) {
+    lines.push(
+      `  ${provider.name}: payment ${provider.payment_id ?? '(none yet)'}, ${provider.state ?? 'nothing sent yet'}` +
+        `${provider.decline_code ? `, declined: ${provider.decline_code}` : ''}  (ledger payer ${charge.payer_account_id})`,
+    );
+  }
+  if (charge.status === 'requires_action') {
+    lines.push(`  the payer must act (3-D Secure), then run status again: next_action ${JSON.stringify(charge.next_action)}`);
+  }
+  return lines.join('\n');
 }
