@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdempotencyConflictError } from '../src/service/errors.js';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { clearingAccountId } from '../src/domain/providers.js';
@@ -258,5 +259,64 @@ describe('a provider charge', () => {
     const charge = (await h.temporal.workflow.getHandle(chargeWorkflowId(tenant, intent.idempotencyKey)).result()) as Charge;
     expect(charge.status).toBe('succeeded');
     expect(paymentsOf(intent)).toHaveLength(1);
+  });
+
+  describe('through the service (what the HTTP API, MCP and CLI call)', () => {
+    const body = (overrides: Record<string, unknown> = {}) => ({
+      order_id: `order-${randomBytes(4).toString('hex')}`,
+      payment_method: 'pm_card_visa',
+      payee_account_id: 'payee',
+      amount: 700,
+      currency: 'USD',
+      ...overrides,
+    });
+
+    it('twenty identical requests at once: one execution, one PaymentIntent, twenty identical answers', async () => {
+      const tenant = await fundedTenant(h, { label: 'pc-svc-dup' });
+      const key = newKey();
+      const request = body();
+      const client = h.clientFor({ taskQueue, policy });
+      const replies = await Promise.all(Array.from({ length: 20 }, () => client.charge(tenant, key, request)));
+      expect(replies.filter((reply) => !reply.replayed)).toHaveLength(1);
+      for (const reply of replies) expect(reply.charge).toEqual(replies[0]!.charge);
+      expect(replies[0]!.charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 700 });
+      const payments = [...sim.payments.paymentIntents.values()].filter((p) => p.metadata['tenant'] === tenant);
+      expect(payments).toHaveLength(1);
+      await expect(client.charge(tenant, key, { ...request, payment_method: 'pm_card_mastercard' })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    });
+
+    it('3-D Secure: the caller is answered at once with requires_action and the next action, not after its whole wait', async () => {
+      const tenant = await fundedTenant(h, { label: 'pc-svc-3ds' });
+      const reply = await h.clientFor({ taskQueue, policy }).charge(tenant, newKey(), body({ payment_method: 'pm_card_threeDSecure2Required' }));
+      expect(reply.charge.status).toBe('requires_action');
+      expect(reply.charge.provider?.nextAction).toMatchObject({ type: expect.any(String) });
+    });
+
+    it('a payment method the provider does not know: the charge is cancelled (provider_rejected), nothing held', async () => {
+      const tenant = await fundedTenant(h, { label: 'pc-svc-unknown' });
+      const reply = await h.clientFor({ taskQueue, policy }).charge(tenant, newKey(), body({ payment_method: 'pm_does_not_exist' }));
+      expect(reply.charge).toMatchObject({ status: 'cancelled', failureReason: 'provider_rejected' });
+      expect(await clearing(tenant)).toMatchObject({ postedMinor: 0, pendingMinor: 0 });
+      expect([...sim.payments.paymentIntents.values()].filter((p) => p.metadata['tenant'] === tenant && p.status === 'requires_capture')).toHaveLength(0);
+    });
+
+    it('a currency the payee does not hold: refused naming the field before anything starts or reaches the provider', async () => {
+      const tenant = await fundedTenant(h, { label: 'pc-svc-eur' });
+      const key = newKey();
+      const before = sim.requests.length;
+      await expect(h.clientFor({ taskQueue, policy }).charge(tenant, key, body({ currency: 'EUR' }))).rejects.toThrow(/currency: account payee holds USD, not EUR/);
+      expect(sim.requests.length).toBe(before);
+      expect(await readCharge(h.pool, tenant, key)).toBeNull();
+    });
+
+    it('the ledger declines a provider charge the payee cannot take (a frozen payee), and the provider is never asked', async () => {
+      const tenant = await fundedTenant(h, { label: 'pc-frozen' });
+      const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+      await h.pool.query("UPDATE accounts SET frozen = true WHERE tenant = $1 AND id = 'payee'", [tenant]);
+      const before = sim.requests.length;
+      const charge = await run(intent);
+      expect(charge).toMatchObject({ status: 'declined', declineCode: 'account_frozen' });
+      expect(sim.requests.length).toBe(before);
+    });
   });
 });

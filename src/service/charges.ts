@@ -9,7 +9,7 @@ import { NotFoundError } from './errors.js';
 import { applicationFailureIn } from './temporal-failures.js';
 import { chargeHandle, startOrAttachCharge, type ChargeHandle } from './start-or-attach.js';
 import { assertIdempotencyKey, assertTenant } from './validation.js';
-import { waitForOutcome, waitForReservation } from './waiting.js';
+import { payerActionNeeded, waitForOutcome, waitForReservation } from './waiting.js';
 
 /** What a charge call answers: the charge, whether this call replayed an earlier one, and whether it is decided. */
 export interface ChargeReply {
@@ -25,10 +25,14 @@ export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: 
   const attached = await startOrAttachCharge(ctx, intent);
   if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
   const { handle, started } = attached;
+  // A provider charge may stop for the payer (3-D Secure): the caller is answered then, with the
+  // provider's next action, instead of after its whole wait.
   const outcome =
     intent.request.captureMode === 'manual'
       ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs)
-      : await waitForOutcome(ctx, handle, waitMs);
+      : intent.request.paymentMethod
+        ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs, payerActionNeeded)
+        : await waitForOutcome(ctx, handle, waitMs);
   if (outcome) return { charge: outcome, replayed: !started, completed: true };
   return { charge: await handle.query(chargeStatusQuery), replayed: !started, completed: false };
 }

@@ -42,6 +42,8 @@ export async function waitForReservation(
   idempotencyKey: string,
   handle: { result(): Promise<Charge> },
   waitMs: number,
+  /** Which ledger state answers the caller before the workflow closes. */
+  settles: (charge: Charge) => boolean = reservationSettled,
 ): Promise<Charge | null> {
   if (waitMs <= 0) return null;
   const abort = new AbortController();
@@ -60,7 +62,7 @@ export async function waitForReservation(
       pollIntervalMs = Math.min(pollIntervalMs * 2, reservationPollMaxIntervalMs)
     ) {
       const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
-      if (row?.charge.status === 'reserved') return row.charge;
+      if (row && settles(row.charge)) return row.charge;
       const first = await Promise.race([
         closed,
         new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), pollIntervalMs)),
@@ -72,4 +74,20 @@ export async function waitForReservation(
   } finally {
     abort.abort();
   }
+}
+
+/**
+ * A manual charge's hold is ready to be answered: held in the ledger and, for a provider charge,
+ * authorized at the provider too (a ledger hold whose authorize is unanswered is not yet a hold
+ * on the card); or waiting for the payer, who must be told how to act.
+ */
+export function reservationSettled(charge: Charge): boolean {
+  if (charge.status === 'requires_action') return true;
+  if (charge.status !== 'reserved') return false;
+  return charge.provider === undefined || charge.provider.state === 'authorized';
+}
+
+/** An automatic provider charge answers early only when the payer must act (3-D Secure). */
+export function payerActionNeeded(charge: Charge): boolean {
+  return charge.status === 'requires_action';
 }
