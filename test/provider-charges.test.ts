@@ -1,5 +1,6 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { IdempotencyConflictError } from '../src/service/errors.js';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
@@ -38,6 +39,7 @@ import {
 const h = useHarness();
 const taskQueue = `provider-charges-${randomBytes(4).toString('hex')}`;
 let sim: StripeSimulator;
+let connector: StripeConnector;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
 /** Throws once, after the provider answered and before the ledger recorded it, for the steps listed. */
 const crashAfterProvider = new Set<string>();
@@ -46,6 +48,7 @@ beforeAll(async () => {
   sim = await StripeSimulator.start({ port: 0 });
   // No SDK retries: every retry below is the workflow's, with the same key, where the test sees it.
   const stripe = new StripeConnector({ apiKey: 'sk_test_chargeguard', webhookSecrets: ['whsec_test'], endpoint: sim.endpoint, maxNetworkRetries: 0, requestTimeoutMs: 2_000 });
+  connector = stripe;
   worker = await startTestWorker({
     taskQueue,
     pool: h.pool,
@@ -214,6 +217,54 @@ describe('a provider charge', () => {
     expect(paymentsOf(intent)).toHaveLength(1);
     expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_000 });
   });
+
+  for (const crashAfter of ['authorize', 'capture'] as const) {
+    it(`a worker SIGKILLed after the provider answered ${crashAfter}, before the ledger recorded it: another worker finishes, one PaymentIntent captured once`, async () => {
+      const stack = inject('stack');
+      const crashQueue = `provider-crash-${randomBytes(4).toString('hex')}`;
+      const crashing = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/provider-crash-worker.ts'], {
+        env: {
+          ...process.env,
+          TEMPORAL_ADDRESS: stack.temporalAddress,
+          DATABASE_URL: stack.databaseUrl,
+          TASK_QUEUE: crashQueue,
+          WORKFLOW_BUNDLE_PATH: stack.workflowBundlePath,
+          CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFile,
+          STRIPE_SIMULATOR_URL: sim.url,
+          CRASH_AFTER_PROVIDER_STEP: crashAfter,
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let output = '';
+      crashing.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => crashing.once('exit', (_code, signal) => resolve(signal)));
+      await waitFor(async () => output.includes('worker ready'), { timeoutMs: 60_000, what: 'the crashing worker to start' });
+
+      const tenant = await fundedTenant(h, { label: 'pc-kill' });
+      const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+      const input: ChargeWorkflowInput = { intent, policy: { ...policy, providerStepStartToCloseMs: 2_000 } };
+      const handle = await h.temporal.workflow.start(chargeWorkflowType, {
+        taskQueue: crashQueue,
+        workflowId: chargeWorkflowId(tenant, intent.idempotencyKey),
+        args: [input],
+      });
+      expect(await exited).toBe('SIGKILL');
+      expect(output).toContain(`after the provider answered ${crashAfter}`);
+      // The provider acted and the ledger does not know yet: the window this test is about.
+      expect(paymentsOf(intent)).toHaveLength(1);
+
+      const healthy = await startTestWorker({ taskQueue: crashQueue, pool: h.pool, providers: { stripe: connector }, holdSweeper: false });
+      try {
+        const charge = (await handle.result()) as Charge;
+        expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+      } finally {
+        await healthy.stop();
+      }
+      expect(paymentsOf(intent)).toHaveLength(1);
+      expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_000 });
+      await expectReconciled(h, tenant);
+    });
+  }
 
   for (const fault of [
     { kind: 'drop_after_commit' },
