@@ -64,6 +64,13 @@ describe('the Stripe connector against stripe-mock', () => {
     expect(result.outcome).toBe('not_found');
   });
 
+  it('listByWindow: PaymentIntent list with created[gte], created[lte] and limit, read to the end', async () => {
+    const result = await stripe.listByWindow({ createdFromMs: Date.now() - 48 * 60 * 60_000, createdToMs: Date.now() });
+    // The fixture carries no metadata of ours: listed, and none kept.
+    expect(result).toMatchObject({ outcome: 'listed', payments: [] });
+    expect((result as { scanned: number }).scanned).toBeGreaterThan(0);
+  });
+
   it('stripe-mock does validate: a parameter outside the schema is refused (so the checks above mean something)', async () => {
     const raw = new Stripe('sk_test_123', { apiVersion: stripeApiVersion, maxNetworkRetries: 0, ...mock.endpoint });
     await expect(

@@ -19,6 +19,9 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
+import { registerProviderEventRoutes } from './routes/provider-events.js';
+import { configuredProviderConnectors } from '../providers/configured.js';
+import type { ProviderConnectors } from '../providers/connectors.js';
 import { rateLimitHook } from '../http/rate-limit-hook.js';
 
 declare module 'fastify' {
@@ -76,6 +79,8 @@ export interface ApiOptions {
   /** Fastify's line per request and response at info level (on by default when there is a logger). */
   logRequests?: boolean;
   version?: string;
+  /** Whose events POST /v1/provider-events/{provider} verifies; from the environment (src/providers/configured.ts) by default. */
+  providers?: ProviderConnectors;
 }
 
 export const apiDefaults = {
@@ -194,6 +199,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   for (const routes of extraRoutes) if (routes.scope === 'public') await routes.register(app, deps);
   // Provider callbacks: authenticated by their signature, not by an API key, so outside the tenant scope.
   await registerWebhookRoutes(app, deps);
+  await registerProviderEventRoutes(app, deps, { connectors: options.providers ?? configuredProviderConnectors() });
 
   // Everything under /v1 (and /mcp) belongs to a tenant: the key, and whether its role allows the
   // route's operation, are checked before the body is read.

@@ -133,6 +133,27 @@ CREATE TABLE pending_postings (
   CONSTRAINT pending_postings_posted_delta_minor_check CHECK (posted_delta_minor <> 0)
 );
 
+CREATE TABLE provider_events (
+  provider text NOT NULL,
+  event_id text NOT NULL,
+  event_type text NOT NULL,
+  payment_id text,
+  tenant text,
+  charge_key text,
+  action text NOT NULL,
+  detail text,
+  received_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT provider_events_action_check CHECK (action = ANY (ARRAY['signalled'::text, 'voided'::text, 'void_refused'::text, 'no_action'::text, 'no_charge'::text, 'not_ours'::text, 'not_a_payment'::text])),
+  CONSTRAINT provider_events_check CHECK ((tenant IS NULL) = (charge_key IS NULL)),
+  CONSTRAINT provider_events_detail_check CHECK (length(detail) <= 2000),
+  CONSTRAINT provider_events_event_id_check CHECK (event_id ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT provider_events_event_type_check CHECK (event_type ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT provider_events_payment_id_check CHECK (payment_id ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT provider_events_pkey PRIMARY KEY (provider, event_id),
+  CONSTRAINT provider_events_provider_check CHECK (provider ~ '^[a-z][a-z0-9_]{0,31}$'::text),
+  CONSTRAINT provider_events_tenant_charge_key_fkey FOREIGN KEY (tenant, charge_key) REFERENCES charges(tenant, idempotency_key)
+);
+
 CREATE UNLOGGED TABLE rate_limit_buckets (
   scope text NOT NULL,
   subject text NOT NULL,
@@ -252,6 +273,7 @@ CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (prov
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
+CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (provider, payment_id, received_at) WHERE (payment_id IS NOT NULL);
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);
@@ -1240,6 +1262,7 @@ CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EA
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
+CREATE TRIGGER provider_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON provider_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER refunds_decision_fixed BEFORE UPDATE ON refunds FOR EACH ROW WHEN ((to_jsonb(old.*) - ARRAY['provider_refund_id'::text, 'provider_refunded_at'::text, 'provider_refund_failure'::text]) IS DISTINCT FROM (to_jsonb(new.*) - ARRAY['provider_refund_id'::text, 'provider_refunded_at'::text, 'provider_refund_failure'::text]) OR old.provider_refund_id IS NOT NULL AND (old.provider_refund_id IS DISTINCT FROM new.provider_refund_id OR old.provider_refunded_at IS DISTINCT FROM new.provider_refunded_at) OR old.provider_refund_failure IS NOT NULL AND old.provider_refund_failure IS DISTINCT FROM new.provider_refund_failure) EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER refunds_never_removed BEFORE DELETE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER transfers_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON transfers FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

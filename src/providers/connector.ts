@@ -216,6 +216,19 @@ export type FindByReferenceResult =
   | UnknownOutcome
   | RejectedOutcome;
 
+export interface ListByWindowRequest {
+  /** The first creation time read (inclusive). */
+  createdFromMs: number;
+  /** The last creation time read (inclusive). */
+  createdToMs: number;
+}
+
+export type ListByWindowResult =
+  /** Every payment created in the window that carries our reference (oldest first), and how many were read. */
+  | { outcome: 'listed'; payments: ProviderPayment[]; scanned: number }
+  | UnknownOutcome
+  | RejectedOutcome;
+
 /** A verified provider event, in our words. */
 export interface ProviderEvent {
   /** The provider's event id: the deduplication key (providers deliver at least once). */
@@ -255,6 +268,11 @@ export interface PaymentConnector {
   void(request: VoidRequest): Promise<VoidResult>;
   refund(request: RefundRequest): Promise<RefundResult>;
   findByReference(request: FindByReferenceRequest): Promise<FindByReferenceResult>;
+  /**
+   * Every payment carrying our reference created in a window, read consistently (reconciliation:
+   * the provider's side of every charge, including payments the ledger never learnt of).
+   */
+  listByWindow(request: ListByWindowRequest): Promise<ListByWindowResult>;
   /**
    * The refund of a payment that carries our refund id, read consistently: what a refund retried
    * past `keyRetentionMs` asks before sending again (the key alone may no longer replay).

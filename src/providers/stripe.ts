@@ -14,6 +14,8 @@ import type {
   FindByReferenceResult,
   FindRefundRequest,
   FindRefundResult,
+  ListByWindowRequest,
+  ListByWindowResult,
   PaymentConnector,
   PaymentReference,
   ProviderPayment,
@@ -69,6 +71,12 @@ export const findByReferenceMaxScanned = 10_000;
  * pieces than this could reach it.
  */
 export const findRefundMaxScanned = 1_000;
+
+/**
+ * The most payments one listByWindow reads before answering `unknown` (lookup_incomplete): a
+ * reconciliation window with more than this is split into shorter ones by its caller.
+ */
+export const listByWindowMaxScanned = 100_000;
 
 /** Stripe's largest list page. */
 const stripeListPageSize = 100;
@@ -272,6 +280,30 @@ export class StripeConnector implements PaymentConnector {
     if (found.length === 0) return { outcome: 'not_found' };
     found.sort((a, b) => a.createdAtMs - b.createdAtMs);
     return { outcome: 'found', payments: found as [ProviderPayment, ...ProviderPayment[]] };
+  }
+
+  /** The list endpoint, for the reason findByReference gives: consistent, unlike search. */
+  async listByWindow(request: ListByWindowRequest): Promise<ListByWindowResult> {
+    const created = { gte: Math.floor(request.createdFromMs / 1000), lte: Math.floor(request.createdToMs / 1000) };
+    const payments: ProviderPayment[] = [];
+    let scanned = 0;
+    try {
+      for await (const intent of this.stripe.paymentIntents.list({ created, limit: stripeListPageSize })) {
+        scanned += 1;
+        if (referenceOf(intent.metadata)) payments.push(toPayment(intent));
+        if (scanned >= listByWindowMaxScanned) {
+          return {
+            outcome: 'unknown',
+            reason: 'lookup_incomplete',
+            detail: `read ${scanned} payments created from ${new Date(created.gte * 1000).toISOString()} without reaching the end: use a shorter window`,
+          };
+        }
+      }
+    } catch (err) {
+      return classifyError(err);
+    }
+    payments.sort((a, b) => a.createdAtMs - b.createdAtMs);
+    return { outcome: 'listed', payments, scanned };
   }
 
   verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult {

@@ -3,3 +3,12 @@ export type { ReconcileCheck, ReconcileCounts, ReconcileOptions, ReconcileReport
 export { formatReconcileReport } from './format.js';
 // Holds past their expiry, for the API's metrics: the same question as the no_expired_holds check.
 export { overdueHolds, type OverdueHolds } from '../ledger/holds.js';
+export {
+  assertWindowHours,
+  formatProviderReconcileReport,
+  providerReconcileExitCode,
+  providerReconcileWindowHoursDefault,
+  providerReconcileWindowHoursMax,
+  reconcileProvider,
+} from './provider.js';
+export type { OrphanVoid, ProviderReconcileOptions, ProviderReconcileReport } from './provider.js';

@@ -1,17 +1,45 @@
 import type { Command } from 'commander';
+import { providerNames, type ProviderName } from '../../domain/providers.js';
+import { configuredProviderConnectors, ProviderConfigurationError } from '../../providers/configured.js';
 import { assertTenant } from '../../service/validation.js';
-import { formatReconcileReport, reconcile, reconcileExitCode } from '../../reconcile/index.js';
-import { addOutputOption, openCliContext, print, runCommand } from './surface.js';
+import {
+  assertWindowHours,
+  formatProviderReconcileReport,
+  formatReconcileReport,
+  providerReconcileExitCode,
+  providerReconcileWindowHoursDefault,
+  providerReconcileWindowHoursMax,
+  reconcile,
+  reconcileExitCode,
+  reconcileProvider,
+} from '../../reconcile/index.js';
+import { addOutputOption, openCliContext, openCliLedger, print, runCommand, UsageError } from './surface.js';
+
+interface ReconcileOptions {
+  tenant?: string;
+  json?: boolean;
+  provider?: string;
+  windowHours?: string;
+  voidOrphans?: boolean;
+}
 
 export function registerReconcileCommand(program: Command): void {
   const command = program
     .command('reconcile')
-    .description('check the ledger invariants and that every closed charge workflow matches its ledger row; exits 1 when anything is off')
-    .option('--tenant <id>', 'only this tenant (default: all tenants)');
+    .description(
+      'check the ledger invariants and that every closed charge workflow matches its ledger row; with --provider, ' +
+        "compare the provider's payments with the ledger's provider charges instead; exits 1 when anything is off",
+    )
+    .option('--tenant <id>', 'only this tenant (default: all tenants)')
+    .option('--provider <name>', `reconcile with a payment provider (${providerNames.join(', ')}), configured from the environment (docs/providers.md)`)
+    .option('--window-hours <n>', `with --provider: payments created in the last n hours (default ${providerReconcileWindowHoursDefault}, at most ${providerReconcileWindowHoursMax})`)
+    .option('--void-orphans', 'with --provider: void each payment still held for a cancelled or declined charge, and say what was voided');
   addOutputOption(command);
-  command.action((options: { tenant?: string; json?: boolean }) =>
+  command.action((options: ReconcileOptions) =>
     runCommand(options, async () => {
       if (options.tenant !== undefined) assertTenant(options.tenant);
+      if (options.provider !== undefined) return reconcileWithProvider(options, options.provider);
+      if (options.windowHours !== undefined || options.voidOrphans) throw new UsageError('--window-hours and --void-orphans need --provider');
       const context = await openCliContext();
       try {
         const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null });
@@ -22,4 +50,42 @@ export function registerReconcileCommand(program: Command): void {
       }
     }),
   );
+}
+
+function windowHoursOption(text: string | undefined): number {
+  if (text === undefined) return providerReconcileWindowHoursDefault;
+  try {
+    if (!/^\d+$/.test(text.trim())) throw new RangeError(`--window-hours must be a whole number of hours from 1 to ${providerReconcileWindowHoursMax}`);
+    return assertWindowHours(Number(text));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+async function reconcileWithProvider(options: ReconcileOptions, name: string): Promise<void> {
+  const provider = providerNames.find((known) => known === name) as ProviderName | undefined;
+  if (!provider) throw new UsageError(`--provider must be one of ${providerNames.join(', ')}`);
+  const windowHours = windowHoursOption(options.windowHours);
+  let connector;
+  try {
+    connector = configuredProviderConnectors()[provider];
+  } catch (error) {
+    if (error instanceof ProviderConfigurationError) throw new UsageError(error.message);
+    throw error;
+  }
+  if (!connector) throw new UsageError(`no ${provider} connector is configured: set STRIPE_API_KEY and STRIPE_WEBHOOK_SECRETS (docs/providers.md, "Configuration")`);
+  const ledger = await openCliLedger();
+  try {
+    const report = await reconcileProvider({
+      ledger: ledger.ledger,
+      connector,
+      tenant: options.tenant ?? null,
+      windowHours,
+      voidOrphans: options.voidOrphans ?? false,
+    });
+    print(options, report, formatProviderReconcileReport(report));
+    process.exitCode = providerReconcileExitCode(report);
+  } finally {
+    await ledger.close();
+  }
 }
