@@ -30,6 +30,7 @@ import {
   useHarness,
   waitFor,
 } from './support/harness.js';
+import { openTestApi } from './support/api.js';
 
 /**
  * A charge with a provider in the loop, end to end: the real Temporal dev server and PostgreSQL, the
@@ -369,5 +370,33 @@ describe('a provider charge', () => {
       expect(charge).toMatchObject({ status: 'declined', declineCode: 'account_frozen' });
       expect(sim.requests.length).toBe(before);
     });
+  });
+
+  it("3-D Secure closed by the provider's own signed webhook: the simulator delivers each event twice to the API's receiver, the workflow wakes, looks again and captures once", async () => {
+    const api = await openTestApi({ providers: { stripe: connector } });
+    sim.configureWebhooks({ url: `${api.baseUrl}/v1/provider-events/stripe`, secrets: ['whsec_test'], duplicate: true });
+    try {
+      const tenant = await fundedTenant(h, { label: 'pc-webhook' });
+      const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+      const handle = await start(intent);
+      const waiting = await waitFor(async () => {
+        const charge = await statusOf(intent);
+        return charge.status === 'requires_action' ? charge : null;
+      }, { what: 'requires_action' });
+      // The payer authenticates at the provider; nothing but the provider's webhook tells us.
+      const response = await fetch(`${sim.url}/_simulator/payment_intents/${waiting.provider!.paymentId!}/authenticate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ outcome: 'succeed' }),
+      });
+      expect(response.status).toBe(200);
+      const charge = (await handle.result()) as Charge;
+      expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+      expect(paymentsOf(intent)).toHaveLength(1);
+      expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_000 });
+    } finally {
+      sim.configureWebhooks(null);
+      await api.close();
+    }
   });
 });

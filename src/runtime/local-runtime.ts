@@ -4,6 +4,7 @@ import { step } from '../support/progress.js';
 import type { ChargeguardConfig } from '../config.js';
 import { startLocalStack, type LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
+import { startEmbeddedProvider, type EmbeddedProvider } from './embedded-provider.js';
 import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
 import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 import { payloadProtectionFromSettings } from '../codec/payload-protection.js';
@@ -20,6 +21,8 @@ export interface LocalRuntime {
   worker: Worker;
   /** Resolves when the worker stops; rejects if it crashes. */
   workerRun: Promise<void>;
+  /** The payment provider provider charges go to: the embedded simulator unless Stripe is configured. */
+  provider: EmbeddedProvider;
   /** Stops the worker, closes the connections and stops the embedded servers; every step runs even if one fails. */
   stop(): Promise<void>;
 }
@@ -113,8 +116,10 @@ export async function startLocalRuntime(
       openAppContext(config, endpoints, { workerConnection: connection, log, waitLimits: wait.limits }),
     );
     undo.push(['close the ledger pool', () => context.close()]);
+    const provider = await step('starting the payment provider', () => startEmbeddedProvider());
+    undo.push(['stop the payment provider', () => provider.stop()]);
     const worker = await step('bundling workflows and starting the worker', () =>
-      createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger, payloadProtection }),
+      createChargeWorker({ connection, namespace: config.TEMPORAL_NAMESPACE, ledger: context.ledger, payloadProtection, providers: provider.connectors }),
     );
     const workerRun = worker.run();
     // Observed here so a crash is never an unhandled rejection and is logged when it happens;
@@ -126,6 +131,7 @@ export async function startLocalRuntime(
       context,
       worker,
       workerRun,
+      provider,
       stop: () =>
         runAll(
           [
@@ -137,6 +143,7 @@ export async function startLocalRuntime(
                 await workerEnded;
               },
             ],
+            ['stop the payment provider', () => provider.stop()],
             ['close the ledger pool', () => context.close()],
             ['close the worker connection', () => connection.close()],
             ['stop Temporal and PostgreSQL', () => stack.stop()],

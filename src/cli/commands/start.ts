@@ -79,13 +79,15 @@ export function registerStartCommand(program: Command): void {
       try {
         // Loaded only here: the other commands need not pay for the HTTP framework's import.
         const { serveHttpApp } = await import('../http-app.js');
-        const api = await serveHttpApp(runtime.context, { host: options.host, port: Number(options.port) });
+        const api = await serveHttpApp(runtime.context, { host: options.host, port: Number(options.port), providers: runtime.provider.connectors });
+        runtime.provider.deliverEventsTo(api.url);
         try {
           const lines = [
             'chargeguard is running',
             `  HTTP API:        ${api.url}  (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs)`,
             `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
             `  worker:          task queue "charges"`,
+            `  card payments:   ${runtime.provider.summary}`,
             '',
             ...connectionLines(runtime.stack, runtime.config),
             'Ctrl-C stops everything.',

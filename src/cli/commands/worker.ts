@@ -7,6 +7,7 @@ import {
   stepBatchLimitsFromConfig,
 } from '../../runtime/app-context.js';
 import { connectWorkerWhenReachable } from '../../runtime/local-runtime.js';
+import { configuredProviderConnectors } from '../../providers/configured.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
 import { temporalConnectionSecurity } from '../../runtime/temporal-connection.js';
 import { createChargeWorker } from '../../worker/charge-worker.js';
@@ -59,6 +60,8 @@ export function registerWorkerCommand(program: Command): void {
             payloadProtection,
             stickyScheduleToStartMs: config.WORKFLOW_STICKY_SCHEDULE_TO_START_MS,
             ...(workflowBundle ? { workflowBundle } : {}),
+            // Provider charges go to the provider the environment configures (docs/providers.md).
+            providers: configuredProviderConnectors(),
           });
           const bundled = workflowBundle ? `; workflows from ${workflowBundle.codePath}` : '';
           process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary}${bundled})
