@@ -3,7 +3,7 @@ import type { Payload } from '@temporalio/common';
 import { sendProblem } from '../http/problem.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { strictJsonBodyParser } from '../http/json-body.js';
-import { codecTokenMatches } from './codec-token.js';
+import { codecSessionTtlMs, codecSessionValid, codecSessionValue, codecTokenMatches } from './codec-token.js';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
 import type { PayloadKeyRing } from './key-ring.js';
 import { payloadProtectionFromSettings, type PayloadSettings } from './payload-protection.js';
@@ -22,6 +22,19 @@ export const codecPrefix = '/codec';
 export const codecBodyLimitBytes = 8 * 1024 * 1024;
 /** Browsers may cache a preflight's answer this long. */
 const preflightMaxAgeSeconds = 600;
+/** The session form's body: one token field, far below any real form's size. */
+const sessionFormLimitBytes = 4 * 1024;
+
+/**
+ * The cookie that carries an operator's codec session (codec-token.ts) on the Web UI's decode calls.
+ * The UI cannot send the codec token itself: it sends an Authorization header only with its own
+ * single sign-on access token, and only to https endpoints. It can send cookies (its codec setting
+ * `includeCredentials`), so the operator presents the token once at GET /codec/session and the
+ * browser carries a session from then on. HttpOnly: no page script reads it; SameSite=Strict: only
+ * pages of the same site (the UI beside the API, e.g. 127.0.0.1 on another port) send it; Path:
+ * only to /codec.
+ */
+export const codecSessionCookie = 'chargeguard_codec_session';
 
 export interface CodecRouteOptions {
   ring: PayloadKeyRing;
@@ -29,7 +42,47 @@ export interface CodecRouteOptions {
   token: string;
   /** Origins (scheme://host:port) whose browsers may call the endpoint: the Web UI's. */
   corsOrigins: readonly string[];
+  /** Defaults to Date.now; sessions expire against it. */
+  nowMs?: () => number;
 }
+
+/** The origins of a Web UI listening on loopback at `port`: the printed 127.0.0.1 and localhost. */
+export function loopbackUiOrigins(port: number): string[] {
+  return [`http://127.0.0.1:${port}`, `http://localhost:${port}`];
+}
+
+/**
+ * Where a browser on this machine calls the codec endpoint of an API listening on host:port: an API
+ * listening on every address (0.0.0.0, ::) is reached on loopback.
+ */
+export function codecEndpointUrl(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}${codecPrefix}`;
+}
+
+/** CHARGEGUARD_CODEC_CORS_ORIGINS with `origins` added (a UI the stack started), each once. */
+export function withCodecCorsOrigins(configured: string, origins: readonly string[]): string {
+  const listed = configured.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '');
+  return [...new Set([...listed, ...origins])].join(',');
+}
+
+/** A cookie's value from a Cookie header, or null. */
+function cookieValue(header: string | undefined, name: string): string | null {
+  for (const part of (header ?? '').split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
+  }
+  return null;
+}
+
+const sessionPage = (body: string): string =>
+  `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>chargeguard codec session</title></head><body>${body}</body></html>`;
+
+const sessionForm = sessionPage(
+  '<h1>Decode payloads in the Temporal Web UI</h1>' +
+    '<p>Enter the codec token (CHARGEGUARD_CODEC_TOKEN). This browser then carries a session cookie on the Web UI\'s decode calls; the token itself is not stored.</p>' +
+    '<form method="post" action="session"><label>Codec token <input name="token" type="password" autocomplete="off" required></label> <button type="submit">Start session</button></form>',
+);
 
 interface JsonPayload {
   metadata?: Record<string, string>;
@@ -98,6 +151,7 @@ export async function registerCodecRoutes(app: FastifyInstance, options: CodecRo
   // The UI sends every payload of a history, plaintext ones too (older histories): shown as they are.
   const codec = new EncryptionCodec(options.ring, { onUndecodable: 'throw', plaintext: 'accept' });
   const allowedOrigins = new Set(options.corsOrigins);
+  const nowMs = options.nowMs ?? Date.now;
 
   await app.register(
     async (scope) => {
@@ -129,13 +183,59 @@ export async function registerCodecRoutes(app: FastifyInstance, options: CodecRo
           .send();
       };
 
-      // Checked before the body is read: a caller without the token costs no parsing.
+      // Checked before the body is read: a caller without the token costs no parsing. The session
+      // cookie is the token presented earlier (GET /codec/session), for the Web UI.
       const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
         if (codecTokenMatches(options.token, bearerToken(request.headers.authorization))) return;
-        return refuse(reply, 401, 'unauthorized', 'Unauthenticated', 'the codec endpoint needs Authorization: Bearer <CHARGEGUARD_CODEC_TOKEN>', {}, {
-          'www-authenticate': 'Bearer realm="chargeguard-codec"',
-        });
+        if (codecSessionValid(options.token, cookieValue(request.headers.cookie, codecSessionCookie), nowMs())) return;
+        return refuse(
+          reply,
+          401,
+          'unauthorized',
+          'Unauthenticated',
+          `the codec endpoint needs Authorization: Bearer <CHARGEGUARD_CODEC_TOKEN>, or a session cookie from ${codecPrefix}/session (the Web UI's, with its codec setting includeCredentials)`,
+          {},
+          { 'www-authenticate': 'Bearer realm="chargeguard-codec"' },
+        );
       };
+
+      // The session form: the only HTML this API serves, so it gets a policy that allows nothing
+      // but its own form post.
+      const htmlHeaders = (reply: FastifyReply): FastifyReply =>
+        reply
+          .type('text/html; charset=utf-8')
+          .header('cache-control', 'no-store')
+          .header('content-security-policy', "default-src 'none'; form-action 'self'; frame-ancestors 'none'")
+          .header('x-content-type-options', 'nosniff');
+      scope.get('/session', { schema: { hide: true } }, async (_request, reply) => htmlHeaders(reply).code(200).send(sessionForm));
+      scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: sessionFormLimitBytes }, (_request, body, done) =>
+        done(null, new URLSearchParams(body as string)),
+      );
+      scope.post('/session', { bodyLimit: sessionFormLimitBytes, schema: { hide: true } }, async (request, reply) => {
+        const form = request.body instanceof URLSearchParams ? request.body : null;
+        const presented = form?.get('token') ?? null;
+        if (presented === null) {
+          return refuse(reply, 400, 'validation_error', 'Invalid request', 'token is required: a form (application/x-www-form-urlencoded) with the codec token', {
+            errors: [{ field: 'token', message: 'is required' }],
+          });
+        }
+        if (!codecTokenMatches(options.token, presented.trim())) {
+          return refuse(reply, 401, 'unauthorized', 'Unauthenticated', 'token is not the codec token (CHARGEGUARD_CODEC_TOKEN)');
+        }
+        const session = codecSessionValue(options.token, nowMs());
+        const secure = request.protocol === 'https' ? '; Secure' : '';
+        return htmlHeaders(reply)
+          .code(200)
+          .header(
+            'set-cookie',
+            `${codecSessionCookie}=${session.value}; Path=${codecPrefix}; Max-Age=${Math.floor(codecSessionTtlMs / 1000)}; HttpOnly; SameSite=Strict${secure}`,
+          )
+          .send(
+            sessionPage(
+              `<h1>Codec session started</h1><p id="codec-session-expires">This browser's Web UI decodes payloads until ${new Date(session.expiresAtMs).toISOString()}. Go back to the Web UI and reload the page.</p>`,
+            ),
+          );
+      });
 
       const handle = (operation: 'encode' | 'decode') => async (request: FastifyRequest, reply: FastifyReply) => {
         let payloads: Payload[];

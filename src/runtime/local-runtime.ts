@@ -87,7 +87,7 @@ export function withStackPayloadKeys(config: ChargeguardConfig, stack: Pick<Loca
  */
 export async function startLocalRuntime(
   config: ChargeguardConfig,
-  options: { temporalUiPort?: number | null; log?: (line: string) => void } = {},
+  options: { temporalUiPort?: number | null; temporalUiCodecEndpoint?: string; log?: (line: string) => void } = {},
 ): Promise<LocalRuntime> {
   const log = options.log ?? ((line: string) => process.stderr.write(`  ${line}\n`));
   // Before anything starts: a certificate file that cannot be read stops the start here, and so do
@@ -98,6 +98,7 @@ export async function startLocalRuntime(
     startLocalStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
       temporalUiPort: options.temporalUiPort,
+      ...(options.temporalUiCodecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: options.temporalUiCodecEndpoint }),
       log,
     }),
   );

@@ -14,6 +14,11 @@ export interface LocalStackOptions {
   /** Temporal Web UI port; 8233 by default (docs/contract.md, Running). null runs without UI. */
   temporalUiPort?: number | null;
   /**
+   * Dev shape: the codec endpoint (the API's /codec) the dev server's Web UI decodes payloads with.
+   * The cluster shape's UI is started beside the API processes (src/stack/temporal-ui-server.ts).
+   */
+  temporalUiCodecEndpoint?: string;
+  /**
    * Which Temporal to start when TEMPORAL_ADDRESS is unset: `dev`, the CLI's dev server on SQLite;
    * `cluster`, the real server on the embedded PostgreSQL (docs/operations.md, Running on a
    * cluster). CHARGEGUARD_TEMPORAL by default, else `dev`.
@@ -74,7 +79,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   // Beside the Temporal database whose payloads it encrypts; before anything starts, so a key file
   // that is not one stops the start with nothing to clean up.
   const payloadKeys = nonEmptyEnv('TEMPORAL_ADDRESS') === null ? await payloadKeyFileFor(dataDir, log) : null;
-  const temporalStart = startTemporal(dataDir, logsDir, opts.temporalUiPort, log);
+  const temporalStart = startTemporal(dataDir, logsDir, { uiPort: opts.temporalUiPort, uiCodecEndpoint: opts.temporalUiCodecEndpoint }, log);
   const postgresStart = startPostgres(dataDir, logsDir, log);
   const [temporal, postgres] = await Promise.allSettled([temporalStart, postgresStart]);
 
@@ -109,7 +114,7 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
 async function startTemporal(
   dataDir: string,
   logsDir: string,
-  uiPort: number | null | undefined,
+  ui: { uiPort: number | null | undefined; uiCodecEndpoint: string | undefined },
   log: (line: string) => void,
 ): Promise<Service<{ address: string; uiUrl: string | null }>> {
   const external = nonEmptyEnv('TEMPORAL_ADDRESS');
@@ -121,12 +126,13 @@ async function startTemporal(
   const logFilePath = join(logsDir, 'temporal.log');
   const server = await startTemporalDevServer({
     dbFilePath: join(dataDir, 'temporal.sqlite'),
-    uiPort: uiPort === undefined ? defaultTemporalUiPort : uiPort,
+    uiPort: ui.uiPort === undefined ? defaultTemporalUiPort : ui.uiPort,
+    ...(ui.uiCodecEndpoint === undefined ? {} : { uiCodecEndpoint: ui.uiCodecEndpoint }),
     logFilePath,
   });
   log(
     `temporal: dev server ready at ${server.address}` +
-      (server.uiUrl ? `, Web UI ${server.uiUrl}` : '') +
+      (server.uiUrl ? `, Web UI ${server.uiUrl}` + (ui.uiCodecEndpoint === undefined ? '' : ` decoding through ${ui.uiCodecEndpoint}`) : '') +
       ` (${Date.now() - startedAtMs} ms, log ${logFilePath})`,
   );
   return {

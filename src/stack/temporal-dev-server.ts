@@ -51,6 +51,11 @@ export interface TemporalDevServerOptions {
   port?: number;
   /** Web UI port; a free port when omitted, no UI at all when null. */
   uiPort?: number | null;
+  /**
+   * The remote codec endpoint the Web UI decodes payloads with (the API's /codec), handed to the
+   * UI as `--ui-codec-endpoint`; the UI shows encrypted payloads as they are without one.
+   */
+  uiCodecEndpoint?: string;
   namespace?: string;
   /** Where the server's stdout/stderr are appended. */
   logFilePath?: string;
@@ -139,6 +144,7 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
     port,
     httpPort,
     uiPort,
+    uiCodecEndpoint: opts.uiCodecEndpoint,
     namespace,
     searchAttributes,
     dynamicConfigValues: opts.dynamicConfigValues ?? {},
@@ -220,6 +226,7 @@ function buildArgs(p: {
   port: number;
   httpPort: number;
   uiPort: number | null;
+  uiCodecEndpoint: string | undefined;
   namespace: string;
   searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
   dynamicConfigValues: Readonly<Record<string, unknown>>;
@@ -227,6 +234,7 @@ function buildArgs(p: {
 }): string[] {
   const args = ['server', 'start-dev', '--db-filename', p.dbFilePath, '--ip', host, '--port', String(p.port), '--http-port', String(p.httpPort)];
   args.push(...(p.uiPort === null ? ['--headless'] : ['--ui-port', String(p.uiPort)]));
+  if (p.uiPort !== null && p.uiCodecEndpoint !== undefined) args.push('--ui-codec-endpoint', p.uiCodecEndpoint);
   // "default" is always created by the dev server; naming it again would only register it twice.
   if (p.namespace !== 'default') args.push('--namespace', p.namespace);
   // Only takes effect when the namespace is first created; ensureSearchAttributes covers the rest.

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { clusterApiPorts, parseCount } from '../../src/cli/commands/start-cluster.js';
-import { findFreePorts } from '../../src/stack/free-port.js';
+import { findFreePort, findFreePorts } from '../../src/stack/free-port.js';
 import { isPortAccepting } from '../../src/stack/wait.js';
 import { isMissingFile } from '../../src/support/files.js';
 import { waitFor } from '../support/harness.js';
@@ -104,7 +104,8 @@ describe('`chargeguard start --cluster`', () => {
       // PostgreSQL runs as its own OS user when we are root; it must be able to enter this folder.
       await chmod(dataDir, 0o755);
       const apiPorts = await findFreePorts(2);
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start', '--cluster', '--api-ports', apiPorts.join(',')], {
+      // The Web UI on a free port too: 8233 may be another stack's.
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start', '--cluster', '--api-ports', apiPorts.join(','), '--ui-port', String(await findFreePort())], {
         env: ownServersEnv(dataDir),
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -13,6 +13,9 @@ import {
 } from '../../stack/chargeguard-processes.js';
 import { startLocalStack, type LocalStack } from '../../stack/stack.js';
 import { Supervisor } from '../../stack/supervisor.js';
+import { findFreePort } from '../../stack/free-port.js';
+import { startTemporalUiServer, type TemporalUiServer } from '../../stack/temporal-ui-server.js';
+import { codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
 import { step } from '../../support/progress.js';
 import { waitForStopReason } from '../shutdown.js';
 
@@ -21,6 +24,8 @@ export interface ClusterStartOptions {
   /** One API process per port. */
   apiPorts: readonly number[];
   workerCount: number;
+  /** The Temporal Web UI's loopback port (0: a free one). */
+  uiPort: number;
   /** How other terminals reach the same servers (start.ts's lines, shared with the dev shape). */
   connectionLines: (stack: LocalStack, payload: PayloadSettings) => string[];
 }
@@ -48,6 +53,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, log }),
   );
   const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
+  let ui: Supervisor<TemporalUiServer> | null = null;
   let failure: unknown = undefined;
   try {
     await step('migrating the ledger', () =>
@@ -56,10 +62,13 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     // Through the environment, not the command line: the URLs carry the roles' passwords. The
     // children find the payload keys as other terminals do: the stack's key file, or what was set.
     const payload = withStackPayloadKeys(config, stack);
+    // Picked before the APIs start: their codec endpoint must allow the UI's origin.
+    const uiPort = options.uiPort === 0 ? await findFreePort() : options.uiPort;
     const env = {
       TEMPORAL_ADDRESS: stack.temporalAddress,
       DATABASE_URL: stack.databaseUrl,
       MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl,
+      CHARGEGUARD_CODEC_CORS_ORIGINS: withCodecCorsOrigins(config.CHARGEGUARD_CODEC_CORS_ORIGINS, loopbackUiOrigins(uiPort)),
       ...payloadEnvironment(payload),
     };
     const cli = currentCliInvocation();
@@ -95,8 +104,24 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     if (failed.length > 0) throw new AggregateError(failed, failed.map((e) => e.message).join('\n\n'));
     const processes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
 
-    process.stdout.write(`${[...runningLines(stack, processes, logsDir), '', ...options.connectionLines(stack, payload), 'Ctrl-C stops everything.'].join('\n')}\n`);
-    const stop = await waitForStopReason(safety, { 'the cluster': Promise.race([stack.supervisionGaveUp, ...supervisors.map((supervisor) => supervisor.gaveUp)]) });
+    // The Web UI, decoding through the first API's codec endpoint when it serves one (a codec token is set).
+    const firstApiUrl = processes.find((p) => p.name === 'api-1')?.url ?? null;
+    const codecEndpoint = config.CHARGEGUARD_CODEC_TOKEN !== undefined && firstApiUrl !== null ? `${firstApiUrl}${codecPrefix}` : null;
+    const uiSupervisor = new Supervisor<TemporalUiServer>({
+      name: 'temporal-ui',
+      start: () =>
+        startTemporalUiServer({ workDir: join(dataDir, 'temporal-ui'), temporalAddress: stack.temporalAddress, port: uiPort, codecEndpoint, logFilePath: join(logsDir, 'temporal-ui.log') }),
+      log: (line) => said(`${line}; log in temporal-ui.log`),
+    });
+    ui = uiSupervisor;
+    const uiServer = await step('starting the Temporal Web UI', () => uiSupervisor.start());
+
+    process.stdout.write(
+      `${[...runningLines(stack, processes, logsDir), ...uiLines(uiServer.url, codecEndpoint, firstApiUrl), '', ...options.connectionLines(stack, payload), 'Ctrl-C stops everything.'].join('\n')}\n`,
+    );
+    const stop = await waitForStopReason(safety, {
+      'the cluster': Promise.race([stack.supervisionGaveUp, uiSupervisor.gaveUp, ...supervisors.map((supervisor) => supervisor.gaveUp)]),
+    });
     failure = stop.error;
     process.stderr.write(`stopping (${stop.reason})…\n`);
   } catch (error) {
@@ -105,6 +130,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     // APIs first (no new charges), then the workers drain, then Temporal and PostgreSQL.
     await runAll(
       [
+        ['stop the Temporal Web UI', async () => ui?.stop()],
         ['stop the API processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('api-')), 'API processes', log)],
         ['stop the worker processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('worker-')), 'worker processes', log)],
         ['stop Temporal and PostgreSQL', () => stack.stop()],
@@ -132,8 +158,18 @@ function runningLines(stack: LocalStack, processes: readonly ChargeguardProcess[
     `chargeguard is running on a cluster: Temporal server on PostgreSQL, ${workers.length} worker and ${apis.length} API processes`,
     ...apis.map((p, i) => `  ${i === 0 ? 'HTTP API:' : '         '}        ${p.url}  (${p.name}, pid ${p.pid}; OpenAPI ${p.url}/openapi.json)`),
     `  workers:         ${workers.map((p) => `${p.name} (pid ${p.pid})`).join(', ')}, task queue "charges"`,
-    `  Temporal:        ${stack.temporalAddress} (the server has no Web UI: use \`temporal workflow list --address ${stack.temporalAddress}\`)`,
+    `  Temporal:        ${stack.temporalAddress}`,
     `  logs:            ${logsDir}`,
+  ];
+}
+
+/** Where the Web UI is and how it decodes payloads (docs/operations.md, The Web UI and the codec endpoint). */
+function uiLines(uiUrl: string, codecEndpoint: string | null, apiUrl: string | null): string[] {
+  return [
+    `  Temporal Web UI: ${uiUrl}`,
+    codecEndpoint === null || apiUrl === null
+      ? '                   payloads shown encrypted: set CHARGEGUARD_CODEC_TOKEN to decode them through the API'
+      : `                   decodes payloads through ${codecEndpoint}: open ${apiUrl}${codecPrefix}/session once in the same browser and enter CHARGEGUARD_CODEC_TOKEN`,
   ];
 }
 

@@ -4,6 +4,7 @@ import { startLocalRuntime } from '../../runtime/local-runtime.js';
 import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-safety.js';
 import type { LocalStack } from '../../stack/stack.js';
 import type { PayloadSettings } from '../../codec/payload-protection.js';
+import { codecEndpointUrl, codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
 import { waitForStopReason } from '../shutdown.js';
 import { clusterApiPorts, maxClusterProcessesPerKind, parseCount, runClusterStart } from './start-cluster.js';
@@ -45,13 +46,34 @@ export function connectionLines(
   ];
 }
 
+function parseUiPort(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65_535) throw new Error(`--ui-port: "${value}" is not a port (0-65535)`);
+  return port;
+}
+
+/**
+ * How the operator gets decoded payloads in the dev server's Web UI (docs/operations.md, The Web
+ * UI and the codec endpoint): a codec session in this browser, and the UI's codec settings told to
+ * send it, which the dev server's UI cannot be told from its command line.
+ */
+function webUiCodecLines(codecEndpoint: string | undefined, apiUrl: string): string[] {
+  if (codecEndpoint === undefined) {
+    return ['                   payloads shown encrypted: set CHARGEGUARD_CODEC_TOKEN (and a --port other than 0) to decode them through the API'];
+  }
+  return [
+    `                   decodes payloads through ${codecEndpoint}: open ${apiUrl}${codecPrefix}/session once and enter CHARGEGUARD_CODEC_TOKEN,`,
+    `                   then in the UI's codec server settings enter ${codecEndpoint}, tick "Use my browser setting and ignore cluster-level setting" and "Include cross-origin credentials"`,
+  ];
+}
+
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
     .description(
       'the main job: start the local stack (Temporal dev server + PostgreSQL, or the servers the environment names), a worker and the HTTP API',
     )
-    .option('--ui-port <port>', 'Temporal Web UI port', '8233')
+    .option('--ui-port <port>', 'Temporal Web UI port (with --cluster too: the UI server beside the Temporal server)', '8233')
     .option('--host <host>', 'HTTP API host', '127.0.0.1')
     .option('--port <port>', 'HTTP API port (with --cluster: of the first API process, the others on the next ports)', '3000')
     .option('--cluster', 'the production shape: the real Temporal server on PostgreSQL, worker and API processes of their own (docs/operations.md, Running on a cluster)')
@@ -66,15 +88,22 @@ export function registerStartCommand(program: Command): void {
         const apiPorts = clusterApiPorts(options);
         const workerCount = parseCount(options.workers, '--workers');
         try {
-          await runClusterStart(config, safety, { host: options.host, apiPorts, workerCount, connectionLines });
+          await runClusterStart(config, safety, { host: options.host, apiPorts, workerCount, uiPort: parseUiPort(options.uiPort), connectionLines });
         } catch (error) {
           if (process.exitCode === undefined) keepExitStatus(1);
           throw error;
         }
         return;
       }
+      const uiPort = parseUiPort(options.uiPort);
+      const apiPort = Number(options.port);
+      // The dev server's Web UI decodes through this API's /codec: served only with a codec token,
+      // and the UI is told its URL before the API listens, so an API on port 0 has none to give.
+      const codecEndpoint = config.CHARGEGUARD_CODEC_TOKEN !== undefined && apiPort !== 0 ? codecEndpointUrl(options.host, apiPort) : undefined;
+      // The UI's origin is the one on the port picked here, whatever the default list says.
+      const runConfig = uiPort === 0 ? config : { ...config, CHARGEGUARD_CODEC_CORS_ORIGINS: withCodecCorsOrigins(config.CHARGEGUARD_CODEC_CORS_ORIGINS, loopbackUiOrigins(uiPort)) };
       // Cleans up after itself if it fails part-way.
-      const runtime = await startLocalRuntime(config, { temporalUiPort: Number(options.uiPort) });
+      const runtime = await startLocalRuntime(runConfig, { temporalUiPort: uiPort, ...(codecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: codecEndpoint }) });
       let failure: unknown = undefined;
       try {
         // Loaded only here: the other commands need not pay for the HTTP framework's import.
@@ -86,6 +115,7 @@ export function registerStartCommand(program: Command): void {
             'chargeguard is running',
             `  HTTP API:        ${api.url}  (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs)`,
             `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
+            ...(runtime.stack.temporalUiUrl === null ? [] : webUiCodecLines(codecEndpoint, api.url)),
             `  worker:          task queue "charges"`,
             `  card payments:   ${runtime.provider.summary}`,
             '',
