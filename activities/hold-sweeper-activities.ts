@@ -49,7 +49,13 @@ export type WorkflowRunningProbe = (workflowId: string) => Promise<boolean>;
  * The sweeper's side effects: reading the ledger, asking whether charge workflows run, releasing
  * holds through the ledger's idempotent Cancel.
  */
-export function createHoldSweeperActivities(pool: LedgerPool, isWorkflowRunning: WorkflowRunningProbe | null) {
+/**
+ * The provider half of a release: voids what the provider holds for a provider charge the ledger
+ * has cancelled (activities/provider-activities.ts, voidAtProvider); a no-op for any other charge.
+ */
+export type ProviderVoid = (tenant: string, idempotencyKey: string) => Promise<unknown>;
+
+export function createHoldSweeperActivities(pool: LedgerPool, isWorkflowRunning: WorkflowRunningProbe | null, providerVoid: ProviderVoid | null = null) {
   async function isChargeWorkflowRunning(tenant: string, idempotencyKey: string): Promise<boolean> {
     // Without a probe nothing can tell an orphan from a hold whose workflow is waiting: refuse.
     if (!isWorkflowRunning) {
@@ -100,6 +106,12 @@ export function createHoldSweeperActivities(pool: LedgerPool, isWorkflowRunning:
         return { released: false, charge: null };
       }
       const { released, row } = await releaseHold(pool, request.tenant, request.idempotencyKey, request.reason);
+      // A provider charge's authorization is voided too, after the ledger's Cancel as in the charge's
+      // own compensation; also on a retry that finds the hold already released (the void is idempotent).
+      if (row?.charge.provider && row.holdState === 'CANCELLED' && row.charge.provider.state !== 'voided') {
+        if (!providerVoid) throw new Error(`charge ${request.idempotencyKey} is a provider charge and this worker has no provider connectors to void it`);
+        await providerVoid(request.tenant, request.idempotencyKey);
+      }
       return { released, charge: row?.charge ?? null };
     },
   };

@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProviderActivities, type ProviderActivities } from '../activities/provider-activities.js';
+import { createHoldSweeperActivities } from '../activities/hold-sweeper-activities.js';
 import type { ChargeIntent } from '../src/domain/charge.js';
 import { cancelHold, readCharge, tryHold, type LedgerCharge } from '../src/ledger/charges.js';
 import { beginProviderAuthorize, beginProviderCapture } from '../src/ledger/provider-charges.js';
@@ -201,5 +202,19 @@ describe('the provider participant truth table', () => {
     expect(await outcome(intent, 'authorize')).toBe('refused ProviderStepNotAllowed');
     expect(await outcome(intent, 'capture')).toBe('refused ProviderStepNotAllowed');
     expect(requestsOf(intent)).toBe(0);
+  });
+
+  it('the hold sweeper releasing a stranded provider hold voids its authorization too, once, also when retried', async () => {
+    const intent = await newCharge();
+    await tryProviderHold(h.pool, intent, 60_000);
+    await steps.authorizeAtProvider(intent);
+    const sweeper = createHoldSweeperActivities(h.pool, null, steps.voidAtProvider);
+    const request = { tenant: intent.tenant, idempotencyKey: intent.idempotencyKey, reason: 'hold_orphaned', onlyIfOrphaned: false };
+    const first = await sweeper.releaseHold(request);
+    expect(first).toMatchObject({ released: true, charge: { status: 'cancelled' } });
+    const again = await sweeper.releaseHold(request);
+    expect(again.released).toBe(false);
+    expect(paymentsOf(intent).map((p) => p.status)).toEqual(['canceled']);
+    expect((await readCharge(h.pool, intent.tenant, intent.idempotencyKey))?.charge.provider?.state).toBe('voided');
   });
 });

@@ -151,6 +151,7 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
   const temporal = options.temporal ?? new Client({ connection: options.connection, namespace: options.namespace, dataConverter: clientDataConverter(protection) });
   const sweeper = options.holdSweeper ?? (taskQueue === chargeTaskQueue ? {} : false);
   if (sweeper !== false) await ensureHoldSweeperSchedule(temporal, { taskQueue, ...sweeper });
+  const providerActivities = createProviderActivities(options.ledger, options.providers ?? {}, options.providerHooks);
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -162,8 +163,8 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     activities: {
       ...createLedgerActivities(options.ledger, options.hooks),
       ...createRefundActivities(options.ledger, options.refundHooks, options.providers),
-      ...createHoldSweeperActivities(options.ledger, workflowRunningProbe(temporal)),
-      ...createProviderActivities(options.ledger, options.providers ?? {}, options.providerHooks),
+      ...createHoldSweeperActivities(options.ledger, workflowRunningProbe(temporal), providerActivities.voidAtProvider),
+      ...providerActivities,
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 100,
     maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTaskExecutions ?? 100,
