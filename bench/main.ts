@@ -10,6 +10,7 @@ import { defaultSqlitePragmas } from '../src/stack/temporal-dev-server.js';
 import { renderMarkdown } from './report/markdown.js';
 import { docsRefusal, updateDocs, writeReport } from './report/write.js';
 import { temporalKinds, type TemporalKind } from './lib/bench-stack.js';
+import { defaultProviderLatencyMs } from './scenarios/p1-provider.js';
 import { defaultTuning, extraSelectors, runBench, scenarioIds, type BenchOptions, type ScenarioId } from './run.js';
 
 interface BenchFlags {
@@ -32,6 +33,7 @@ interface BenchFlags {
   keepData?: boolean;
   label?: string;
   docs: boolean;
+  providerLatencyMs: string;
 }
 
 // Workers log at WARN, as under the product CLI: the bench's progress lines should not drown in polling chatter.
@@ -58,6 +60,7 @@ const program = new Command()
     .option('--data-dir <dir>', 'where the fresh servers of the run live', '.data/bench')
     .option('--keep-data', 'keep the servers\' data after the run')
     .option('--phase-s <n>', 'measured seconds of each load phase (default 10, --quick 2.5): longer phases give tighter ratios')
+    .option('--provider-latency-ms <ms>', 'P1-provider: the Stripe simulator\'s fixed delay before each API request (0 to 10000)', String(defaultProviderLatencyMs))
     .option('--label <text>', 'a note stored with the results (what this run is comparing)')
     .option('--no-docs', 'do not update the latest-results block of docs/bench.md and README.md (never updated from a dirty tree)')
     .action(async (flags: BenchFlags) => {
@@ -129,6 +132,7 @@ function toOptions(flags: BenchFlags): BenchOptions {
     keepData: Boolean(flags.keepData),
     label: flags.label ?? null,
     phaseSeconds: flags.phaseS === undefined ? null : positiveInt(flags.phaseS, '--phase-s'),
+    providerLatencyMs: providerLatencyMs(flags.providerLatencyMs),
   };
 }
 
@@ -146,6 +150,13 @@ function parseTemporalKinds(text: string | undefined): TemporalKind[] {
     throw new Error('--temporal: TEMPORAL_ADDRESS is set, so the bench runs on that one server; unset it to start the cluster, or pass --temporal dev');
   }
   return kinds as TemporalKind[];
+}
+
+/** Whole milliseconds, 0 allowed (the simulator answering at once): a bench of the provider path alone. */
+function providerLatencyMs(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 0 || value > 10_000) throw new Error('--provider-latency-ms must be an integer in 0..10000');
+  return value;
 }
 
 function positiveInt(text: string, flag: string): number {

@@ -16,6 +16,7 @@ import type { Verification } from './lib/verify.js';
 import type { WorkerTuning } from './lib/workers.js';
 import { buildFigures, type BenchResult, type ServerRun } from './report/result.js';
 import { runM1 } from './scenarios/m1-memory.js';
+import { p1ProviderConcurrency, runP1Provider } from './scenarios/p1-provider.js';
 import { measureThroughputPoint, runP1 } from './scenarios/p1-throughput.js';
 import { runP2 } from './scenarios/p2-ledger.js';
 import { runP4EndToEnd, runP4Ledger } from './scenarios/p4-hot-payee.js';
@@ -24,7 +25,7 @@ import { runScaleOut } from './scenarios/scale-out.js';
 import { pgbenchVersion } from './scenarios/tpcb.js';
 import { defaultVariants, runVariants } from './scenarios/variants.js';
 
-export const scenarioIds = ['p1', 'p2', 'p3', 'p4', 'p5', 'm1', 'variants'] as const;
+export const scenarioIds = ['p1', 'p1-provider', 'p2', 'p3', 'p4', 'p5', 'm1', 'variants'] as const;
 /**
  * Finer selectors for --only, for iterating on one layer: P4 has a ledger-only and an end-to-end
  * half; scale-out (cluster only) also runs whenever P1 does.
@@ -54,6 +55,8 @@ export interface BenchOptions {
   label: string | null;
   /** Measured seconds of each load phase instead of the settings' (longer phases, tighter ratios). */
   phaseSeconds: number | null;
+  /** P1-provider: the simulator's fixed delay before each API request, milliseconds. */
+  providerLatencyMs: number;
 }
 
 /** Worker settings as `chargeguard start` runs them (createChargeWorker's defaults). */
@@ -181,6 +184,17 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         await settleDisk(ctx);
         partial.m1 = await runM1(ctx, base);
       }
+      if (has('p1-provider') && kind === 'dev') {
+        await settleDisk(serverCtx);
+        partial.p1Provider = await step(`P1 with a provider in the loop (${options.providerLatencyMs} ms per provider request, ${kind})`, () =>
+          runP1Provider(serverCtx, {
+            ...base,
+            placement: options.placement,
+            chargeTaskQueue: `bench-${serverCtx.runId}-provider-charges`,
+            baselineTaskQueue: `bench-${serverCtx.runId}-provider-baseline`,
+          }, { providerLatencyMs: options.providerLatencyMs, concurrency: p1ProviderConcurrency }),
+        );
+      }
       if (has('variants') && stack.temporalKind === 'dev') {
         partial.variants = await runVariants(
           ctx,
@@ -190,6 +204,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         );
       }
     }
+    if (has('p1-provider') && !options.temporalKinds.includes('dev')) log('p1-provider skipped: it runs on the dev server, and --temporal has no dev');
     if (has('variants') && !options.temporalKinds.includes('dev')) log('variants skipped: they vary the dev server, and --temporal has no dev');
     if (has('scale-out') && (!options.temporalKinds.includes('cluster') || stack.temporalExternal)) {
       log('scale-out skipped: it runs on the cluster, and --temporal has no cluster');
@@ -222,8 +237,10 @@ async function probePeak(ctx: BenchContext, session: Awaited<ReturnType<typeof o
 }
 
 function collectProblems(result: Omit<BenchResult, 'figures' | 'correct' | 'problems'>): string[] {
-  const checks: [string, Verification | undefined][] = [
+  const checks: [string, Pick<Verification, 'ok' | 'problems'> | undefined][] = [
     ['P1', result.p1?.verification],
+    ['P1-provider, ledger', result.p1Provider?.verification],
+    ['P1-provider, at the provider', result.p1Provider?.provider],
     ['P2', result.p2?.verification],
     ['P4 ledger', result.p4Ledger?.verification],
     ['P4 end to end', result.p4EndToEnd?.verification],
@@ -252,6 +269,7 @@ function collectProblems(result: Omit<BenchResult, 'figures' | 'correct' | 'prob
       ...(run.p3 ? [run.p3.sequential, run.p3.concurrent] : []),
       ...(run.p5 ? [run.p5.idle, run.p5.halfLoad] : []),
     ].map((phase) => ({ phase, prefix: run.prefix }))),
+    ...(result.p1Provider?.points ?? []).flatMap((p) => [p.charge, p.baseline]).map((phase) => ({ phase, prefix: '' })),
     ...(result.p2?.points ?? []).map((p) => ({ phase: p.charge, prefix: '' })),
     ...(result.scaleOut ? [result.scaleOut.oneProcess, result.scaleOut.twoProcesses] : []).map((phase) => ({ phase, prefix: 'cluster: ' })),
   ].filter(({ phase }) => phase.failed > 0);

@@ -13,6 +13,11 @@ export function chargeBody(key: string, payer: string, payee: string, capture: '
   return { order_id: `order-${key}`, payer_account_id: payer, payee_account_id: payee, amount: 100, currency: 'USD', capture };
 }
 
+/** A charge through a provider: the card pays (no payer account), captured at once. */
+export function providerChargeBody(key: string, payee: string, paymentMethod = 'pm_card_visa') {
+  return { order_id: `order-${key}`, payment_method: paymentMethod, payee_account_id: payee, amount: 100, currency: 'USD', capture: 'automatic' };
+}
+
 /**
  * One new charge per call, through ChargeService (validation, account check, start, wait): the
  * path every surface takes. Only a charge its caller saw succeed counts as done.
@@ -21,9 +26,20 @@ export function chargeOperation(
   charges: ChargeService,
   options: { tenant: string; keyPrefix: string; payer: Picker; payee: Picker; tally: ChargeTally },
 ): Operation {
+  return bodyChargeOperation(charges, {
+    ...options,
+    body: (key, sequence) => chargeBody(key, options.payer(sequence), options.payee(sequence)),
+  });
+}
+
+/** chargeOperation with the body of the n-th charge given by the caller (a provider charge's, say). */
+export function bodyChargeOperation(
+  charges: ChargeService,
+  options: { tenant: string; keyPrefix: string; body: (key: string, sequence: number) => Record<string, unknown>; tally: ChargeTally },
+): Operation {
   return async (sequence) => {
     const key = `${options.keyPrefix}-${sequence}`;
-    const body = chargeBody(key, options.payer(sequence), options.payee(sequence));
+    const body = options.body(key, sequence);
     let status: string;
     try {
       const reply = await charges.charge(options.tenant, key, body);

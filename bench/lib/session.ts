@@ -3,6 +3,7 @@ import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protec
 import { Client, Connection } from '@temporalio/client';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
+import type { StripeEndpoint } from '../../src/providers/stripe.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import type { BenchStack } from './bench-stack.js';
 import { startWorkerProcesses, startWorkersInProcess, type BenchWorkers, type WorkerTuning } from './workers.js';
@@ -29,6 +30,8 @@ export interface SessionOptions {
   chargeTaskQueue: string;
   baselineTaskQueue: string | null;
   bundles: { chargeBundlePath: string; baselineBundlePath: string };
+  /** The provider both workers talk to (P1-provider's simulator); absent: none. */
+  stripeEndpoint?: StripeEndpoint;
 }
 
 /** Workers plus the clients that drive them: what a Temporal-facing scenario needs. */
@@ -50,6 +53,7 @@ export async function openTemporalSession(stack: BenchStack, options: SessionOpt
     baselineTaskQueue: options.baselineTaskQueue,
     ...options.bundles,
     tuning: options.tuning,
+    ...(options.stripeEndpoint === undefined ? {} : { stripeEndpoint: options.stripeEndpoint }),
   };
   const workers = options.placement === 'process'
     ? await startWorkerProcesses(config, options.workerProcesses ?? 1)

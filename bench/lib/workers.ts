@@ -9,7 +9,8 @@ import { terminate } from '../../src/stack/child-process.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { workerDataConverter } from '../../src/codec/data-converter.js';
 import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
-import { baselineActivities } from '../baseline-activities.js';
+import { StripeConnector, type StripeEndpoint } from '../../src/providers/stripe.js';
+import { baselineActivities, createProviderBaselineActivities } from '../baseline-activities.js';
 
 /** The worker knobs the bench varies; both the charge and the baseline worker get the same ones. */
 export interface WorkerTuning {
@@ -29,6 +30,17 @@ export interface BenchWorkersConfig {
   chargeBundlePath: string;
   baselineBundlePath: string;
   tuning: WorkerTuning;
+  /**
+   * A server speaking Stripe's API (the bench's simulator): both workers get a connector to it, the
+   * charge worker as its `stripe` provider, the baseline worker for the provider baseline. Absent:
+   * no provider, as in every scenario but P1-provider.
+   */
+  stripeEndpoint?: StripeEndpoint;
+}
+
+/** The bench's connector: the SDK's default retries and timeouts, as `chargeguard start` builds it. */
+function benchStripeConnector(endpoint: StripeEndpoint): StripeConnector {
+  return new StripeConnector({ apiKey: 'sk_test_chargeguard_bench', webhookSecrets: ['whsec_chargeguard_bench'], endpoint });
 }
 
 export interface BenchWorkers {
@@ -71,6 +83,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
     maxConnections: config.tuning.ledgerPoolMaxConnections,
     ...stepBatchLimitsFromEnvironment(),
   });
+  const stripe = config.stripeEndpoint === undefined ? null : benchStripeConnector(config.stripeEndpoint);
   const workers: Worker[] = [
     await createChargeWorker({
       connection,
@@ -81,6 +94,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
       maxConcurrentWorkflowTaskExecutions: config.tuning.maxConcurrentWorkflowTaskExecutions,
       maxConcurrentActivityTaskExecutions: config.tuning.maxConcurrentActivityTaskExecutions,
       maxCachedWorkflows: config.tuning.maxCachedWorkflows,
+      ...(stripe === null ? {} : { providers: { stripe } }),
     }),
   ];
   if (config.baselineTaskQueue !== null) {
@@ -93,7 +107,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
         // The same payload codec as the charge worker's: the load side encrypts both arms' inputs,
         // and the baseline pays the same codec work per payload, so the ratio prices chargeguard alone.
         dataConverter: workerDataConverter(payloadProtectionFromEnvironment()),
-        activities: baselineActivities,
+        activities: stripe === null ? baselineActivities : { ...baselineActivities, ...createProviderBaselineActivities(stripe) },
         maxConcurrentWorkflowTaskExecutions: config.tuning.maxConcurrentWorkflowTaskExecutions,
         maxConcurrentActivityTaskExecutions: config.tuning.maxConcurrentActivityTaskExecutions,
         maxCachedWorkflows: config.tuning.maxCachedWorkflows,

@@ -111,6 +111,32 @@ export function scaleOutSection(result: BenchResult): string {
   ].join('\n\n');
 }
 
+/** P1-provider: charges/s against the provider-shaped bare workflow, and what the simulator holds. */
+export function p1ProviderSection(result: BenchResult): string {
+  const run = result.p1Provider;
+  if (!run) return '';
+  const lines = [
+    `The Stripe simulator answers each API request after **${run.providerLatencyMs} ms** (two per charge: authorize, capture). Baseline: a bare workflow of a provider charge's shape (one no-op step, ${run.baselineFirstStepKind}, then authorize and capture at the same simulator as remote activities).`,
+    '',
+    '| N | charges/s | baseline workflows/s | ratio | charge p50 | charge p99 | baseline p50 | baseline p99 |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const p of run.points) {
+    lines.push(
+      `| ${p.concurrency} | ${formatNumber(p.charge.operationsPerSecond)} | ${formatNumber(p.baseline.operationsPerSecond)} | ${formatNumber(p.ratio)} | ${formatNumber(p.charge.latency.p50Ms, 'ms')} | ${formatNumber(p.charge.latency.p99Ms, 'ms')} | ${formatNumber(p.baseline.latency.p50Ms, 'ms')} | ${formatNumber(p.baseline.latency.p99Ms, 'ms')} |`,
+    );
+  }
+  const v = run.provider;
+  lines.push(
+    '',
+    `At the provider: ${v.paymentIntents} PaymentIntents for ${v.ledgerConfirmed} confirmed charges (${v.ledgerCharges} in the ledger), ` +
+      `${v.chargesWithSeveralPayments} charges with more than one, ${v.notCaptured} not captured in full, ${v.capturesExecuted} captures executed, ` +
+      `${v.capturedMoreThanOnce} captured twice; baseline: ${v.baselinePaymentIntents} PaymentIntents, ${v.baselineNotCaptured} not captured. ` +
+      (v.ok && run.verification.ok ? 'Clean.' : `**Problems**: ${[...run.verification.problems, ...v.problems].join('; ')}.`),
+  );
+  return lines.join('\n');
+}
+
 function variantsTable(result: BenchResult): string {
   if (!result.variants || result.variants.length === 0) return '';
   const lines = [
@@ -129,6 +155,9 @@ function cpuTable(result: BenchResult): string {
   const rows: [string, Record<string, number>][] = [];
   for (const p of result.p1?.points ?? []) {
     rows.push([`P1 charges N=${p.concurrency}`, p.charge.cpuPercent], [`P1 baseline N=${p.concurrency}`, p.baseline.cpuPercent]);
+  }
+  for (const p of result.p1Provider?.points ?? []) {
+    rows.push([`P1-provider charges N=${p.concurrency}`, p.charge.cpuPercent], [`P1-provider baseline N=${p.concurrency}`, p.baseline.cpuPercent]);
   }
   for (const p of result.p2?.points ?? []) rows.push([`P2 ledger N=${p.concurrency}`, p.charge.cpuPercent]);
   if (result.p4Ledger) rows.push(['P4 ledger hot', result.p4Ledger.hot.cpuPercent], ['P4 ledger spread', result.p4Ledger.spread.cpuPercent]);
@@ -161,6 +190,8 @@ export function renderMarkdown(result: BenchResult, chartFileName: string): stri
   if (servers) sections.push('## Both servers', servers);
   const scaleOut = scaleOutSection(result);
   if (scaleOut) sections.push('## Scale-out on the cluster', scaleOut);
+  const provider = p1ProviderSection(result);
+  if (provider) sections.push('## P1 with a provider in the loop', provider);
   const variants = variantsTable(result);
   if (variants) sections.push('## Dev server pragmas and worker placement', variants);
   const cpu = cpuTable(result);

@@ -2,6 +2,7 @@ import type { BenchSettings } from '../lib/context.js';
 import type { MachineInfo, SoftwareVersions } from '../lib/machine.js';
 import type { WorkerTuning } from '../lib/workers.js';
 import type { M1Result } from '../scenarios/m1-memory.js';
+import type { P1ProviderResult } from '../scenarios/p1-provider.js';
 import type { P1Result } from '../scenarios/p1-throughput.js';
 import type { P2Result } from '../scenarios/p2-ledger.js';
 import type { HotPayeeEndToEnd, HotPayeeLedger } from '../scenarios/p4-hot-payee.js';
@@ -35,6 +36,8 @@ export interface BenchResult {
   };
   settings: BenchSettings;
   p1?: P1Result;
+  /** P1 with a provider in the loop (dev server only). */
+  p1Provider?: P1ProviderResult;
   p2?: P2Result;
   p3?: P3Result;
   p4Ledger?: HotPayeeLedger;

@@ -7,6 +7,7 @@
  * Control: the `StripeSimulator` methods, or the same over `/_simulator/*` for other processes.
  */
 import type { IncomingMessage } from 'node:http';
+import { setTimeout as delay } from 'node:timers/promises';
 import canonicalizeExport from 'canonicalize';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import qs from 'qs';
@@ -40,6 +41,12 @@ export interface StripeSimulatorOptions {
   keyRetentionMs?: number;
   searchIndexLagMs?: number;
   webhooks?: WebhookConfigInput;
+  /**
+   * A fixed delay before each API request is handled (the `/_simulator/*` control routes are never
+   * delayed): a provider's round trip, for benchmarks that price a charge with the provider in the
+   * loop. 0 (default): answered at once.
+   */
+  responseDelayMs?: number;
 }
 
 interface RequestLogEntry {
@@ -91,6 +98,15 @@ export class StripeSimulator {
       if (!simulator) throw new Error('simulator not started');
       return simulator;
     };
+    const responseDelayMs = options.responseDelayMs ?? 0;
+    if (!Number.isFinite(responseDelayMs) || responseDelayMs < 0) {
+      throw new Error(`responseDelayMs must be a finite number of milliseconds ≥ 0, got ${responseDelayMs}`);
+    }
+    if (responseDelayMs > 0) {
+      app.addHook('onRequest', async (request) => {
+        if (!request.url.startsWith('/_simulator/')) await delay(responseDelayMs);
+      });
+    }
     registerApiRoutes(app, ready);
     registerControlRoutes(app, ready);
     await app.listen({ host: '127.0.0.1', port: options.port ?? 0 });
