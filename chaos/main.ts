@@ -12,6 +12,10 @@
  *                                      Temporal), 20 s apart, each measured on the keys in flight
  *   npm run chaos -- --mode single --settings previous
  *                                      the same with the settings before the recovery work (A/B)
+ *   npm run chaos -- --provider        the payment provider in the loop: the Stripe simulator is
+ *                                      every process's provider, half the keys are card charges,
+ *                                      and the simulator loses answers, fails and times out
+ *                                      (with either mode)
  */
 import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
@@ -31,15 +35,21 @@ const program = new Command('chaos')
   .option('--mode <mode>', 'storm (overlapping faults) | single (one fault at a time)', 'storm')
   .option('--fault-gap-s <seconds>', 'single mode: steady load between two faults', '20')
   .option('--settings <which>', 'current | previous (Temporal\'s 10 s task timeouts, stale membership rows kept)', 'current')
+  .option('--provider', 'the Stripe simulator as the payment provider, card charges in the storm and simulator faults')
+  .option('--card-share <fraction>', 'with --provider: the share of keys sent as card charges, 0 to 1', '0.5')
+  .option('--provider-fault-every-s <seconds>', 'with --provider: arm a random simulator fault this often', '3')
   .option('--json <file>', 'write the result as JSON')
   .parse();
 
-const options = program.opts<Record<string, string | undefined>>();
+const options = program.opts<Record<string, string | boolean | undefined>>();
 const seconds = (name: string): number => {
   const value = Number(options[name]);
   if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be a positive number`);
   return value * 1000;
 };
+const cardShare = Number(options.cardShare);
+if (!Number.isFinite(cardShare) || cardShare < 0 || cardShare > 1) throw new Error(`--card-share must be a number from 0 to 1, got ${String(options.cardShare)}`);
+const provider = options.provider === true ? { cardShare, faultEveryMs: seconds('providerFaultEveryS') } : undefined;
 const kind = options.temporal as ChaosTemporalKind;
 const startTemporal = chaosTemporalStarters[kind];
 if (startTemporal === undefined) throw new Error(`--temporal must be one of ${Object.keys(chaosTemporalStarters).join(', ')}`);
@@ -63,7 +73,8 @@ const result = await runChaos({
   },
   settleBudgetMs: seconds('settleBudgetS'),
   startTemporal,
+  ...(provider === undefined ? {} : { provider }),
 });
 process.stdout.write(`${formatChaosReport(result)}\n`);
-if (options.json !== undefined) await writeFile(options.json, `${JSON.stringify(result, null, 2)}\n`);
+if (typeof options.json === 'string') await writeFile(options.json, `${JSON.stringify(result, null, 2)}\n`);
 process.exitCode = result.ok ? 0 : 1;

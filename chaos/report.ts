@@ -1,4 +1,5 @@
 import type { FaultKind } from './faults.js';
+import type { ProviderVerdict } from './provider.js';
 import type { ChaosResult } from './run.js';
 
 function median(values: number[]): number | null {
@@ -9,10 +10,37 @@ function median(values: number[]): number | null {
 
 const ms = (value: number | null): string => (value === null ? 'n/a' : `${(value / 1000).toFixed(1)} s`);
 
+const counts = (tally: Record<string, number>): string =>
+  Object.entries(tally)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, n]) => `${name} ${n}`)
+    .join(', ') || 'none';
+
+/** Provider mode's rows of the verdict table: the provider's state beside the ledger's. */
+function providerRows(p: ProviderVerdict): string[] {
+  return [
+    `| card keys / provider charges / PaymentIntents | ${p.cardKeys} / ${p.providerCharges} / ${p.paymentIntents} |`,
+    `| charges with two PaymentIntents | ${p.chargesWithTwoPaymentIntents} |`,
+    `| PaymentIntents captured twice / above their charge | ${p.capturedTwice} / ${p.capturedAboveCharge} |`,
+    `| authorizations left requires_capture for a decided charge | ${p.authorizationsLeftHeld} |`,
+    `| requires_action left past the hold | ${p.payerActionsLeft} |`,
+    `| reconcile --provider stripe | ${p.providerReconcileOk ? 'clean' : `FAILED: ${p.providerReconcileFailed.join(', ')}`} |`,
+    `| provider settled after the storm | ${ms(p.settledAfterMs)} |`,
+    `| PaymentIntents by status | ${counts(p.paymentIntentStatuses)} |`,
+    `| card keys cancelled unasked, by reason | ${counts(p.cancelledByReason)} |`,
+    `| 3-D Secure: payer authenticated, charge cancelled | ${p.authenticatedThenCancelled} |`,
+    `| manual charges reserved: captured / cancelled / refused / unanswered | ${p.manual.reserved}: ${p.manual.captured} / ${p.manual.cancelled} / ${p.manual.refused} / ${p.manual.unanswered} |`,
+    `| captures and cancels, by the API's answer | ${counts(p.settleAnswers)} |`,
+    `| simulator faults armed / requests struck | ${p.faultsArmed} / ${counts(p.faultsStruck)} |`,
+    `| webhook deliveries, by the receiver's answer | ${counts(p.webhookDeliveries)} |`,
+    `| payer authentications, by the simulator's answer | ${counts(p.payerAnswers)} |`,
+  ];
+}
+
 /** The run as Markdown: the verdict first, then faults with recovery times, then what callers were answered. */
 export function formatChaosReport(result: ChaosResult): string {
   const lines: string[] = [];
-  lines.push(`## Chaos run (${result.mode}) on the ${result.temporal}: ${result.ok ? 'PASSED' : 'FAILED'}`);
+  lines.push(`## Chaos run (${result.mode}${result.provider !== null ? ', provider' : ''}) on the ${result.temporal}: ${result.ok ? 'PASSED' : 'FAILED'}`);
   lines.push('');
   lines.push(`${result.keys} keys, ${result.requests} requests in ${ms(result.durationMs)} (storm and settling).`);
   lines.push('');
@@ -26,6 +54,7 @@ export function formatChaosReport(result: ChaosResult): string {
   lines.push(`| ledger invariants broken | ${Object.keys(result.brokenInvariants).length} |`);
   lines.push(`| reconcile | ${result.reconcileOk ? 'clean' : 'FAILED'} |`);
   lines.push(`| 5xx answers | ${result.fiveXx} |`);
+  if (result.provider !== null) lines.push(...providerRows(result.provider));
   lines.push('');
   lines.push('| fault | injected | back after (median, max) | first decision after (median, max) |');
   lines.push('|---|---|---|---|');
@@ -40,6 +69,18 @@ export function formatChaosReport(result: ChaosResult): string {
     );
   }
   lines.push('');
+  if (result.provider !== null && result.provider.cancelledSamples.length > 0) {
+    lines.push('Card charges cancelled without the storm asking (a sample):');
+    lines.push('');
+    lines.push('| key | card | payer | reason | created | hold expires | last change | payment |');
+    lines.push('|---|---|---|---|---|---|---|---|');
+    for (const c of result.provider.cancelledSamples) {
+      lines.push(
+        `| ${c.key} | ${c.paymentMethod} | ${c.payerActed ?? '-'} | ${c.reason} | ${c.createdAt} | ${c.holdExpiresAt ?? '-'} | ${c.updatedAt} | ${c.paymentId ?? '-'} ${c.paymentStatus ?? ''} |`,
+      );
+    }
+    lines.push('');
+  }
   if (result.singleFaults.length > 0) {
     lines.push(`Single faults (settings: ${result.settings}); times from the fault:`);
     lines.push('');

@@ -31,11 +31,12 @@ import {
 } from './faults.js';
 import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal, type ChaosTemporalStarter } from './infrastructure.js';
 import { appProcess, buildCli, type AppProcess } from './processes.js';
+import { armProviderFaults, providerVerdict, startChaosProvider, type ArmedProviderFault, type ChaosProvider, type ProviderVerdict } from './provider.js';
 
 /** What `settings: 'previous'` gives the processes: Temporal's defaults, before the recovery work. */
 const previousTimeouts = { WORKFLOW_TASK_TIMEOUT_MS: '10000', WORKFLOW_STICKY_SCHEDULE_TO_START_MS: '10000' } as const;
 const defaultSingleFaultGapMs = 20_000;
-import { newStorm, runStorm, settleStorm, type AnswerCounts, type StormTarget } from './storm.js';
+import { createOutcomes, newStorm, runStorm, settleStorm, type AnswerCounts, type StormTarget } from './storm.js';
 
 export interface ChaosOptions {
   durationMs: number;
@@ -55,9 +56,20 @@ export interface ChaosOptions {
   settings?: 'current' | 'previous';
   /** After the faults: how long callers keep re-sending undecided keys. */
   settleBudgetMs: number;
+  /**
+   * Provider mode: the Stripe simulator is every process's payment provider, `cardShare` of the keys
+   * are card charges, and a random simulator fault is armed every `faultEveryMs` (chaos/provider.ts).
+   */
+  provider?: ChaosProviderOptions;
   /** Starts the Temporal the run restarts (chaos/temporal.ts); the dev server by default. */
   startTemporal?: ChaosTemporalStarter;
   log?: (line: string) => void;
+}
+
+export interface ChaosProviderOptions {
+  /** Fraction of the storm's keys (0 to 1) sent as card charges. */
+  cardShare: number;
+  faultEveryMs: number;
 }
 
 export interface ChaosResult {
@@ -82,6 +94,8 @@ export interface ChaosResult {
   openHolds: number;
   brokenInvariants: Record<string, number>;
   reconcileOk: boolean;
+  /** Provider mode: the provider's side of the verdict; null otherwise. */
+  provider: ProviderVerdict | null;
 }
 
 const readyTimeoutMs = 120_000;
@@ -96,6 +110,13 @@ const unthrottled = {
 const currency = 'USD';
 const payerDepositMinor = 1_000_000_000;
 const amountMinorMax = 10_000;
+/**
+ * Provider mode's hold TTL (HOLD_TTL_MS): a 3-D Secure charge whose payer never acts, or whose
+ * provider event never arrives, expires within the settle budget instead of after 7 days.
+ */
+const providerModeHoldTtlMs = 60_000;
+/** A 3-D Secure payer authenticates up to this long after the charge first answered requires_action. */
+const payerActsAfterMsMax = 3_000;
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const log = options.log ?? ((line: string) => process.stderr.write(`[chaos] ${line}\n`));
@@ -107,6 +128,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let postgres: ChaosPostgres | null = null;
   let temporal: ChaosTemporal | null = null;
   let pool: LedgerPool | null = null;
+  let provider: ChaosProvider | null = null;
   // A 500 is a bug whatever the money says: its request's log line must survive the run.
   let internalErrors = 0;
   try {
@@ -119,6 +141,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const payloadKeysFile = (await ensurePayloadKeyFile(dataDir)).path;
     log(`PostgreSQL and ${temporal.kind} up (data and logs in ${dataDir})`);
     await migrateLedger(postgres.databaseUrl);
+    if (options.provider !== undefined) {
+      provider = await startChaosProvider();
+      log(`Stripe simulator at ${provider.simulator.url}`);
+    }
     const tenant = `chaos-${Date.now().toString(36)}`;
     const target = await withPool(postgres.databaseUrl, (setup) => fundTenant(setup, tenant));
 
@@ -131,6 +157,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       // about money under faults, so the limiter (tested on its own) does not throttle it.
       ...unthrottled,
       ...(previous ? previousTimeouts : {}),
+      ...(provider === null ? {} : { ...provider.env, HOLD_TTL_MS: String(providerModeHoldTtlMs) }),
     };
     const workers = Array.from({ length: options.workers }, (_, index) =>
       appProcess({ name: `worker-${index + 1}`, cliEntry, args: ['worker'], env, readyLine: /worker polling task queue/, logDir: join(dataDir, 'logs'), readyTimeoutMs, log }),
@@ -152,6 +179,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await Promise.all(processes.map((child) => child.start()));
     log(`${workers.length} workers and ${apis.length} API processes ready`);
     target.apiUrls = apiPorts.map((port) => `http://127.0.0.1:${port}`);
+    if (provider !== null && options.provider !== undefined) {
+      provider.deliverEventsTo(target.apiUrls[0]!);
+      target.cards = { share: options.provider.cardShare, simulatorUrl: provider.simulator.url, payerActsAfterMsMax };
+    }
 
     const storm = newStorm();
     const countInternalErrors = (): void => {
@@ -160,10 +191,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const startedAtMs = Date.now();
     const mode = options.mode ?? 'storm';
     const plan = mode === 'single' ? planSingleFaults(options.singleFaultGapMs ?? defaultSingleFaultGapMs, options.durationMs) : planFaults(options.schedule, options.durationMs);
-    const [faults] = await Promise.all([
+    const [faults, , armed] = await Promise.all([
       runFaults(plan, { postgres, temporal, workers }, { startedAtMs, durationMs: options.durationMs, log }),
       runStorm(storm, target, { untilEpochMs: startedAtMs + options.durationMs, amountMinorMax, resendUntilDecided: mode === 'single' }),
+      provider !== null && options.provider !== undefined
+        ? armProviderFaults(provider.simulator, { startedAtMs, durationMs: options.durationMs, everyMs: options.provider.faultEveryMs, log })
+        : Promise.resolve([] as ArmedProviderFault[]),
     ]);
+    // The provider's faults end with the others: settling measures recovery, not more faults.
+    provider?.simulator.faults.clear();
     log(`storm over: ${storm.keys.size} keys; settling the undecided ones`);
     const undecided = await settleStorm(storm, target, { deadlineEpochMs: Date.now() + options.settleBudgetMs });
     const durationMs = Date.now() - startedAtMs;
@@ -187,6 +223,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         singleFaults,
         mode,
         settings: options.settings ?? 'current',
+        provider: provider === null ? null : { provider, armed },
       });
     } finally {
       await connection.close();
@@ -194,7 +231,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   } finally {
     await Promise.allSettled(processes.map((child) => child.stop()));
     await pool?.end();
-    await Promise.allSettled([temporal?.stop(), postgres?.stop()]);
+    await Promise.allSettled([temporal?.stop(), postgres?.stop(), provider?.stop()]);
     if (process.env.CHARGEGUARD_CHAOS_KEEP_DATA === undefined && internalErrors === 0) await rm(dataDir, { recursive: true, force: true });
     else log(`data and logs kept in ${dataDir}${internalErrors > 0 ? ` (${internalErrors} answers were 500: the API logs name each request id)` : ''}`);
   }
@@ -230,11 +267,12 @@ async function verdict(p: {
   singleFaults: SingleFaultRecovery[];
   mode: 'storm' | 'single';
   settings: 'current' | 'previous';
+  provider: { provider: ChaosProvider; armed: ArmedProviderFault[] } | null;
 }): Promise<ChaosResult> {
   const records = [...p.storm.keys.values()];
-  const succeeded = records.filter((record) => record.outcomes.has('succeeded')).length;
+  const succeeded = records.filter((record) => record.outcomes.has('succeeded') || record.settled === 'succeeded').length;
   const declined = records.filter((record) => record.outcomes.has('declined')).length;
-  const keysWithTwoOutcomes = records.filter((record) => record.outcomes.size > 1).length;
+  const keysWithTwoOutcomes = records.filter((record) => createOutcomes(record).size > 1).length;
   const totals = await captureTotals(p.pool, p.tenant);
   const counts = await countLedger(p.pool, p.tenant);
   const invariants = await checkLedgerInvariants(p.pool, p.tenant);
@@ -254,6 +292,8 @@ async function verdict(p: {
   if (!report.ok) problems.push(`reconcile: ${report.checks.filter((check) => check.violations > 0).map((check) => check.name).join(', ')}`);
   for (const fault of p.faults) if (fault.error) problems.push(`${fault.kind} could not be injected: ${fault.error}`);
   if (records.length === 0) problems.push('the storm sent no key');
+  const provider = p.provider === null ? null : await providerVerdict({ ...p.provider, pool: p.pool, tenant: p.tenant, storm: p.storm });
+  problems.push(...(provider?.problems ?? []));
 
   return {
     ok: problems.length === 0,
@@ -276,5 +316,6 @@ async function verdict(p: {
     openHolds: counts.openHolds,
     brokenInvariants,
     reconcileOk: report.ok,
+    provider,
   };
 }
