@@ -919,6 +919,17 @@ export const historyPaths: HistoryPath[] = [
     },
   },
   {
+    name: 'provider-charge-requires-action-event-lost',
+    about: '3-D Secure completed but no provider event arrives: the look before the hold expires finds the authorization, the charge is captured',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required', { policy: { holdTtlMs: 2_000 } });
+      const waiting = await untilStatus(ctx, key, (charge) => charge.status === 'requires_action');
+      ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
+      expectCharge(await handle.result(), { status: 'succeeded' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
+    },
+  },
+  {
     name: 'provider-charge-requires-action-expired',
     about: '3-D Secure never completed: the hold TTL passes, the ledger cancels and the provider voids',
     async record(ctx, key) {

@@ -198,6 +198,21 @@ describe('a provider charge', () => {
     expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded' });
   });
 
+  it('3-D Secure completed but its provider event lost: the look before the hold expires finds the authorization and the charge succeeds', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-3ds-lost' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+    const handle = await start(intent, { holdTtlMs: 3_000 });
+    const waiting = await waitFor(async () => {
+      const charge = await statusOf(intent);
+      return charge.status === 'requires_action' ? charge : null;
+    }, { what: 'requires_action' });
+    // The payer authenticates; no event reaches the workflow (as when the receiver answered 503).
+    sim.payments.authenticate(waiting.provider!.paymentId!, true);
+    const charge = (await handle.result()) as Charge;
+    expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+    expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['succeeded']);
+  });
+
   it('3-D Secure never completed: the charge expires with its hold TTL and the payment is cancelled', async () => {
     const tenant = await fundedTenant(h, { label: 'pc-3ds-ttl' });
     const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');

@@ -3,6 +3,7 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -16,7 +17,7 @@ import {
   providerEventSignal,
   type ChargeWorkflowInput,
 } from './definitions.js';
-import { providerStepFailure, providerSteps } from './provider-steps.js';
+import { holdDeadlineMs, payerActionLookEveryMs, providerStepFailure, providerSteps, providerWaitsPatch } from './provider-steps.js';
 import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { chargeShapeOf } from './charge-generations.js';
@@ -65,6 +66,13 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
   let captureMinor: number | null | undefined;
   /** A provider charge's second participant (docs/providers.md); null for a charge between ledger accounts. */
   const provider = intent.request.paymentMethod ? providerSteps(policy) : null;
+  /**
+   * Provider charges with the marker: waits follow the ledger's hold expiry, and the payer's action
+   * is looked for. Asked before the first await, as the generation's own patches are: a patch
+   * checked after a local step resolved meets its marker at another point of a history whose first
+   * task was completed early (a query on it), and replay fails.
+   */
+  const waitsFollowLedger = provider !== null && patched(providerWaitsPatch);
   /** Provider events received: each is a reason to look the payment up again, never the truth itself. */
   let providerEventsReceived = 0;
 
@@ -210,24 +218,32 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
   }
 
   /** Provider charges: the payer must act (3-D Secure); each provider event is a reason to look again. */
-  async function awaitPayerAction(): Promise<Charge> {
+  async function awaitPayerAction(followsLedger: boolean): Promise<Charge> {
     indexActionNeeded('requires_action');
-    const expiresAtMs = Date.now() + policy.holdTtlMs;
+    const expiresAtMs = followsLedger ? holdDeadlineMs(charge, policy.holdTtlMs) : Date.now() + policy.holdTtlMs;
     while (charge.status === 'requires_action') {
       const seen = providerEventsReceived;
       const remainingMs = expiresAtMs - Date.now();
+      const waitMs = followsLedger ? Math.min(remainingMs, payerActionLookEveryMs(policy.holdTtlMs)) : remainingMs;
       const woke =
-        remainingMs > 0 &&
-        (await condition(() => cancelRequested || providerEventsReceived !== seen, remainingMs).catch((error: unknown) => {
+        waitMs > 0 &&
+        (await condition(() => cancelRequested || providerEventsReceived !== seen, waitMs).catch((error: unknown) => {
           if (!isCancellation(error)) throw error;
           cancelRequested = true;
           return true;
         }));
       if (cancelRequested) return compensate(cancelReasons.requestedByCaller);
-      if (!woke) return compensate(cancelReasons.payerActionExpired);
+      if (!woke && !followsLedger) return compensate(cancelReasons.payerActionExpired);
+      // An event, the periodic look, or the last look before giving up: the provider says where the payment is.
       charge = (await provider!.refresh(intent)).charge;
+      if (charge.status === 'requires_action' && !woke && Date.now() >= expiresAtMs) return compensate(cancelReasons.payerActionExpired);
     }
     return charge;
+  }
+
+  /** How long a manual hold waits for its capture: the TTL, or (provider charges, patched) until the ledger's hold expiry. */
+  function captureWaitMs(followsLedger: boolean): number {
+    return followsLedger ? holdDeadlineMs(charge, policy.holdTtlMs) - Date.now() : policy.holdTtlMs;
   }
 
   charge = await reserve();
@@ -235,19 +251,20 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
 
   if (provider && charge.status === 'reserved') {
     charge = cancelRequested ? await compensate(cancelReasons.requestedByCaller) : await authorize();
-    if (charge.status === 'requires_action') charge = await awaitPayerAction();
+    if (charge.status === 'requires_action') charge = await awaitPayerAction(waitsFollowLedger);
   }
 
   if (charge.status === 'reserved') {
     if (intent.request.captureMode === 'manual') {
       indexActionNeeded('reserved'); // a hold waiting for its capture
-      const asked = await condition(() => cancelRequested || captureMinor !== undefined, policy.holdTtlMs).catch(
-        (error: unknown) => {
+      const waitMs = captureWaitMs(waitsFollowLedger);
+      const asked =
+        (waitMs > 0 || cancelRequested || captureMinor !== undefined) &&
+        (await condition(() => cancelRequested || captureMinor !== undefined, Math.max(1, waitMs)).catch((error: unknown) => {
           if (!isCancellation(error)) throw error;
           cancelRequested = true;
           return true;
-        },
-      );
+        }));
       if (!asked) charge = await compensate(cancelReasons.holdExpired);
       else if (cancelRequested) charge = await compensate(cancelReasons.requestedByCaller);
       else charge = await capture(captureMinor ?? null);
