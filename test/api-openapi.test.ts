@@ -223,6 +223,13 @@ describe('the OpenAPI document', () => {
       expect((await api.request('/mcp', { method: 'POST', body: call, apiKey: null })).status).toBe(401);
       // The streamable HTTP transport wants both media types in Accept.
       expect((await api.request('/mcp', { method: 'POST', body: call, apiKey, headers: { accept: 'application/json' } })).status).toBe(406);
+      // A method the endpoint does not take is 405 with Allow, never 404 (schemathesis asked TRACE).
+      for (const method of ['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE'] as const) {
+        // Injected: fetch refuses to send TRACE at all.
+        const refused = await api.app.inject({ method, url: '/mcp', headers: { authorization: `Bearer ${apiKey}` } });
+        expect(refused.statusCode, method).toBe(405);
+        expect(refused.headers['allow'], method).toBe('POST');
+      }
     });
 
     it('the payload codec is hidden whole: neither its preflights nor its POSTs are listed, though served', async () => {

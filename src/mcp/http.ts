@@ -153,8 +153,10 @@ export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
     },
   );
 
-  // Stateless: no server-initiated stream (GET) and no session to end (DELETE).
-  for (const method of ['GET', 'DELETE'] as const) {
+  // Stateless: no server-initiated stream (GET) and no session to end (DELETE); any other method is
+  // refused the same way (405 with Allow, not 404: the path exists).
+  const otherMethods = (['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE'] as const).filter((method) => app.supportedMethods.includes(method));
+  for (const method of otherMethods) {
     app.route({
       method,
       url: '/mcp',

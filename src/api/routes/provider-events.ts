@@ -66,6 +66,17 @@ export async function registerProviderEventRoutes(app: FastifyInstance, deps: Ap
             properties: { provider: { type: 'string', enum: [...providerNames], description: 'the provider that sent the event' } },
             required: ['provider'],
           },
+          headers: {
+            type: 'object',
+            properties: {
+              'stripe-signature': {
+                type: 'string',
+                description: "Stripe's signature: t=<unix seconds>,v1=<64 hex digits>[,v1=…] (one v1 per live secret during a rotation)",
+                examples: ['t=1764000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd'],
+              },
+            },
+            required: ['stripe-signature'],
+          },
           response: {
             200: {
               description: 'handled (now, or by an earlier delivery of this event: then `Idempotent-Replayed: true`)',
