@@ -287,6 +287,10 @@ describe('a provider charge', () => {
     { kind: 'error_after_commit', status: 500 },
     { kind: 'error_before_commit', status: 503 },
     { kind: 'rate_limit' },
+    // Held with its key in flight: the workflow's retry meanwhile gets 409 idempotency_key_in_use.
+    { kind: 'hold_before_commit', holdMs: 2_500 },
+    // Committed, then the answer held past the connector's 2 s timeout: the caller times out.
+    { kind: 'hold_after_commit', holdMs: 2_500 },
   ] as const) {
     it(`faults at the provider (${fault.kind} on authorize and on capture): one PaymentIntent, captured once`, async () => {
       const tenant = await fundedTenant(h, { label: 'pc-fault' });
