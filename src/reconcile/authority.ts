@@ -48,15 +48,28 @@ export const authorityQueries: readonly AuthorityQuery[] = [
     name: 'acting_keys_allowed_moves',
     description:
       "every charge that holds or captured money and every refund that moved money was made by a key that existed, belonged to the tenant, was an agent or admin key, neither revoked nor expired, within the contract's maximum and (charges) the key's mandate: largest charge, currency, payees, and a rolling 24 h total still standing at most its daily limit; without a key only in a tenant that had no key yet",
-    sql: `WITH moves AS (
+    // The key's rolling 24 h total is one window over the key's charges in created order (the
+    // frame ends at the charge and its peers, and starts just after 24 h before it, as Try's own
+    // sum): one pass, where a correlated sum per charge scanned the key's day again for every
+    // charge and timed out on a long chaos run's ledger (tens of thousands of charges by few keys).
+    sql: `WITH key_days AS (
+            SELECT c.tenant, c.idempotency_key,
+                   sum(c.held_minor + c.captured_minor) OVER (
+                     PARTITION BY c.created_by_key_id ORDER BY c.created_at
+                     RANGE BETWEEN interval '24 hours' - interval '1 microsecond' PRECEDING AND CURRENT ROW
+                   ) AS key_day_minor
+              FROM charges c
+             WHERE c.created_by_key_id IS NOT NULL AND ($1::text IS NULL OR c.tenant = $1)
+          ), moves AS (
             SELECT 'charge' AS move, c.tenant, c.idempotency_key AS charge_key, NULL::text AS refund_key,
                    c.created_by_key_id AS key_id, c.created_at, c.amount_minor, c.currency::text AS currency,
-                   c.payee_account_id
+                   c.payee_account_id, kd.key_day_minor
               FROM charges c
+              LEFT JOIN key_days kd ON kd.tenant = c.tenant AND kd.idempotency_key = c.idempotency_key
              WHERE c.hold_state IN ('TRIED', 'CONFIRMED') AND ($1::text IS NULL OR c.tenant = $1)
             UNION ALL
             SELECT 'refund', r.tenant, r.charge_key, r.refund_key, r.created_by_key_id, r.created_at, r.amount_minor,
-                   r.currency::text, NULL
+                   r.currency::text, NULL, NULL::bigint
               FROM refunds r
              WHERE r.status = 'succeeded' AND ($1::text IS NULL OR r.tenant = $1)
           )
@@ -78,10 +91,7 @@ export const authorityQueries: readonly AuthorityQuery[] = [
               WHEN m.amount_minor > k.max_amount_minor THEN 'above the key''s largest charge'
               WHEN m.currency <> k.currency THEN 'not the key''s currency'
               WHEN m.payee_account_id <> ALL (k.allowed_payee_account_ids) THEN 'not one of the key''s payees'
-              WHEN m.amount_minor > k.daily_limit_minor
-                OR (SELECT sum(d.held_minor + d.captured_minor) FROM charges d
-                     WHERE d.created_by_key_id = k.id AND d.created_at > m.created_at - interval '24 hours'
-                       AND d.created_at <= m.created_at) > k.daily_limit_minor
+              WHEN m.amount_minor > k.daily_limit_minor OR m.key_day_minor > k.daily_limit_minor
               THEN 'the key''s charges in the 24 h up to this one are above its daily limit'
             END AS problem) p
            WHERE p.problem IS NOT NULL
