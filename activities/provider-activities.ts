@@ -36,6 +36,17 @@ export interface ProviderActivityHooks {
   afterProvider?(step: ProviderStepName, tenant: string, idempotencyKey: string): void | Promise<void>;
 }
 
+/**
+ * How a ledger error in each step is judged (ledger-activities.ts, asActivityFailure): authorize as
+ * a Try (a rejected statement decides the charge), capture and void as Cancel (a capture once sent,
+ * and a void, are driven until done: a rejected statement is retried until an operator repairs it,
+ * never turned into a decision that would leave money moving at the provider unrecorded).
+ */
+const ledgerCallOf = { authorize: 'try', capture: 'cancel', void: 'cancel', refresh: 'read' } as const satisfies Record<
+  ProviderStepName,
+  Parameters<typeof asActivityFailure>[1]
+>;
+
 /** The provider's answer is not known: a system fault, retried with the same key. */
 class ProviderOutcomeUnknown extends Error {
   override readonly name = 'ProviderOutcomeUnknown';
@@ -72,7 +83,7 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
       return await run();
     } catch (error) {
       if (error instanceof ApplicationFailure && error.nonRetryable) throw error;
-      const failure = error instanceof ProviderOutcomeUnknown || error instanceof ApplicationFailure ? error : asActivityFailure(error, name === 'refresh' ? 'read' : 'try');
+      const failure = error instanceof ProviderOutcomeUnknown || error instanceof ApplicationFailure ? error : asActivityFailure(error, ledgerCallOf[name]);
       const retryable = !(failure instanceof ApplicationFailure && failure.nonRetryable);
       const info = currentActivityInfo();
       const deadlineMs = deadlineEpochMs === undefined ? null : stepDeadlineMs(info, deadlineEpochMs);
