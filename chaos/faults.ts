@@ -8,16 +8,29 @@ import { loadavg } from 'node:os';
 import { pollUntil } from '../src/stack/wait.js';
 import type { ChaosPostgres, ChaosTemporal } from './infrastructure.js';
 import { killNow, type AppProcess } from './processes.js';
+import type { SlowestKey } from './slowest-key.js';
 
 export type FaultKind =
   | 'worker SIGKILL'
   | 'both workers SIGKILL'
   | 'PostgreSQL fast restart'
   | 'PostgreSQL immediate restart'
+  /** Only with Temporal on a PostgreSQL of its own (`--temporal-postgres separate`): that one crashes. */
+  | "Temporal's PostgreSQL immediate restart"
   | 'Temporal restart';
 
 /** The single-fault mode's faults, in the order each round injects them. */
 export const singleFaultKinds: readonly FaultKind[] = ['worker SIGKILL', 'both workers SIGKILL', 'PostgreSQL immediate restart', 'Temporal restart'];
+
+/** The short names `--single-kinds` takes, one per kind of {@link singleFaultKinds}. */
+export const singleFaultKindsByName: Readonly<Record<string, FaultKind>> = {
+  worker: 'worker SIGKILL',
+  workers: 'both workers SIGKILL',
+  postgres: 'PostgreSQL immediate restart',
+  temporal: 'Temporal restart',
+  'temporal-postgres': "Temporal's PostgreSQL immediate restart",
+};
+export const singleFaultKindNames = Object.keys(singleFaultKindsByName);
 
 /** How long a killed worker's supervisor may take to have it serving again before the fault counts as failed. */
 const workerBackTimeoutMs = 120_000;
@@ -47,12 +60,13 @@ interface Planned {
 }
 
 /**
- * The single-fault timeline: each kind of {@link singleFaultKinds} in turn, `gapMs` apart (the
+ * The single-fault timeline: each of `kinds` (default {@link singleFaultKinds}) in turn, `gapMs` apart (the
  * first after one gap of steady load), for as long as the run lasts.
  */
-export function planSingleFaults(gapMs: number, durationMs: number): Planned[] {
+export function planSingleFaults(gapMs: number, durationMs: number, kinds: readonly FaultKind[] = singleFaultKinds): Planned[] {
+  if (kinds.length === 0) throw new Error('single-fault mode needs at least one kind of fault');
   const planned: Planned[] = [];
-  for (let i = 0, atMs = gapMs; atMs < durationMs; i++, atMs += gapMs) planned.push({ atMs, kind: singleFaultKinds[i % singleFaultKinds.length]! });
+  for (let i = 0, atMs = gapMs; atMs < durationMs; i++, atMs += gapMs) planned.push({ atMs, kind: kinds[i % kinds.length]! });
   return planned;
 }
 
@@ -75,6 +89,8 @@ export function planFaults(schedule: FaultSchedule, durationMs: number): Planned
 
 export interface FaultTargets {
   postgres: ChaosPostgres;
+  /** Temporal's own PostgreSQL, when it is not the ledger's. */
+  temporalPostgres: ChaosPostgres | null;
   temporal: ChaosTemporal;
   workers: readonly AppProcess[];
 }
@@ -111,6 +127,9 @@ async function inject(kind: FaultKind, targets: FaultTargets, restarts: Promise<
       return targets.postgres.restart('immediate');
     case 'Temporal restart':
       return targets.temporal.restart();
+    case "Temporal's PostgreSQL immediate restart":
+      if (targets.temporalPostgres === null) throw new Error("Temporal has no PostgreSQL of its own in this run (--temporal-postgres separate)");
+      return targets.temporalPostgres.restart('immediate');
   }
 }
 
@@ -158,6 +177,8 @@ export interface SingleFaultRecovery {
   firstDecisionMs: number | null;
   /** 1-minute load average of the machine when the fault struck. */
   loadAverage: number;
+  /** The slowest of the keys in flight and what its workflow history shows (filled after the run). */
+  slowestKey?: SlowestKey | null;
 }
 
 function percentile(sorted: readonly number[], fraction: number): number | null {

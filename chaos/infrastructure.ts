@@ -28,9 +28,13 @@ export interface ChaosTemporal {
 
 const postmasterExitTimeoutMs = 30_000;
 
-export async function startChaosPostgres(dataDir: string): Promise<ChaosPostgres> {
+/**
+ * `downForMs`: how long each restart keeps the server down after it stopped (0: started again at
+ * once, as a supervisor would). A longer outage is a fault of its own shape, e.g. a failover.
+ */
+export async function startChaosPostgres(dataDir: string, downForMs = 0, name = 'postgres'): Promise<ChaosPostgres> {
   const [port] = await findFreePorts(1);
-  const options = { dataDir: join(dataDir, 'postgres'), port: port!, logFilePath: join(dataDir, 'logs', 'postgres.log') };
+  const options = { dataDir: join(dataDir, name), port: port!, logFilePath: join(dataDir, 'logs', `${name}.log`) };
   let server: EmbeddedPostgres = await startEmbeddedPostgres(options);
   const databaseUrl = server.databaseUrl;
   return {
@@ -39,6 +43,8 @@ export async function startChaosPostgres(dataDir: string): Promise<ChaosPostgres
       if (mode === 'immediate') await crashPostmaster(options.dataDir);
       // After a crash stop() only releases the handle and the lock: the process is already gone.
       await server.stop();
+      // The outage itself, not a wait for something: nothing is listening on the port meanwhile.
+      if (downForMs > 0) await new Promise((resolve) => setTimeout(resolve, downForMs));
       server = await startEmbeddedPostgres(options);
     },
     stop: () => server.stop(),

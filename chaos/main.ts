@@ -10,6 +10,10 @@
  *   npm run chaos -- --mode single --duration-s 100
  *                                      one fault at a time (worker, both workers, PostgreSQL,
  *                                      Temporal), 20 s apart, each measured on the keys in flight
+ *   npm run chaos -- --mode single --single-kinds postgres --fault-gap-s 12
+ *                                      only PostgreSQL crashes, 12 s apart
+ *   npm run chaos -- --mode single --app-env LEDGER_RETRY_MAX_INTERVAL_MS=10000
+ *                                      one setting changed for every worker and API
  *   npm run chaos -- --mode single --settings previous
  *                                      the same with the settings before the recovery work (A/B)
  *   npm run chaos -- --provider        the payment provider in the loop: the Stripe simulator is
@@ -19,6 +23,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { Command } from 'commander';
+import { singleFaultKindNames, singleFaultKindsByName } from './faults.js';
 import { formatChaosReport } from './report.js';
 import { runChaos } from './run.js';
 import { chaosTemporalStarters, type ChaosTemporalKind } from './temporal.js';
@@ -34,6 +39,10 @@ const program = new Command('chaos')
   .option('--settle-budget-s <seconds>', 'after the faults, how long callers keep re-sending undecided keys', '180')
   .option('--mode <mode>', 'storm (overlapping faults) | single (one fault at a time)', 'storm')
   .option('--fault-gap-s <seconds>', 'single mode: steady load between two faults', '20')
+  .option('--single-kinds <kinds>', `single mode: comma-separated kinds of fault, in turn: ${singleFaultKindNames.join(', ')}`, singleFaultKindNames.join(','))
+  .option('--temporal-postgres <which>', 'shared (Temporal persists to the ledger\'s PostgreSQL) | separate (a PostgreSQL of its own)', 'shared')
+  .option('--postgres-down-ms <ms>', 'how long each PostgreSQL restart keeps the server down (a longer outage)', '0')
+  .option('--app-env <setting...>', 'NAME=value given to every worker and API process (an A/B of one setting)')
   .option('--settings <which>', 'current | previous (Temporal\'s 10 s task timeouts, stale membership rows kept)', 'current')
   .option('--provider', 'the Stripe simulator as the payment provider, card charges in the storm and simulator faults')
   .option('--card-share <fraction>', 'with --provider: the share of keys sent as card charges, 0 to 1', '0.5')
@@ -59,8 +68,31 @@ if (mode !== 'storm' && mode !== 'single') throw new Error(`--mode must be storm
 const settings = options.settings;
 if (settings !== 'current' && settings !== 'previous') throw new Error(`--settings must be current or previous, got ${settings}`);
 
+const singleKinds = String(options.singleKinds).split(',').map((name) => {
+  const kind = singleFaultKindsByName[name.trim()];
+  if (kind === undefined) throw new Error(`--single-kinds: unknown kind ${JSON.stringify(name)}; known: ${singleFaultKindNames.join(', ')}`);
+  return kind;
+});
+
+const appEnv: Record<string, string> = {};
+for (const setting of (options.appEnv as unknown as string[] | undefined) ?? []) {
+  const match = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(setting);
+  if (match === null) throw new Error(`--app-env takes NAME=value, got ${JSON.stringify(setting)}`);
+  appEnv[match[1]!] = match[2]!;
+}
+
+const postgresDownMs = Number(options.postgresDownMs);
+if (!Number.isSafeInteger(postgresDownMs) || postgresDownMs < 0 || postgresDownMs > 600_000) throw new Error('--postgres-down-ms must be an integer from 0 to 600000');
+
+const temporalPostgres = options.temporalPostgres;
+if (temporalPostgres !== 'shared' && temporalPostgres !== 'separate') throw new Error(`--temporal-postgres must be shared or separate, got ${String(temporalPostgres)}`);
+
 const result = await runChaos({
   mode,
+  temporalPostgres,
+  postgresDownMs,
+  appEnv,
+  singleFaultKinds: singleKinds,
   settings,
   singleFaultGapMs: seconds('faultGapS'),
   durationMs: seconds('durationS'),

@@ -92,6 +92,13 @@ export function formatChaosReport(result: ChaosResult): string {
       );
     }
     lines.push('');
+    lines.push('The slowest key of each fault, its workflow history in ms from the fault:');
+    lines.push('');
+    for (const [index, f] of result.singleFaults.entries()) {
+      if (!f.slowestKey) continue;
+      lines.push(`${index + 1}. ${f.kind}, ${f.slowestKey.key} decided after ${ms(f.slowestKey.decidedAfterMs)}, ${f.slowestKey.requests} requests: ${f.slowestKey.timeline ?? ''}`);
+    }
+    lines.push('');
   }
   lines.push('| answer | count |');
   lines.push('|---|---|');

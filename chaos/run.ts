@@ -25,12 +25,14 @@ import {
   planSingleFaults,
   runFaults,
   singleFaultRecoveries,
+  type FaultKind,
   type FaultSchedule,
   type InjectedFault,
   type SingleFaultRecovery,
 } from './faults.js';
 import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal, type ChaosTemporalStarter } from './infrastructure.js';
 import { appProcess, buildCli, type AppProcess } from './processes.js';
+import { slowestKeyOf } from './slowest-key.js';
 import { armProviderFaults, providerVerdict, startChaosProvider, type ArmedProviderFault, type ChaosProvider, type ProviderVerdict } from './provider.js';
 
 /** What `settings: 'previous'` gives the processes: Temporal's defaults, before the recovery work. */
@@ -49,11 +51,22 @@ export interface ChaosOptions {
    */
   mode?: 'storm' | 'single';
   singleFaultGapMs?: number;
+  /** Single mode: the kinds of fault injected, in turn (default every kind of singleFaultKinds). */
+  singleFaultKinds?: readonly FaultKind[];
   /**
    * `current`: the settings as shipped; `previous`: Temporal's default task timeouts (10 s each)
    * and no removal of stale membership rows, to measure what the current ones buy.
    */
   settings?: 'current' | 'previous';
+  /**
+   * `shared` (default): the cluster persists to the ledger's PostgreSQL, so a PostgreSQL crash takes
+   * both down; `separate`: Temporal gets a PostgreSQL of its own, as production deployments run it.
+   */
+  temporalPostgres?: 'shared' | 'separate';
+  /** How long each PostgreSQL restart keeps the server down (default 0: started again at once). */
+  postgresDownMs?: number;
+  /** Settings given to every worker and API process over the run's own (an A/B of one setting). */
+  appEnv?: Readonly<Record<string, string>>;
   /** After the faults: how long callers keep re-sending undecided keys. */
   settleBudgetMs: number;
   /**
@@ -126,6 +139,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   await mkdir(join(dataDir, 'logs'), { recursive: true });
   const processes: AppProcess[] = [];
   let postgres: ChaosPostgres | null = null;
+  let temporalPostgres: ChaosPostgres | null = null;
   let temporal: ChaosTemporal | null = null;
   let pool: LedgerPool | null = null;
   let provider: ChaosProvider | null = null;
@@ -133,9 +147,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let internalErrors = 0;
   try {
     const built = buildCli(join(dataDir, 'build'));
-    postgres = await startChaosPostgres(dataDir);
+    postgres = await startChaosPostgres(dataDir, options.postgresDownMs ?? 0);
     const previous = options.settings === 'previous';
-    temporal = await (options.startTemporal ?? startChaosDevServer)(dataDir, postgres, { keepStaleMembership: previous });
+    if (options.temporalPostgres === 'separate') temporalPostgres = await startChaosPostgres(dataDir, options.postgresDownMs ?? 0, 'temporal-postgres');
+    temporal = await (options.startTemporal ?? startChaosDevServer)(dataDir, temporalPostgres ?? postgres, { keepStaleMembership: previous });
     const cliEntry = await built;
     // The processes find the payload key as an embedded deployment's do: a key file in the data dir.
     const payloadKeysFile = (await ensurePayloadKeyFile(dataDir)).path;
@@ -158,6 +173,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       ...unthrottled,
       ...(previous ? previousTimeouts : {}),
       ...(provider === null ? {} : { ...provider.env, HOLD_TTL_MS: String(providerModeHoldTtlMs) }),
+      ...options.appEnv,
     };
     const workers = Array.from({ length: options.workers }, (_, index) =>
       appProcess({ name: `worker-${index + 1}`, cliEntry, args: ['worker'], env, readyLine: /worker polling task queue/, logDir: join(dataDir, 'logs'), readyTimeoutMs, log }),
@@ -190,9 +206,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     };
     const startedAtMs = Date.now();
     const mode = options.mode ?? 'storm';
-    const plan = mode === 'single' ? planSingleFaults(options.singleFaultGapMs ?? defaultSingleFaultGapMs, options.durationMs) : planFaults(options.schedule, options.durationMs);
+    const plan = mode === 'single' ? planSingleFaults(options.singleFaultGapMs ?? defaultSingleFaultGapMs, options.durationMs, options.singleFaultKinds) : planFaults(options.schedule, options.durationMs);
     const [faults, , armed] = await Promise.all([
-      runFaults(plan, { postgres, temporal, workers }, { startedAtMs, durationMs: options.durationMs, log }),
+      runFaults(plan, { postgres, temporalPostgres, temporal, workers }, { startedAtMs, durationMs: options.durationMs, log }),
       runStorm(storm, target, { untilEpochMs: startedAtMs + options.durationMs, amountMinorMax, resendUntilDecided: mode === 'single' }),
       provider !== null && options.provider !== undefined
         ? armProviderFaults(provider.simulator, { startedAtMs, durationMs: options.durationMs, everyMs: options.provider.faultEveryMs, log })
@@ -210,10 +226,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // A pool opened now: connections from before the restarts would only report them.
     pool = createLedgerPool({ databaseUrl: postgres.databaseUrl, maxConnections: 4 });
     const connection = await Connection.connect({ address: temporal.address });
+    const client = new Client({ connection, dataConverter: clientDataConverter(payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile })) });
     try {
+      const keyRecords = [...storm.keys.values()];
+      for (const [index, recovery] of singleFaults.entries()) {
+        recovery.slowestKey = await slowestKeyOf(faults[index]!, keyRecords, tenant, client);
+      }
       return await verdict({
         pool,
-        temporal: new Client({ connection, dataConverter: clientDataConverter(payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile })) }),
+        temporal: client,
         tenant,
         storm,
         faults,
@@ -232,6 +253,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await Promise.allSettled(processes.map((child) => child.stop()));
     await pool?.end();
     await Promise.allSettled([temporal?.stop(), postgres?.stop(), provider?.stop()]);
+    await temporalPostgres?.stop();
     if (process.env.CHARGEGUARD_CHAOS_KEEP_DATA === undefined && internalErrors === 0) await rm(dataDir, { recursive: true, force: true });
     else log(`data and logs kept in ${dataDir}${internalErrors > 0 ? ` (${internalErrors} answers were 500: the API logs name each request id)` : ''}`);
   }

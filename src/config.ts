@@ -57,6 +57,11 @@ const configSchema = z.object({
    */
   WORKFLOW_STICKY_SCHEDULE_TO_START_MS: positiveMs.min(100).max(60_000).default(defaultStickyScheduleToStartMs),
   ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),
+  /**
+   * The longest wait between two attempts of a ledger step of a new charge: after a database
+   * restart, how late at most a charge notices the database is back (docs/operations.md, recovery).
+   */
+  LEDGER_RETRY_MAX_INTERVAL_MS: positiveMs.min(100).max(10_000).default(500),
   TRY_BUDGET_MS: positiveMs.default(300_000),
   CONFIRM_BUDGET_MS: positiveMs.default(300_000),
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */

@@ -279,6 +279,39 @@ describe('budgets are hard limits for local activities', () => {
     }
   });
 
+  it('a step failing while the database is away is retried at most ledgerRetryMaxIntervalMs apart, and succeeds once it is back', async () => {
+    const taskQueue = `budgets-${newKey('outage')}`;
+    const retryMaxMs = 300;
+    const failedAttempts = 7; // backoff 200, 300, 300, ... ms here; 200, 400, 800, 1600, 3200, 6400 ms at the old 10 s cap
+    const attemptsAtMs: number[] = [];
+    const worker = await startTestWorker({
+      taskQueue,
+      pool: h.pool,
+      hooks: {
+        beforeStep(step) {
+          if (step !== 'try') return;
+          attemptsAtMs.push(Date.now());
+          if (attemptsAtMs.length <= failedAttempts) throw sqlError('57P03', 'the database system is starting up (injected)');
+        },
+      },
+    });
+    try {
+      const tenant = await fundedTenant(h, { label: 'outage' });
+      const key = newKey('outage');
+      const reply = await h.clientFor({ taskQueue, policy: { ledgerRetryMaxIntervalMs: retryMaxMs } }).charge(tenant, key, chargeBody({ amount: 700 }));
+      expect(reply.charge.status).toBe('succeeded');
+      expect(attemptsAtMs).toHaveLength(failedAttempts + 1);
+      const gapsMs = attemptsAtMs.slice(1).map((atMs, index) => atMs - attemptsAtMs[index]!);
+      // Never more than the cap (plus a scheduling slack), and the cap is reached: the backoff grew to it.
+      expect(Math.max(...gapsMs)).toBeLessThan(retryMaxMs + 700);
+      expect(gapsMs.filter((gapMs) => gapMs >= retryMaxMs - 50).length).toBeGreaterThanOrEqual(3);
+      expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 700);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('a healthy charge under step budgets: no timer event in its history', async () => {
     const tenant = await fundedTenant(h, { label: 'healthy' });
     const key = newKey('healthy');

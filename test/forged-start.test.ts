@@ -204,6 +204,12 @@ describe('what the workflow re-derives from its input', () => {
     for (const broken of [null, [], 'x', { intent: good }, { intent: { ...good, request: { ...request, amountMinor: '1000' } }, policy: testPolicy }]) {
       expect(startMismatches('charge/t/k', broken)).toHaveLength(1);
     }
+    for (const retryMaxMs of [0, -1, 1.5, '500']) {
+      expect(startMismatches('charge/t/k', { intent: good, policy: { ...testPolicy, ledgerRetryMaxIntervalMs: retryMaxMs } })).toEqual([
+        'policy.ledgerRetryMaxIntervalMs is not a positive integer',
+      ]);
+    }
+    expect(startMismatches('charge/t/k', { intent: good, policy: { ...testPolicy, ledgerRetryMaxIntervalMs: 500 } })).toEqual([]);
   });
 
   it('the pure-JavaScript SHA-256 the workflow uses gives the fingerprints node:crypto gives', () => {

@@ -23,6 +23,12 @@ export interface ChargePolicy {
    */
   compensationAlertAfterMs?: number;
   /**
+   * The longest wait between two attempts of a ledger step (Try, Confirm, Cancel, read). After a
+   * database restart a step is retried at most this long after the database is back. Absent (charges
+   * started before the setting existed): 10 s, the options they started with.
+   */
+  ledgerRetryMaxIntervalMs?: number;
+  /**
    * Provider charges: how long authorize may go without an answer from the provider (timeouts,
    * 5xx, 429) before the charge is cancelled and whatever the provider holds is voided. Absent:
    * 120 s (workflows/provider-steps.ts), room for the SDK's own retries of 20 s attempts.

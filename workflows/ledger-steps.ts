@@ -18,8 +18,13 @@ import {
   type LedgerRefusalType,
 } from '../src/domain/refusals.js';
 
+/** ChargePolicy.ledgerRetryMaxIntervalMs when the policy does not say (charges started before it existed). */
+export const defaultLedgerRetryMaxIntervalMs = 10_000;
+
 /** Backoff shared by every ledger step: quick first retries, capped so recovery is noticed fast. */
-const retryBackoff = { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' } as const;
+function retryBackoff(policy: ChargePolicy) {
+  return { initialInterval: 200, backoffCoefficient: 2, maximumInterval: policy.ledgerRetryMaxIntervalMs ?? defaultLedgerRetryMaxIntervalMs };
+}
 
 /**
  * Ledger steps run as local activities: in the worker that runs the workflow task, inside that
@@ -138,20 +143,21 @@ export interface LedgerStepEvents {
  */
 export function ledgerSteps(policy: ChargePolicy, shape: ChargeShape, events: LedgerStepEvents) {
   const proxy = shape.localSteps ? proxyLocalActivities : proxyActivities;
+  const retry = retryBackoff(policy);
   const tryStep = proxy<LedgerActivities>({
     startToCloseTimeout: policy.activityStartToCloseMs,
     scheduleToCloseTimeout: policy.tryBudgetMs,
-    retry: retryBackoff,
+    retry,
   });
   const confirmStep = proxy<LedgerActivities>({
     startToCloseTimeout: policy.activityStartToCloseMs,
     scheduleToCloseTimeout: policy.confirmBudgetMs,
-    retry: retryBackoff,
+    retry,
   });
   // No maximumAttempts and no schedule-to-close: Temporal retries these until they succeed.
   const untilDone = proxy<LedgerActivities>({
     startToCloseTimeout: policy.activityStartToCloseMs,
-    retry: retryBackoff,
+    retry,
   });
   let tryCharge: LedgerActivities['tryCharge'] = tryStep.tryCharge;
   let confirmCharge: LedgerActivities['confirmCharge'] = confirmStep.confirmCharge;

@@ -56,6 +56,8 @@ export function shapeProblem(input: unknown): string | null {
   }
   const alertMs = policy.compensationAlertAfterMs;
   if (alertMs !== undefined && (!isSafeInteger(alertMs) || alertMs <= 0)) return 'policy.compensationAlertAfterMs is not a positive integer';
+  const retryMaxMs = policy.ledgerRetryMaxIntervalMs;
+  if (retryMaxMs !== undefined && (!isSafeInteger(retryMaxMs) || retryMaxMs <= 0)) return 'policy.ledgerRetryMaxIntervalMs is not a positive integer';
   return null;
 }
 

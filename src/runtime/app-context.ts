@@ -46,6 +46,7 @@ export function policyFromConfig(config: ChargeguardConfig): ChargePolicy {
     tryBudgetMs: config.TRY_BUDGET_MS,
     confirmBudgetMs: config.CONFIRM_BUDGET_MS,
     holdTtlMs: config.HOLD_TTL_MS,
+    ledgerRetryMaxIntervalMs: config.LEDGER_RETRY_MAX_INTERVAL_MS,
   };
 }
 
