@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
@@ -146,16 +147,41 @@ async function startTemporal(
 }
 
 /**
- * The cluster shape: PostgreSQL first (Temporal's two databases live on it, beside the ledger's),
- * then the Temporal server on it; stopped in the reverse order, so the server can still write
- * while it shuts down.
+ * The cluster shape: the ledger's PostgreSQL and Temporal's own (its two databases) first, then the
+ * Temporal server on its own; stopped in the reverse order, so the server can still write while it
+ * shuts down.
+ *
+ * Two PostgreSQL servers, not one, because a crash of a shared one takes Temporal's persistence down
+ * with the ledger, and Temporal server 1.29.1 comes back from that slowly: its SQL handle reconnects
+ * at most once a second and its queues reschedule the tasks that failed from 1 s on (both hard-coded),
+ * so charges caught by a crash waited up to 4.9 s for their first workflow task; with Temporal's
+ * database apart, a ledger crash decided every charge in flight within 0.8 s (docs/chaos.md). A data
+ * dir made before the split keeps Temporal on the ledger's server, where its history is.
  */
 async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean): Promise<LocalStack> {
   const payloadKeys = await payloadKeyFileFor(dataDir, log);
-  const postgres = await startPostgres(dataDir, logsDir, log, supervise);
-  const adminUrl = postgres.value.adminDatabaseUrl;
-  if (adminUrl === null) {
-    await postgres.stop();
+  const temporalShared = existsSync(join(dataDir, 'temporal-cluster')) && !existsSync(join(dataDir, temporalPostgresName));
+  if (temporalShared) log(`temporal: this data dir keeps Temporal's databases on the ledger's PostgreSQL (made before they were apart); a new data dir gives Temporal its own`);
+  const [postgresStart, temporalPostgresStart] = await Promise.allSettled([
+    startPostgres(dataDir, logsDir, log, supervise),
+    temporalShared ? Promise.resolve(null) : startPostgres(dataDir, logsDir, log, supervise, { name: temporalPostgresName, external: false }),
+  ]);
+  if (postgresStart.status === 'rejected' || temporalPostgresStart.status === 'rejected') {
+    const started = [postgresStart, temporalPostgresStart].flatMap((r) => (r.status === 'fulfilled' && r.value !== null ? [r.value] : []));
+    await Promise.allSettled(started.map((service) => service.stop()));
+    const errors = [postgresStart, temporalPostgresStart].flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+    throw errors.length === 1 ? errors[0] : new AggregateError(errors, errors.map((e) => (e as Error).message).join('\n\n'));
+  }
+  const postgres = postgresStart.value;
+  const temporalPostgres = temporalPostgresStart.value;
+  const stopPostgres = async (): Promise<void> => {
+    const results = await Promise.allSettled([postgres.stop(), temporalPostgres?.stop()]);
+    const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+    if (errors.length > 0) throw errors.length === 1 ? errors[0] : new AggregateError(errors, 'Failed to stop the PostgreSQL servers cleanly');
+  };
+  const adminUrl = (temporalPostgres ?? postgres).value.adminDatabaseUrl;
+  if (postgres.value.adminDatabaseUrl === null || adminUrl === null) {
+    await stopPostgres();
     throw new Error(
       'CHARGEGUARD_TEMPORAL=cluster runs Temporal on the embedded PostgreSQL, but DATABASE_URL names an external one: ' +
         'point TEMPORAL_ADDRESS at your Temporal cluster instead, or unset DATABASE_URL',
@@ -167,7 +193,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
   let temporal: Pick<Supervisor<TemporalCluster>, 'gaveUp' | 'stop'>;
   try {
     // Its own role, as a deployment's: the superuser only creates the databases and the role.
-    const passwordFilePath = postgres.value.passwordFilePath!;
+    const passwordFilePath = (temporalPostgres ?? postgres).value.passwordFilePath!;
     const { [temporalServerRole]: password } = await ensurePasswords(passwordFilePath, new URL(adminUrl).hostname, [temporalServerRole]);
     const options: TemporalClusterOptions = {
       workDir: join(dataDir, 'temporal-cluster'),
@@ -188,7 +214,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     cluster = supervise ? await supervisor.start() : await startTemporalCluster(options);
     temporal = supervise ? supervisor : { gaveUp: never, stop: () => cluster.stop() };
   } catch (error) {
-    await postgres.stop().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
+    await stopPostgres().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
     throw error;
   }
   const { schemaMs, serverMs, namespaceMs } = cluster.startTimings;
@@ -201,7 +227,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     temporalAddress: cluster.address,
     temporalUiUrl: null,
     temporalKind: 'cluster',
-    supervisionGaveUp: Promise.race([temporal.gaveUp, postgres.gaveUp]),
+    supervisionGaveUp: Promise.race([temporal.gaveUp, postgres.gaveUp, temporalPostgres?.gaveUp ?? never]),
     payloadKeysFilePath: payloadKeys,
     ...postgres.value,
     stop: () => {
@@ -212,7 +238,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
           () => log(`temporal: cluster server stopped (${Date.now() - stopStartedAtMs} ms)`),
           (error: unknown) => errors.push(error),
         );
-        await postgres.stop().catch((error: unknown) => errors.push(error));
+        await stopPostgres().catch((error: unknown) => errors.push(error));
         if (errors.length > 0) throw new AggregateError(errors, 'Failed to stop the local stack cleanly');
         log('local stack stopped');
       })();
@@ -230,6 +256,9 @@ async function payloadKeyFileFor(dataDir: string, log: (line: string) => void): 
 /** The PostgreSQL role the cluster's Temporal server connects as; its password is in the embedded server's password file. */
 const temporalServerRole = 'temporal';
 
+/** Temporal's own PostgreSQL in the cluster shape: its data dir under the stack's, and its log's name. */
+const temporalPostgresName = 'temporal-postgres';
+
 /** CHARGEGUARD_TEMPORAL: `dev` (the default) or `cluster`; anything else is refused, not guessed. */
 export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): TemporalKind {
   const value = env.CHARGEGUARD_TEMPORAL?.trim() ?? '';
@@ -240,13 +269,18 @@ export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): Tempo
 
 type PostgresUrls = Pick<LocalStack, 'databaseUrl' | 'migrationDatabaseUrl' | 'adminDatabaseUrl' | 'passwordFilePath'>;
 
+/**
+ * An embedded PostgreSQL under `dataDir/<name>` (the ledger's is `postgres`), or DATABASE_URL's when
+ * set and `external` allows it (Temporal's own server in the cluster shape is always embedded).
+ */
 async function startPostgres(
   dataDir: string,
   logsDir: string,
   log: (line: string) => void,
   supervise = false,
+  which: { name: string; external: boolean } = { name: 'postgres', external: true },
 ): Promise<Service<PostgresUrls> & { gaveUp: Promise<never> }> {
-  const external = nonEmptyEnv('DATABASE_URL');
+  const external = which.external ? nonEmptyEnv('DATABASE_URL') : null;
   if (external !== null) {
     const migration = nonEmptyEnv('MIGRATION_DATABASE_URL');
     log(`postgres: using DATABASE_URL=${maskUrlPassword(external, 'DATABASE_URL')}` + (migration ? `, migrating with MIGRATION_DATABASE_URL=${maskUrlPassword(migration, 'MIGRATION_DATABASE_URL')}` : ''));
@@ -257,14 +291,14 @@ async function startPostgres(
     };
   }
   const startedAtMs = Date.now();
-  const logFilePath = join(logsDir, 'postgres.log');
-  const options = { dataDir: join(dataDir, 'postgres'), logFilePath };
+  const logFilePath = join(logsDir, `${which.name}.log`);
+  const options = { dataDir: join(dataDir, which.name), logFilePath };
   // A restart keeps the first start's port (the URLs everyone holds); a crashed incarnation is
   // stopped first, which releases its lock (it names this process, which is alive).
   let port: number | undefined;
   let previous: EmbeddedPostgres | null = null;
   const supervisor = new Supervisor<EmbeddedPostgres>({
-    name: 'postgres',
+    name: which.name,
     start: async () => {
       await previous?.stop();
       previous = await startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
@@ -276,7 +310,7 @@ async function startPostgres(
     },
   });
   const server = supervise ? await supervisor.start() : await startEmbeddedPostgres(options);
-  log(`postgres: embedded server ready at ${maskUrlPassword(server.appDatabaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
+  log(`${which.name}: embedded server ready at ${maskUrlPassword(which.external ? server.appDatabaseUrl : server.databaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
   return {
     value: {
       databaseUrl: server.appDatabaseUrl,
@@ -289,7 +323,7 @@ async function startPostgres(
       if (supervise) await supervisor.stop();
       // The incarnation running now, or the last one, whose lock a crash left behind.
       await (previous ?? server).stop();
-      log(`postgres: embedded server stopped (${Date.now() - stopStartedAtMs} ms)`);
+      log(`${which.name}: embedded server stopped (${Date.now() - stopStartedAtMs} ms)`);
     },
     gaveUp: supervise ? supervisor.gaveUp : never,
   };

@@ -212,6 +212,10 @@ describe('`chargeguard start --cluster`', () => {
 
         const postgresPid = await postmasterPid(join(dataDir, 'postgres', 'postmaster.pid'));
         expect(postgresPid).not.toBe(crashedPostmaster);
+        // Temporal persists to a PostgreSQL of its own, which the ledger's crash did not touch.
+        const temporalPostgresPid = await postmasterPid(join(dataDir, 'temporal-postgres', 'postmaster.pid'));
+        expect(temporalPostgresPid).not.toBe(postgresPid);
+        expect(isProcessAlive(temporalPostgresPid)).toBe(true);
         child.kill('SIGTERM');
         expect(await exited).toBe(0);
         expect(output).toMatch(/stopping \(received SIGTERM\)/);
@@ -221,10 +225,13 @@ describe('`chargeguard start --cluster`', () => {
         );
         expect(order.every((at) => at >= 0), output).toBe(true);
         expect([...order].sort((x, y) => x - y)).toEqual(order);
-        for (const pid of [...workerPids.slice(1), restartedWorker, ...apiPids, restartedTemporal, postgresPid]) expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
+        for (const pid of [...workerPids.slice(1), restartedWorker, ...apiPids, restartedTemporal, postgresPid, temporalPostgresPid]) {
+          expect(isProcessAlive(pid), `pid ${pid}`).toBe(false);
+        }
         // The orderly stop removes the servers' lock files and closes every port.
         expect(await exists(join(dataDir, 'temporal-cluster', 'server.json'))).toBe(false);
         expect(await exists(join(dataDir, 'postgres.server.json'))).toBe(false);
+        expect(await exists(join(dataDir, 'temporal-postgres.server.json'))).toBe(false);
         expect(await isPortAccepting(Number(temporalAddress!.split(':')[1]))).toBe(false);
         expect(await isPortAccepting(Number(databasePort))).toBe(false);
         for (const port of apiPorts) expect(await isPortAccepting(port)).toBe(false);
