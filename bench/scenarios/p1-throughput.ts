@@ -14,6 +14,20 @@ export interface ThroughputPoint {
   baseline: PhaseFigure;
   /** charges/s ÷ baseline workflows/s. */
   ratio: number;
+  /**
+   * Charges per CPU-second of the whole machine (worker, Temporal, PostgreSQL, the load side and
+   * anything else running), and the bare workflow's: what a fleet is sized by. Null when the
+   * machine's busy time could not be read.
+   */
+  chargesPerMachineCpuSecond: number | null;
+  baselinePerMachineCpuSecond: number | null;
+}
+
+/** Operations per second of all the machine's cores busy: operations/s ÷ (busy percent of one core / 100). */
+export function perMachineCpuSecond(phase: PhaseFigure): number | null {
+  const busyPercent = phase.cpuPercent.machine;
+  if (busyPercent === undefined || !(busyPercent > 0)) return null;
+  return phase.operationsPerSecond / (busyPercent / 100);
 }
 
 export interface P1Result {
@@ -76,6 +90,7 @@ export async function measureThroughputPoint(
           latencySinkMs,
           operation: baselineOperation(ctx, session, population, `${keyPrefix}-s${index}`, options.baselineLocalActivities),
         }),
+        { machine: true },
       ),
     ({ index, durationMs, latencySinkMs }) =>
       measured(ctx, session, () =>
@@ -95,13 +110,21 @@ export async function measureThroughputPoint(
             tally,
           }),
         }),
+        { machine: true },
       ),
   );
-  return { concurrency: options.concurrency, charge, baseline, ratio: ratio(charge.operationsPerSecond, baseline.operationsPerSecond) };
+  return {
+    concurrency: options.concurrency,
+    charge,
+    baseline,
+    ratio: ratio(charge.operationsPerSecond, baseline.operationsPerSecond),
+    chargesPerMachineCpuSecond: perMachineCpuSecond(charge),
+    baselinePerMachineCpuSecond: perMachineCpuSecond(baseline),
+  };
 }
 
 /** The bare workflow, carrying a charge intent of the same size as the real one. */
-function baselineOperation(
+export function baselineOperation(
   ctx: BenchContext,
   session: TemporalSession,
   population: Population,

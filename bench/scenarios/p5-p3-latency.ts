@@ -6,10 +6,17 @@ import { callsBetween, readSettledServiceRequests, workflowTasksBetween } from '
 import type { TemporalSession } from '../lib/session.js';
 import { ratio } from '../lib/stats.js';
 import { verifyScenario, type Verification } from '../lib/verify.js';
-import { spreadPopulationSize } from './p1-throughput.js';
+import { baselineOperation, spreadPopulationSize } from './p1-throughput.js';
 
 export interface P5Result {
   idle: PhaseFigure;
+  /**
+   * The bare workflow of P1, one at a time, right after the idle charges on the same server: what
+   * the idle p50 is compared with (an absolute figure depends on the machine; this ratio does not).
+   */
+  idleBare?: PhaseFigure;
+  /** idle p50 ÷ the bare workflow's idle p50 (target ≤ 1.15). */
+  idleP50OverBareP50?: number;
   /** The highest P1 charges/s of this run; half of it is the offered load below. */
   peakChargesPerSecond: number;
   halfLoad: PhaseFigure;
@@ -66,6 +73,17 @@ export async function runLatencyScenarios(
     }),
   );
 
+  const idleBare = await measured(ctx, session, () =>
+    runClosedLoop({
+      label: 'P5 idle, the bare workflow one at a time',
+      concurrency: 1,
+      warmupMs: 0,
+      durationMs: 300_000,
+      maxOperations: settings.idleCharges,
+      operation: baselineOperation(ctx, session, population, 'p5-idle-bare', true),
+    }),
+  );
+
   const p3 = await runReplays(ctx, session, population, idle);
 
   const offeredPerSecond = Math.max(1, peakChargesPerSecond / 2);
@@ -83,6 +101,8 @@ export async function runLatencyScenarios(
   return {
     p5: {
       idle,
+      idleBare,
+      idleP50OverBareP50: ratio(idle.latency.p50Ms, idleBare.latency.p50Ms),
       peakChargesPerSecond,
       halfLoad,
       halfLoadP99OverIdleP50: ratio(halfLoad.latency.p99Ms, idle.latency.p50Ms),
