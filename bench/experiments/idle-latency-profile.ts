@@ -31,6 +31,7 @@ import { chargeBody } from '../lib/charging.js';
 import { openPopulation, spreadPicker } from '../lib/population.js';
 import { benchPolicy, openTemporalSession } from '../lib/session.js';
 import { summariseLatencies } from '../lib/stats.js';
+import { takeCpuSnapshot } from '../lib/cpu.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
@@ -128,7 +129,7 @@ function stagesOf(events: WireEvent[], totalMs: number): Record<string, number> 
 
 const dataDir = join(tmpdir(), `chargeguard-profile-${process.pid}`);
 const stack = await startBenchStack({ dataDir, sqlitePragmas: pragmas, keepData: false, log: (l) => console.error(l) });
-const rows: { step: string; p50Ms: number; p90Ms: number; p99Ms: number; cpuMs: number; interleaved: boolean }[] = [];
+const rows: { step: string; p50Ms: number; p90Ms: number; p99Ms: number; cpuMs: number; temporalCpuMs: number; interleaved: boolean }[] = [];
 const stageRows: { step: string; stages: Map<string, number[]> }[] = [];
 const trace = new WireTrace();
 try {
@@ -151,6 +152,7 @@ try {
     const payer = spreadPicker(population.payers);
     const payee = spreadPicker(population.payees);
     const t = session.temporal;
+    const cpuSubjects = { temporal: stack.serverPids.temporal, postgres: null, worker: null };
     trace.traceTemporal(t);
     const eager = { requestEagerStart: true } as const;
 
@@ -164,24 +166,28 @@ try {
      * Times the steps one call at a time, interleaved: sample n runs every step once, the order
      * rotating each sample, so a drift of the machine or of the growing dev server during the
      * measurement falls on every step alike and their differences stay comparable. CPU is this
-     * process's (load side and in-process worker) during the step's calls.
+     * process's (load side and in-process worker) and the Temporal server's during the step's
+     * calls; the server's is read from /proc in 10 ms ticks, so only its mean over many calls means
+     * anything.
      */
     async function time(...steps: Step[]): Promise<void> {
       for (let n = 0; n < warmup; n++) for (const s of steps) await s.run(1_000_000 + n);
       const latencies = steps.map((): number[] => []);
-      const cpuMicros = steps.map(() => 0);
+      const cpuMs = steps.map(() => 0);
+      const temporalCpuMs = steps.map(() => 0);
       const stages = steps.map(() => new Map<string, number[]>());
       for (let n = 0; n < samples; n++) {
         for (let k = 0; k < steps.length; k++) {
           const i = (n + k) % steps.length;
           const s = steps[i]!;
           if (s.traced) trace.begin();
-          const cpuBefore = process.cpuUsage();
+          const cpuBefore = await takeCpuSnapshot(cpuSubjects);
           const startedAt = performance.now();
           await s.run(n);
           const latencyMs = performance.now() - startedAt;
-          const cpu = process.cpuUsage(cpuBefore);
-          cpuMicros[i]! += cpu.user + cpu.system;
+          const cpuAfter = await takeCpuSnapshot(cpuSubjects);
+          cpuMs[i]! += 1000 * (cpuAfter.secondsBy.bench! - cpuBefore.secondsBy.bench!);
+          temporalCpuMs[i]! += 1000 * ((cpuAfter.secondsBy.temporal ?? Number.NaN) - (cpuBefore.secondsBy.temporal ?? Number.NaN));
           latencies[i]!.push(latencyMs);
           if (s.traced) {
             for (const [stage, ms] of Object.entries(stagesOf(trace.end(), latencyMs))) {
@@ -192,7 +198,7 @@ try {
       }
       steps.forEach((s, i) => {
         const { p50Ms, p90Ms, p99Ms } = summariseLatencies(latencies[i]!);
-        rows.push({ step: s.step, p50Ms, p90Ms, p99Ms, cpuMs: cpuMicros[i]! / 1000 / samples, interleaved: steps.length > 1 });
+        rows.push({ step: s.step, p50Ms, p90Ms, p99Ms, cpuMs: cpuMs[i]! / samples, temporalCpuMs: temporalCpuMs[i]! / samples, interleaved: steps.length > 1 });
         if (s.traced) stageRows.push({ step: s.step, stages: stages[i]! });
         console.error(`${s.step}: p50 ${p50Ms.toFixed(1)} ms`);
       });
@@ -268,6 +274,8 @@ try {
         ledger.query('SELECT * FROM account_balances WHERE tenant = $1 AND id = ANY($2::text[]) AND NOT is_system', [population.tenant, accountIds(n)]) },
       { step: 'ledger only: account check (getAccountCurrencies)', run: (n) => getAccountCurrencies(ledger, population.tenant, accountIds(n)) },
       { step: 'ledger only: readCharge', run: (n) => readCharge(ledger, population.tenant, `client-${n}`) },
+      { step: 'ledger only: both at once, as the service reads', run: (n) =>
+        Promise.all([readCharge(ledger, population.tenant, `client-${n}`), getAccountCurrencies(ledger, population.tenant, accountIds(n))]) },
     );
     await time({ step: 'ledger only: Try then Confirm', run: async (n) => {
       const key = `ledger-${n}`;
@@ -283,10 +291,10 @@ try {
 }
 console.log(`\nIdle latency, one call at a time, ${samples} samples each; dev server pragmas [${pragmas.join(', ')}]\n`);
 console.log('Rows marked * were measured interleaved with each other (sample by sample, order rotating).');
-console.log('CPU: this process (load side and in-process worker) per call; Temporal and PostgreSQL not included.\n');
-console.log('| step | p50 | p90 | p99 | CPU/call |\n|---|---:|---:|---:|---:|');
+console.log('CPU per call: this process (load side and in-process worker) and the Temporal server; PostgreSQL not included.\n');
+console.log('| step | p50 | p90 | p99 | CPU/call here | Temporal CPU/call |\n|---|---:|---:|---:|---:|---:|');
 for (const r of rows) {
-  console.log(`| ${r.step}${r.interleaved ? ' *' : ''} | ${r.p50Ms.toFixed(2)} ms | ${r.p90Ms.toFixed(1)} ms | ${r.p99Ms.toFixed(1)} ms | ${r.cpuMs.toFixed(2)} ms |`);
+  console.log(`| ${r.step}${r.interleaved ? ' *' : ''} | ${r.p50Ms.toFixed(2)} ms | ${r.p90Ms.toFixed(1)} ms | ${r.p99Ms.toFixed(1)} ms | ${r.cpuMs.toFixed(2)} ms | ${r.temporalCpuMs.toFixed(2)} ms |`);
 }
 console.log('\nPer stage, traced rows: p50 of each stage over the samples (ms); counts are means per call\n');
 const isCount = (name: string): boolean => name === 'RPCs' || name === 'history RPCs' || name === 'SQL queries' || name.startsWith('eager');
