@@ -76,12 +76,18 @@ export async function getAccount(pool: LedgerPool, tenant: string, id: string): 
   return result.rows[0] ? fromRow(result.rows[0]) : null;
 }
 
-export async function getAccounts(pool: LedgerPool, tenant: string, ids: string[]): Promise<Map<string, Account>> {
-  const result = await pool.query<AccountRow>(
-    'SELECT * FROM account_balances WHERE tenant = $1 AND id = ANY($2::text[]) AND NOT is_system',
+/**
+ * The currency of each of `ids` that is an account of the tenant (system accounts excluded): what
+ * a charge is checked against before it starts. Read from `accounts`, not `account_balances`:
+ * existence and currency are columns of the row, and the view would sum every account's unfolded
+ * postings for balances nobody reads here.
+ */
+export async function getAccountCurrencies(pool: LedgerPool, tenant: string, ids: readonly string[]): Promise<Map<string, string>> {
+  const result = await pool.query<{ id: string; currency: string }>(
+    'SELECT id, currency FROM accounts WHERE tenant = $1 AND id = ANY($2::text[]) AND NOT is_system',
     [tenant, ids],
   );
-  return new Map(result.rows.map((row) => [row.id, fromRow(row)]));
+  return new Map(result.rows.map((row) => [row.id, row.currency]));
 }
 
 /** Freezing makes the ledger decline new Trys on the account; holds already made still settle. */

@@ -2,7 +2,7 @@ import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temp
 import type { Charge, ChargeIntent, ChargeRequest } from '../domain/charge.js';
 import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
 import { refundWorkflowId, type Refund, type RefundIntent } from '../domain/refund.js';
-import { getAccounts } from '../ledger/accounts.js';
+import { getAccountCurrencies } from '../ledger/accounts.js';
 import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { readRefund } from '../ledger/refunds.js';
 import {
@@ -156,13 +156,13 @@ async function assertAccountsUsable(ctx: ServiceContext, tenant: string, request
     ...(request.paymentMethod ? [] : [['payer_account_id', request.payerAccountId] as const]),
     ['payee_account_id', request.payeeAccountId] as const,
   ];
-  const accounts = await getAccounts(ctx.ledger, tenant, named.map(([, id]) => id));
+  const currencies = await getAccountCurrencies(ctx.ledger, tenant, named.map(([, id]) => id));
   const errors: FieldError[] = [];
   for (const [field, id] of named) {
-    const account = accounts.get(id);
-    if (!account) errors.push({ field, message: `no account ${id} for this tenant` });
-    else if (account.currency !== request.currency) {
-      errors.push({ field: 'currency', message: `account ${id} holds ${account.currency}, not ${request.currency}` });
+    const currency = currencies.get(id);
+    if (currency === undefined) errors.push({ field, message: `no account ${id} for this tenant` });
+    else if (currency !== request.currency) {
+      errors.push({ field: 'currency', message: `account ${id} holds ${currency}, not ${request.currency}` });
     }
   }
   if (errors.length > 0) throw new ValidationError(errors);
