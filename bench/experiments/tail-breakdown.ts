@@ -43,6 +43,7 @@ import { verifyScenario } from '../lib/verify.js';
 import {
   breakDownTail,
   chainStages,
+  episodesOf,
   slowest,
   spanStages,
   stageFigures,
@@ -61,6 +62,7 @@ const program = new Command()
   .option('--duration-s <s>', 'measured seconds of the half load', '60')
   .option('--warmup-s <s>', 'seconds of the half load before the measured window', '5')
   .option('--peak-s <s>', 'measured seconds of the peak probe (after 2 s of warm-up)', '10')
+  .option('--sqlite-pragma <pragma>', `dev server SQLite pragma NAME=VALUE (repeatable; default: ${defaultSqlitePragmas.join(' ')})`, (value: string, previous: string[]) => [...previous, value], [] as string[])
   .option('--temporal <kind>', `Temporal server (${temporalKinds.join(' | ')})`, 'dev')
   .option('--history-sample <n>', 'histories read besides the slowest 1%: a random sample of the other charges', '100')
   .option('--idle-charges <n>', 'charges one at a time before the load, for the idle p50 the target compares with', '100')
@@ -69,7 +71,7 @@ const program = new Command()
   .parse();
 const flags = program.opts<{
   rate?: string; durationS: string; warmupS: string; peakS: string; temporal: string; historySample: string;
-  idleCharges: string; intervalMs: string; json?: string;
+  idleCharges: string; intervalMs: string; json?: string; sqlitePragma: string[];
 }>();
 
 function positiveNumber(value: string, flag: string): number {
@@ -90,6 +92,10 @@ const peakMs = positiveNumber(flags.peakS, '--peak-s') * 1000;
 const historySample = count(flags.historySample, '--history-sample');
 const idleCharges = count(flags.idleCharges, '--idle-charges');
 const intervalMs = positiveNumber(flags.intervalMs, '--interval-ms');
+for (const pragma of flags.sqlitePragma) {
+  if (!/^[a-z_]+=[A-Za-z0-9_]+$/.test(pragma)) throw new Error(`--sqlite-pragma ${pragma}: expected NAME=VALUE`);
+}
+const sqlitePragmas = flags.sqlitePragma.length > 0 ? flags.sqlitePragma : [...defaultSqlitePragmas];
 const askedRate = flags.rate === undefined ? null : positiveNumber(flags.rate, '--rate');
 const peakConcurrency = 32;
 const slowFraction = 0.01;
@@ -98,7 +104,7 @@ const log = (line: string): void => void process.stderr.write(`${line}\n`);
 const runId = new Date().toISOString().replace(/[-:]/g, '').slice(2, 13).toLowerCase();
 const dataDir = join(tmpdir(), `chargeguard-tail-${process.pid}`);
 const loadAtStart = loadAverage1m();
-const stack = await startBenchStack({ dataDir, sqlitePragmas: [...defaultSqlitePragmas], temporalKind, keepData: false, log });
+const stack = await startBenchStack({ dataDir, sqlitePragmas, temporalKind, keepData: false, log });
 const setupLedger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 8, statementTimeoutMs: 600_000 });
 const ctx: BenchContext = { runId, settings: fullSettings, stack, ledger: setupLedger, log };
 let report: Report;
@@ -203,6 +209,7 @@ try {
       stagesAll: stageFigures(all, [...chainStages, ...spanStages]),
       stagesSlow: stageFigures(slowRecords, [...chainStages, ...spanStages]),
       tail: breakDownTail(all, slowRecords, sampleRecords, series),
+      slowEpisodes: episodesOf(slowRecords, windowStartMs),
       gaugesOverall: summariseSeries(series),
       slowCharges: slowRecords,
       sampleCharges: sampleRecords,
@@ -229,6 +236,8 @@ interface Report {
   stagesAll: StageFigure[];
   stagesSlow: StageFigure[];
   tail: ReturnType<typeof breakDownTail>;
+  /** Seconds after the measured window opened at which slow charges arrived, grouped. */
+  slowEpisodes: ReturnType<typeof episodesOf>;
   gaugesOverall: ReturnType<typeof summariseSeries>;
   slowCharges: ChargeRecord[];
   sampleCharges: ChargeRecord[];
@@ -299,6 +308,11 @@ lines.push(
 for (const s of r.tail.stages) {
   lines.push(`| ${s.stage} | ${ms(s.medianMs)} | ${ms(s.slowMedianMs)} | ${ms(s.meanExcessMs)} | ${(s.shareOfExcess * 100).toFixed(0)}% | ${s.dominantIn} |`);
 }
+lines.push(
+  '',
+  `The slow charges arrived in ${r.slowEpisodes.length} episodes (seconds into the window, charges): ` +
+    r.slowEpisodes.map((e) => `${e.atS.toFixed(1)} s (${e.charges})`).join(', '),
+);
 const gaugeColumns = ['workflowActivations', 'localActivities', 'ledgerPoolWaiting', 'ledgerPoolIdle', 'tryQueued', 'confirmQueued', 'eventLoopLagMs'] as const;
 const gaugeCells = (g: GaugeMedians | null): string =>
   g === null

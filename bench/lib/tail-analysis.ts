@@ -194,3 +194,23 @@ export function breakDownTail(
     dominantByCharge: dominantByCharge.map((d) => ({ workflowId: d.record.workflowId, totalMs: totalMs(d.record)!, stage: d.stage, excessMs: d.excessMs })),
   };
 }
+
+/**
+ * The slow charges grouped by arrival: charges arriving less than `gapMs` apart share an episode.
+ * Whether the episodes come at a steady period, and whether that period follows the load, tells a
+ * timer from a threshold (a checkpoint, a garbage collection) that the traffic reaches.
+ */
+export function episodesOf(slow: readonly ChargeRecord[], originMs: number, gapMs = 1_000): { atS: number; charges: number }[] {
+  const arrivals = slow.map((r) => r.scheduledMs).filter((t): t is number => t !== undefined).sort((a, b) => a - b);
+  const episodes: { atS: number; charges: number; lastMs: number }[] = [];
+  for (const t of arrivals) {
+    const current = episodes[episodes.length - 1];
+    if (current !== undefined && t - current.lastMs < gapMs) {
+      current.charges += 1;
+      current.lastMs = t;
+    } else {
+      episodes.push({ atS: (t - originMs) / 1000, charges: 1, lastMs: t });
+    }
+  }
+  return episodes.map(({ atS, charges }) => ({ atS, charges }));
+}
