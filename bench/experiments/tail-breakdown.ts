@@ -313,7 +313,7 @@ lines.push(
   `The slow charges arrived in ${r.slowEpisodes.length} episodes (seconds into the window, charges): ` +
     r.slowEpisodes.map((e) => `${e.atS.toFixed(1)} s (${e.charges})`).join(', '),
 );
-const gaugeColumns = ['workflowActivations', 'localActivities', 'ledgerPoolWaiting', 'ledgerPoolIdle', 'tryQueued', 'confirmQueued', 'eventLoopLagMs'] as const;
+const gaugeColumns = ['workflowActivations', 'localActivities', 'ledgerPoolWaiting', 'ledgerPoolIdle', 'tryQueued', 'confirmQueued', 'eventLoopLagMs', 'mainGcMs'] as const;
 const gaugeCells = (g: GaugeMedians | null): string =>
   g === null
     ? gaugeColumns.map(() => 'n/a').concat(['n/a', 'n/a']).join(' | ')

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram } from 'node:perf_hooks';
 import type { Worker } from '@temporalio/worker';
 import type { LedgerPool } from '../../src/ledger/pool.js';
 import { stepBatchDepth } from '../../src/ledger/step-batches.js';
@@ -25,6 +25,11 @@ export const gaugeNames = [
   'confirmInFlight',
   /** How late this sampler's timer fired: the event loop's delay as the worker and the load side feel it. */
   'eventLoopLagMs',
+  /**
+   * Milliseconds of garbage collection of this process's main isolate (activities, the client, the
+   * load side) reported since the previous sample; the workflow thread's own isolate is not seen.
+   */
+  'mainGcMs',
 ] as const;
 export type GaugeName = (typeof gaugeNames)[number];
 
@@ -65,6 +70,10 @@ export class GaugeSampler {
   private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: histogramResolutionMs });
   private reading = false;
   private lastTemporalCpuS = Number.NaN;
+  private gcMsSinceSample = 0;
+  private readonly gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) this.gcMsSinceSample += entry.duration;
+  });
 
   constructor(
     private readonly subjects: { worker: Worker; ledger: LedgerPool; temporalPid: number | null },
@@ -85,6 +94,7 @@ export class GaugeSampler {
 
   start(): void {
     this.histogram.enable();
+    this.gcObserver.observe({ entryTypes: ['gc'] });
     let expectedMs = performance.now() + this.intervalMs;
     const tick = (): void => {
       const lagMs = Math.max(0, performance.now() - expectedMs);
@@ -133,7 +143,9 @@ export class GaugeSampler {
       confirmQueued: confirmDepth.waiting,
       confirmInFlight: confirmDepth.inFlight,
       eventLoopLagMs: lagMs,
+      mainGcMs: this.gcMsSinceSample,
     };
+    this.gcMsSinceSample = 0;
     this.series.atMs[i] = epochNowMs();
     for (const name of gaugeNames) this.series.gauges[name][i] = values[name];
     const usage = process.cpuUsage();
