@@ -68,10 +68,11 @@ const program = new Command()
   .option('--idle-charges <n>', 'charges one at a time before the load, for the idle p50 the target compares with', '100')
   .option('--interval-ms <ms>', 'gauge sampling interval', '10')
   .option('--json <file>', 'write everything measured here')
+  .option('--series <file>', 'write every gauge sample here (epoch ms, gauges, CPU seconds), for a closer look at an episode')
   .parse();
 const flags = program.opts<{
   rate?: string; durationS: string; warmupS: string; peakS: string; temporal: string; historySample: string;
-  idleCharges: string; intervalMs: string; json?: string; sqlitePragma: string[];
+  idleCharges: string; intervalMs: string; json?: string; series?: string; sqlitePragma: string[];
 }>();
 
 function positiveNumber(value: string, flag: string): number {
@@ -179,6 +180,7 @@ try {
     } finally {
       series = sampler.stop();
     }
+    if (flags.series !== undefined) await writeSeries(flags.series, series, windowStartMs);
     await settleUnsettled(session.charges, population.tenant, tally);
     const verification = await verifyScenario(setupLedger, population.tenant, tally.succeeded);
 
@@ -241,6 +243,18 @@ interface Report {
   gaugesOverall: ReturnType<typeof summariseSeries>;
   slowCharges: ChargeRecord[];
   sampleCharges: ChargeRecord[];
+}
+
+/** Columns of the samples, times as seconds into the measured window. */
+async function writeSeries(path: string, series: GaugeSeries, originMs: number): Promise<void> {
+  const take = (column: Float64Array): number[] => Array.from(column.subarray(0, series.count), (v) => Math.round(v * 1000) / 1000);
+  const atS = Array.from(series.atMs.subarray(0, series.count), (t) => Math.round(t - originMs) / 1000);
+  const columns = {
+    atS,
+    ...Object.fromEntries(Object.entries(series.gauges).map(([name, column]) => [name, take(column)])),
+    ...Object.fromEntries(Object.entries(series.cpu).map(([name, column]) => [name, take(column)])),
+  };
+  await writeFile(path, `${JSON.stringify(columns)}\n`);
 }
 
 /** A reproducible random sample (a fixed seed): the same run picks the same charges. */

@@ -20,16 +20,18 @@ export interface StageDefinition {
 
 /**
  * A charge's life in consecutive stages, from the arrival the open loop scheduled to the answer its
- * caller got; the stages of one charge add up to its latency. Under eager start the server starts
- * the first workflow task inside the start call, so "start returned → first task started" is
- * negative and the next stage carries the start call's way back.
+ * caller got; the stages of one charge add up to its latency. The start call is cut where the
+ * server stamped the first workflow task started: under eager start the server starts that task
+ * inside the start call, so what comes after the stamp (the server persisting the start, the reply)
+ * is apart from what came before it (the call reaching the server). Without eager start the task
+ * starts after the call returns and "first task started → start returned" is negative.
  */
 export const chainStages: readonly StageDefinition[] = [
   { name: 'arrival → accept', from: 'scheduledMs', to: 'acceptedMs', needsHistory: false },
   { name: 'accept → start call (ledger reads)', from: 'acceptedMs', to: 'startCalledMs', needsHistory: false },
-  { name: 'start call → start returned', from: 'startCalledMs', to: 'startReturnedMs', needsHistory: false },
-  { name: 'start returned → first task started', from: 'startReturnedMs', to: 'firstTaskStartedMs', needsHistory: true },
-  { name: 'first task started → Try start', from: 'firstTaskStartedMs', to: 'tryStartMs', needsHistory: true },
+  { name: 'start call → first task started (server stamp)', from: 'startCalledMs', to: 'firstTaskStartedMs', needsHistory: true },
+  { name: 'first task started → start returned', from: 'firstTaskStartedMs', to: 'startReturnedMs', needsHistory: true },
+  { name: 'start returned → Try start', from: 'startReturnedMs', to: 'tryStartMs', needsHistory: false },
   { name: 'Try', from: 'tryStartMs', to: 'tryEndMs', needsHistory: false },
   { name: 'Try end → Confirm start', from: 'tryEndMs', to: 'confirmStartMs', needsHistory: false },
   { name: 'Confirm', from: 'confirmStartMs', to: 'confirmEndMs', needsHistory: false },
@@ -37,10 +39,10 @@ export const chainStages: readonly StageDefinition[] = [
   { name: 'workflow completed → result delivered', from: 'completedMs', to: 'deliveredMs', needsHistory: true },
 ];
 
-/** Stages that join history stages, so that every charge has them; not part of the chain. */
+/** Spans over several stages (every charge has those without history stages); not part of the chain. */
 export const spanStages: readonly StageDefinition[] = [
-  { name: '[accept → start returned]', from: 'acceptedMs', to: 'startReturnedMs', needsHistory: false },
-  { name: '[start returned → Try start]', from: 'startReturnedMs', to: 'tryStartMs', needsHistory: false },
+  { name: '[start call → start returned]', from: 'startCalledMs', to: 'startReturnedMs', needsHistory: false },
+  { name: '[first task started → Try start]', from: 'firstTaskStartedMs', to: 'tryStartMs', needsHistory: true },
   { name: '[Confirm end → result delivered]', from: 'confirmEndMs', to: 'deliveredMs', needsHistory: false },
   { name: '[total: arrival → result delivered]', from: 'scheduledMs', to: 'deliveredMs', needsHistory: false },
 ];
