@@ -24,7 +24,7 @@ function series(atMs: number[], values: Partial<Record<(typeof gaugeNames)[numbe
   return {
     atMs: Float64Array.from(atMs),
     gauges: Object.fromEntries(gaugeNames.map((name) => [name, column(values[name])])) as GaugeSeries['gauges'],
-    cpu: { temporalCpuS: Float64Array.from(temporalCpuS), thisProcessCpuS: column(undefined) },
+    cpu: { temporalCpuS: Float64Array.from(temporalCpuS), thisProcessCpuS: column(undefined), machineBusyS: column(undefined) },
     count: atMs.length,
     intervalMs: 10,
     eventLoopDelayMs: { p50: 0, p99: 0, max: 0 },

@@ -33,8 +33,13 @@ export const gaugeNames = [
 ] as const;
 export type GaugeName = (typeof gaugeNames)[number];
 
-/** CPU time is read in clock ticks (10 ms): a rate only means something over a window, not per sample. */
-export const cpuCounterNames = ['temporalCpuS', 'thisProcessCpuS'] as const;
+/**
+ * CPU time is read in clock ticks (10 ms): a rate only means something over a window, not per
+ * sample. machineBusyS is every core's busy time (from /proc/stat): beside the two processes', it tells a
+ * stall where the run's processes were descheduled (the machine busy with other work) from one
+ * where they were waiting on something (the machine idle too).
+ */
+export const cpuCounterNames = ['temporalCpuS', 'thisProcessCpuS', 'machineBusyS'] as const;
 export type CpuCounterName = (typeof cpuCounterNames)[number];
 
 export interface GaugeSeries {
@@ -49,6 +54,14 @@ export interface GaugeSeries {
 
 const ticksPerSecond = 100; // USER_HZ
 const histogramResolutionMs = 10;
+
+async function machineBusySeconds(): Promise<number> {
+  const text = await readFile('/proc/stat', 'utf8').catch(() => null);
+  const fields = text?.split('\n')[0]?.trim().split(/\s+/).slice(1, 9).map(Number);
+  if (fields === undefined || fields.length < 5) return Number.NaN;
+  // user nice system idle iowait irq softirq steal: busy is everything but idle and iowait.
+  return fields.reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / ticksPerSecond;
+}
 
 async function processCpuSeconds(pid: number): Promise<number> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
@@ -70,6 +83,7 @@ export class GaugeSampler {
   private readonly histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: histogramResolutionMs });
   private reading = false;
   private lastTemporalCpuS = Number.NaN;
+  private lastMachineBusyS = Number.NaN;
   private gcMsSinceSample = 0;
   private readonly gcObserver = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) this.gcMsSinceSample += entry.duration;
@@ -105,7 +119,7 @@ export class GaugeSampler {
       this.timer = setTimeout(tick, Math.max(0, expectedMs - performance.now()));
     };
     this.timer = setTimeout(tick, this.intervalMs);
-    this.refreshTemporalCpu();
+    this.refreshProcCpu();
   }
 
   stop(): GaugeSeries {
@@ -151,18 +165,20 @@ export class GaugeSampler {
     const usage = process.cpuUsage();
     this.series.cpu.thisProcessCpuS[i] = (usage.user + usage.system) / 1e6;
     this.series.cpu.temporalCpuS[i] = this.lastTemporalCpuS;
+    this.series.cpu.machineBusyS[i] = this.lastMachineBusyS;
     this.series.count = i + 1;
-    this.refreshTemporalCpu();
+    this.refreshProcCpu();
   }
 
   /** /proc is read off the sampling path: a sample carries the latest reading, at most one interval old. */
-  private refreshTemporalCpu(): void {
+  private refreshProcCpu(): void {
     const pid = this.subjects.temporalPid;
-    if (pid === null || this.reading) return;
+    if (this.reading) return;
     this.reading = true;
-    void processCpuSeconds(pid).then(
-      (seconds) => {
-        this.lastTemporalCpuS = seconds;
+    void Promise.all([pid === null ? Number.NaN : processCpuSeconds(pid), machineBusySeconds()]).then(
+      ([temporalSeconds, machineSeconds]) => {
+        this.lastTemporalCpuS = temporalSeconds;
+        this.lastMachineBusyS = machineSeconds;
         this.reading = false;
       },
       () => {
