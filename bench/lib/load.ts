@@ -2,8 +2,12 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Progress } from '../../src/support/progress.js';
 import { summariseLatencies, type LatencySummaryMs } from './stats.js';
 
-/** One operation of a load phase; `sequence` is unique within the phase (keys are built from it). */
-export type Operation = (sequence: number) => Promise<void>;
+/**
+ * One operation of a load phase; `sequence` is unique within the phase (keys are built from it).
+ * The loops also pass the performance.now() time its latency is measured from: an open loop's
+ * scheduled arrival, a closed loop's start.
+ */
+export type Operation = (sequence: number, scheduledAtMs?: number) => Promise<void>;
 
 export interface PhaseResult {
   label: string;
@@ -48,7 +52,7 @@ class PhaseRecorder {
 
   async time(operation: Operation, sequence: number, startedAtMs: number): Promise<void> {
     try {
-      await operation(sequence);
+      await operation(sequence, startedAtMs);
       const endedAtMs = performance.now();
       if (startedAtMs >= this.windowStartMs) {
         this.latenciesMs.push(endedAtMs - startedAtMs);

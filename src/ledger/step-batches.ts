@@ -81,6 +81,11 @@ export class StepBatcher<Item, Result> {
     private readonly runner: StepRunner<Item, Result>,
   ) {}
 
+  /** Calls waiting for a slot and batch calls running now: read-only, for benchmarks that sample the queue. */
+  depth(): { waiting: number; inFlight: number } {
+    return { waiting: this.waiting.length, inFlight: this.inFlight };
+  }
+
   submit(item: Item): Promise<Result> {
     if (!this.runner.mayBatch(item)) {
       this.counts.singleItems += 1;
@@ -134,6 +139,11 @@ const batchersByPool = new WeakMap<LedgerPool, Map<string, StepBatcher<unknown, 
 export function stepBatchCounts(pool: LedgerPool, step: 'try' | 'confirm'): StepBatchCounts {
   const batcher = batchersByPool.get(pool)?.get(step);
   return { ...(batcher?.counts ?? { batches: 0, batchedItems: 0, failedBatches: 0, singleItems: 0 }) };
+}
+
+/** How deep the pool's batcher for `step` is right now (zeros before its first call). */
+export function stepBatchDepth(pool: LedgerPool, step: 'try' | 'confirm'): { waiting: number; inFlight: number } {
+  return batchersByPool.get(pool)?.get(step)?.depth() ?? { waiting: 0, inFlight: 0 };
 }
 
 /** The pool's batcher for one step (one per pool and step name). */

@@ -79,6 +79,8 @@ export interface ChargeWorkerOptions {
    */
   providers?: ProviderConnectors;
   providerHooks?: ProviderActivityHooks;
+  /** Worker interceptors (the bench times each activity with one); none by default. */
+  interceptors?: WorkerOptions['interceptors'];
 }
 
 /**
@@ -174,5 +176,6 @@ export async function createChargeWorker(options: ChargeWorkerOptions): Promise<
     // bench's M1 (1,000 holds waiting) measured 433 MB of RSS at 2,000, 328 MB at 100.
     maxCachedWorkflows: options.maxCachedWorkflows ?? 100,
     stickyQueueScheduleToStartTimeout: options.stickyScheduleToStartMs ?? defaultStickyScheduleToStartMs,
+    ...(options.interceptors === undefined ? {} : { interceptors: options.interceptors }),
   });
 }
