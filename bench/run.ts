@@ -162,7 +162,8 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
             const peak = server.p1
               ? Math.max(...server.p1.points.map((p) => p.charge.operationsPerSecond))
               : await probePeak(serverCtx, session, serverBaselineLocal);
-            const { p5, p3 } = await runLatencyScenarios(serverCtx, session, peak);
+            const barePeak = server.p1 ? Math.max(...server.p1.points.map((p) => p.baseline.operationsPerSecond)) : null;
+            const { p5, p3 } = await runLatencyScenarios(serverCtx, session, peak, barePeak);
             server.p5 = p5;
             server.p3 = p3;
           }

@@ -86,6 +86,7 @@ export function serversTable(result: BenchResult): string {
     ['P5 idle p99', (s) => formatNumber(s.p5?.idle.latency.p99Ms, 'ms')],
     ['P5 p99 at half of the server\'s own peak', (s) => (s.p5 ? `${formatNumber(s.p5.halfLoad.latency.p99Ms, 'ms')} at ${formatNumber(s.p5.peakChargesPerSecond / 2)}/s` : 'n/a')],
     ['P5 half-load p99 ÷ idle p50 (target ≤ 3)', (s) => formatNumber(s.p5?.halfLoadP99OverIdleP50)],
+    ['P5 the bare workflow: p99 at half of its own peak ÷ its idle p50', (s) => (s.p5?.bareHalfLoad ? `${formatNumber(s.p5.bareHalfLoadP99OverIdleP50)} (${formatNumber(s.p5.bareHalfLoad.latency.p99Ms, 'ms')} at ${formatNumber(s.p5.bareHalfLoad.offeredPerSecond ?? undefined)}/s)` : 'n/a')],
   );
   const lines = [`| figure | ${servers.map((s) => serverNames[s.kind]).join(' | ')} |`, `|---|${servers.map(() => '---:').join('|')}|`];
   for (const [name, cell] of rows) lines.push(`| ${name} | ${servers.map(cell).join(' | ')} |`);

@@ -237,6 +237,18 @@ export function buildFigures(result: Omit<BenchResult, 'figures' | 'correct' | '
       target: '≤ 3',
       met: p5.halfLoadP99OverIdleP50 <= 3,
     });
+    if (p5.bareHalfLoad && p5.idleBare && p5.bareHalfLoadP99OverIdleP50 !== undefined) {
+      figures.push({
+        id: 'P5',
+        measures: 'the bare workflow: p99 at half of its own peak, Poisson (what the engine alone shows)',
+        value: p5.bareHalfLoad.latency.p99Ms,
+        unit: 'ms',
+        baseline: { measures: 'the bare workflow idle p50', value: p5.idleBare.latency.p50Ms, unit: 'ms' },
+        ratio: p5.bareHalfLoadP99OverIdleP50,
+        target: '—',
+        met: null,
+      });
+    }
   }
   if (result.scaleOut) {
     const scale = result.scaleOut;

@@ -17,6 +17,12 @@ export interface P5Result {
   idleBare?: PhaseFigure;
   /** idle p50 ÷ the bare workflow's idle p50 (target ≤ 1.15). */
   idleP50OverBareP50?: number;
+  /**
+   * The bare workflow at half of its own P1 peak (Poisson, as the charges), and its p99 ÷ its idle
+   * p50: how much of the half-load tail the workflow engine on this machine has without a charge.
+   */
+  bareHalfLoad?: PhaseFigure;
+  bareHalfLoadP99OverIdleP50?: number;
   /** The highest P1 charges/s of this run; half of it is the offered load below. */
   peakChargesPerSecond: number;
   halfLoad: PhaseFigure;
@@ -48,6 +54,8 @@ export async function runLatencyScenarios(
   ctx: BenchContext,
   session: TemporalSession,
   peakChargesPerSecond: number,
+  /** The bare workflow's P1 peak (workflows/s); null: its half load is not measured. */
+  barePeakPerSecond: number | null = null,
 ): Promise<{ p5: P5Result; p3: P3Result }> {
   const { settings } = ctx;
   const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'p5'), ...spreadPopulationSize });
@@ -97,6 +105,19 @@ export async function runLatencyScenarios(
       operation: newCharge('p5-half'),
     }),
   );
+  const bareHalfLoad =
+    barePeakPerSecond === null
+      ? null
+      : await measured(ctx, session, () =>
+          runOpenLoop({
+            label: `P5 bare workflow at half of its peak (${Math.max(1, barePeakPerSecond / 2).toFixed(0)}/s offered)`,
+            ratePerSecond: Math.max(1, barePeakPerSecond / 2),
+            warmupMs: settings.warmupMs,
+            durationMs: settings.durationMs,
+            maxInFlight: 512,
+            operation: baselineOperation(ctx, session, population, 'p5-half-bare', true),
+          }),
+        );
   await settleUnsettled(session.charges, population.tenant, tally);
   return {
     p5: {
@@ -106,6 +127,7 @@ export async function runLatencyScenarios(
       peakChargesPerSecond,
       halfLoad,
       halfLoadP99OverIdleP50: ratio(halfLoad.latency.p99Ms, idle.latency.p50Ms),
+      ...(bareHalfLoad === null ? {} : { bareHalfLoad, bareHalfLoadP99OverIdleP50: ratio(bareHalfLoad.latency.p99Ms, idleBare.latency.p50Ms) }),
       verification: await verifyScenario(ctx.ledger, population.tenant, tally.succeeded),
     },
     p3,
