@@ -276,7 +276,7 @@ async function recordInto(dataDir: string): Promise<number> {
         },
       });
     const worker = await workerOn(taskQueue);
-    const policy: ChargePolicy = { activityStartToCloseMs: 5_000, tryBudgetMs: 30_000, confirmBudgetMs: 30_000, holdTtlMs: 60_000 };
+    const policy: ChargePolicy = { activityStartToCloseMs: 5_000, tryBudgetMs: 30_000, confirmBudgetMs: 30_000, holdTtlMs: 60_000, ledgerRetryMaxIntervalMs: 500 };
     const ctx: RecordingContext = {
       tenant,
       taskQueue,
