@@ -8,16 +8,21 @@ import { chaosTemporalStarters } from '../chaos/temporal.js';
  * they restart them, two worker and two API processes, and every kind of fault at least once; the
  * second with the payment provider in the loop (`npm run chaos -- --provider`).
  */
+/** What both short runs share: 40 s on the cluster stack, every kind of fault at least once. */
+const shortRun = {
+  durationMs: 40_000,
+  workers: 2,
+  apis: 2,
+  schedule: { workerKillEveryMs: 6_000, postgresRestartEveryMs: 24_000, temporalRestartEveryMs: 40_000 },
+  settleBudgetMs: 180_000,
+  startTemporal: chaosTemporalStarters.cluster,
+} as const;
+
 describe('chaos, short run', () => {
   it('under worker SIGKILLs and PostgreSQL and Temporal restarts: no key debited twice, every key decided once, reconcile clean', async () => {
     const log: string[] = [];
     const result = await runChaos({
-      durationMs: 40_000,
-      workers: 2,
-      apis: 2,
-      schedule: { workerKillEveryMs: 6_000, postgresRestartEveryMs: 24_000, temporalRestartEveryMs: 40_000 },
-      settleBudgetMs: 180_000,
-      startTemporal: chaosTemporalStarters.cluster,
+      ...shortRun,
       log: (line) => log.push(line),
     });
     const report = formatChaosReport(result);
@@ -33,12 +38,7 @@ describe('chaos, short run', () => {
   it('with the Stripe simulator as the provider, losing answers and failing: one PaymentIntent per charge, one capture, nothing left held, ledger equal to the provider', async () => {
     const log: string[] = [];
     const result = await runChaos({
-      durationMs: 40_000,
-      workers: 2,
-      apis: 2,
-      schedule: { workerKillEveryMs: 6_000, postgresRestartEveryMs: 24_000, temporalRestartEveryMs: 40_000 },
-      settleBudgetMs: 180_000,
-      startTemporal: chaosTemporalStarters.cluster,
+      ...shortRun,
       provider: { cardShare: 0.5, faultEveryMs: 2_000 },
       log: (line) => log.push(line),
     });

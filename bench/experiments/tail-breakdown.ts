@@ -39,7 +39,7 @@ import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
 import { bundleChargeWorkflows } from '../../src/worker/charge-worker.js';
 import { defaultTuning } from '../run.js';
 import { startBenchStack, temporalKinds, type TemporalKind } from '../lib/bench-stack.js';
-import { ChargeTally, chargeOperation, settleUnsettled } from '../lib/charging.js';
+import { ChargeTally, spreadChargeOperation, settleUnsettled } from '../lib/charging.js';
 import { ChargeTimeline, epochNowMs, toEpochMs, type ChargeMarks } from '../lib/charge-timeline.js';
 import { fullSettings, type BenchContext } from '../lib/context.js';
 import { GaugeSampler, gaugeNames, type GaugeSeries } from '../lib/gauge-sampler.js';
@@ -47,7 +47,7 @@ import { seedLedgerHistory } from '../lib/history.js';
 import { openInstrumentedSession } from '../lib/instrumented-session.js';
 import { runBounded, runClosedLoop, runOpenLoop, type Operation, type PhaseResult } from '../lib/load.js';
 import { loadAverage1m } from '../lib/machine.js';
-import { openPopulation, spreadPicker } from '../lib/population.js';
+import { openPopulation } from '../lib/population.js';
 import { percentileOfSorted, summariseLatencies } from '../lib/stats.js';
 import { verifyScenario } from '../lib/verify.js';
 import {
@@ -129,14 +129,7 @@ try {
   try {
     const population = await openPopulation(setupLedger, { tenant: `tail-${runId}`, ...spreadPopulationSize });
     const tally = new ChargeTally();
-    const newCharge = (keyPrefix: string): Operation =>
-      chargeOperation(session.charges, {
-        tenant: population.tenant,
-        keyPrefix,
-        payer: spreadPicker(population.payers),
-        payee: spreadPicker(population.payees),
-        tally,
-      });
+    const newCharge = (keyPrefix: string): Operation => spreadChargeOperation(session.charges, population, tally, keyPrefix);
     await runBounded(20, 1, newCharge('warmup'));
     const idle = idleCharges === 0
       ? null

@@ -1,6 +1,6 @@
 import type { ChargeService } from '../../src/service/charge-service.js';
 import type { Operation } from './load.js';
-import type { Picker } from './population.js';
+import { spreadPicker, type Picker, type Population } from './population.js';
 
 /** What the callers of one scenario were told, so the ledger can be checked against it. */
 export class ChargeTally {
@@ -29,6 +29,17 @@ export function chargeOperation(
   return bodyChargeOperation(charges, {
     ...options,
     body: (key, sequence) => chargeBody(key, options.payer(sequence), options.payee(sequence)),
+  });
+}
+
+/** New charges of `keyPrefix`, their payers and payees spread over the population (P5 and the tail experiment). */
+export function spreadChargeOperation(charges: ChargeService, population: Population, tally: ChargeTally, keyPrefix: string): Operation {
+  return chargeOperation(charges, {
+    tenant: population.tenant,
+    keyPrefix,
+    payer: spreadPicker(population.payers),
+    payee: spreadPicker(population.payees),
+    tally,
   });
 }
 

@@ -1,4 +1,4 @@
-import { ChargeTally, chargeBody, chargeOperation, settleUnsettled } from '../lib/charging.js';
+import { ChargeTally, chargeBody, spreadChargeOperation, settleUnsettled } from '../lib/charging.js';
 import { measured, tenantFor, type BenchContext, type PhaseFigure } from '../lib/context.js';
 import { runBounded, runClosedLoop, runOpenLoop, type Operation } from '../lib/load.js';
 import { openPopulation, spreadPicker, type Population } from '../lib/population.js';
@@ -60,14 +60,7 @@ export async function runLatencyScenarios(
   const { settings } = ctx;
   const population = await openPopulation(ctx.ledger, { tenant: tenantFor(ctx, 'p5'), ...spreadPopulationSize });
   const tally = new ChargeTally();
-  const newCharge = (keyPrefix: string): Operation =>
-    chargeOperation(session.charges, {
-      tenant: population.tenant,
-      keyPrefix,
-      payer: spreadPicker(population.payers),
-      payee: spreadPicker(population.payees),
-      tally,
-    });
+  const newCharge = (keyPrefix: string): Operation => spreadChargeOperation(session.charges, population, tally, keyPrefix);
 
   await runBounded(warmupCharges, 1, newCharge('p5-warmup'));
   const idle = await measured(ctx, session, () =>
