@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +184,18 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
     },
     stackTimeoutMs,
   );
+
+  it('cluster shape with an external DATABASE_URL: refused naming it before any server starts', async () => {
+    const dataDir = join(dataRoot, 'cluster-external');
+    process.env.DATABASE_URL = 'postgres://someone@127.0.0.1:1/elsewhere';
+    try {
+      await expect(startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster' })).rejects.toThrow(/DATABASE_URL names an external one/);
+    } finally {
+      delete process.env.DATABASE_URL;
+    }
+    // Nothing was started or written: not even the data dir (no PostgreSQL, no payload key).
+    await expect(readdir(dataDir).catch((error: NodeJS.ErrnoException) => error.code)).resolves.toBe('ENOENT');
+  });
 
   it(
     'refuses to start on a data dir that a live stack is using',

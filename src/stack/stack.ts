@@ -159,6 +159,13 @@ async function startTemporal(
  * dir made before the split keeps Temporal on the ledger's server, where its history is.
  */
 async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean): Promise<LocalStack> {
+  // Refused before anything starts: the cluster shape owns the ledger's server as well as Temporal's.
+  if (nonEmptyEnv('DATABASE_URL') !== null) {
+    throw new Error(
+      'CHARGEGUARD_TEMPORAL=cluster starts its own PostgreSQL servers (the ledger\'s and Temporal\'s), but DATABASE_URL names an external one: ' +
+        'point TEMPORAL_ADDRESS at your Temporal cluster instead, or unset DATABASE_URL',
+    );
+  }
   const payloadKeys = await payloadKeyFileFor(dataDir, log);
   const temporalShared = existsSync(join(dataDir, 'temporal-cluster')) && !existsSync(join(dataDir, temporalPostgresName));
   if (temporalShared) log(`temporal: this data dir keeps Temporal's databases on the ledger's PostgreSQL (made before they were apart); a new data dir gives Temporal its own`);
@@ -180,12 +187,9 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     if (errors.length > 0) throw errors.length === 1 ? errors[0] : new AggregateError(errors, 'Failed to stop the PostgreSQL servers cleanly');
   };
   const adminUrl = (temporalPostgres ?? postgres).value.adminDatabaseUrl;
-  if (postgres.value.adminDatabaseUrl === null || adminUrl === null) {
+  if (adminUrl === null) {
     await stopPostgres();
-    throw new Error(
-      'CHARGEGUARD_TEMPORAL=cluster runs Temporal on the embedded PostgreSQL, but DATABASE_URL names an external one: ' +
-        'point TEMPORAL_ADDRESS at your Temporal cluster instead, or unset DATABASE_URL',
-    );
+    throw new Error('the embedded PostgreSQL gave no superuser URL for Temporal\'s databases');
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, 'temporal-cluster.log');
