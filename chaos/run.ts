@@ -7,7 +7,8 @@
 import { mkdir, mkdtemp, rm, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { connectTemporalWhenReachable } from '../src/runtime/app-context.js';
 import { createApiKey } from '../src/auth/api-keys.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { checkLedgerInvariants } from '../src/ledger/invariants.js';
@@ -112,6 +113,8 @@ export interface ChaosResult {
 }
 
 const readyTimeoutMs = 120_000;
+/** How long the verdict waits for Temporal to answer after the storm before the run fails. */
+const afterStormConnectBudgetMs = 120_000;
 const unthrottled = {
   RATE_LIMIT_KEY_PER_SECOND: '100000',
   RATE_LIMIT_KEY_BURST: '100000',
@@ -225,7 +228,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
     // A pool opened now: connections from before the restarts would only report them.
     pool = createLedgerPool({ databaseUrl: postgres.databaseUrl, maxConnections: 4 });
-    const connection = await Connection.connect({ address: temporal.address });
+    // Waited for, not assumed: the last restart's server may still be settling its membership on a
+    // loaded machine, and a single 10 s connect once failed the whole verdict on one.
+    const connection = await connectTemporalWhenReachable(temporal.address, 'default', {
+      limits: { initialDelayMs: 250, maxDelayMs: 2_000, budgetMs: afterStormConnectBudgetMs },
+      log,
+    });
     const client = new Client({ connection, dataConverter: clientDataConverter(payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile })) });
     try {
       const keyRecords = [...storm.keys.values()];

@@ -18,13 +18,19 @@ const shortRun = {
   startTemporal: chaosTemporalStarters.cluster,
 } as const;
 
+/** Runs chaos with its log kept: a run that throws (not only one that finds problems) shows what happened. */
+async function runWithLog(options: Omit<Parameters<typeof runChaos>[0], 'log'>): Promise<{ result: Awaited<ReturnType<typeof runChaos>>; log: string[] }> {
+  const log: string[] = [];
+  try {
+    return { result: await runChaos({ ...options, log: (line) => log.push(line) }), log };
+  } catch (error) {
+    throw new Error(`${(error as Error).message}\n--- the run's log ---\n${log.join('\n')}`, { cause: error });
+  }
+}
+
 describe('chaos, short run', () => {
   it('under worker SIGKILLs and PostgreSQL and Temporal restarts: no key debited twice, every key decided once, reconcile clean', async () => {
-    const log: string[] = [];
-    const result = await runChaos({
-      ...shortRun,
-      log: (line) => log.push(line),
-    });
+    const { result, log } = await runWithLog(shortRun);
     const report = formatChaosReport(result);
     process.stdout.write(`${report}\n`);
     expect(result.problems, `${report}\n${log.join('\n')}`).toEqual([]);
@@ -36,12 +42,7 @@ describe('chaos, short run', () => {
   }, 600_000);
 
   it('with the Stripe simulator as the provider, losing answers and failing: one PaymentIntent per charge, one capture, nothing left held, ledger equal to the provider', async () => {
-    const log: string[] = [];
-    const result = await runChaos({
-      ...shortRun,
-      provider: { cardShare: 0.5, faultEveryMs: 2_000 },
-      log: (line) => log.push(line),
-    });
+    const { result, log } = await runWithLog({ ...shortRun, provider: { cardShare: 0.5, faultEveryMs: 2_000 } });
     const report = formatChaosReport(result);
     process.stdout.write(`${report}\n`);
     expect(result.problems, `${report}\n${log.join('\n')}`).toEqual([]);
