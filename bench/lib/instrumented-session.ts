@@ -9,7 +9,7 @@ import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import type { BenchStack } from './bench-stack.js';
 import type { ChargeTimeline } from './charge-timeline.js';
 import { benchPolicy } from './session.js';
-import type { WorkerTuning } from './workers.js';
+import { stepBatchLimitsFromEnvironment, type WorkerTuning } from './workers.js';
 
 /** How long one charge call may wait, as the bench session's: a charge slower than this counts as failed. */
 const chargeWaitBudgetMs = 30_000;
@@ -36,7 +36,12 @@ export async function openInstrumentedSession(
   options: { taskQueue: string; chargeBundlePath: string; tuning: WorkerTuning; timeline: ChargeTimeline },
 ): Promise<InstrumentedSession> {
   const connection = await NativeConnection.connect({ address: stack.temporalAddress });
-  const workerLedger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: options.tuning.ledgerPoolMaxConnections });
+  const workerLedger = createLedgerPool({
+    databaseUrl: stack.databaseUrl,
+    maxConnections: options.tuning.ledgerPoolMaxConnections,
+    // As the bench's own workers: LEDGER_STEP_BATCH_* price batching here too.
+    ...stepBatchLimitsFromEnvironment(),
+  });
   const serviceLedger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: servicePoolMaxConnections });
   const closeAll = async (): Promise<void> => {
     await connection.close();

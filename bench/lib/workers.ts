@@ -63,7 +63,7 @@ export interface BenchWorkers {
  * The worker's step batching as `chargeguard worker` reads it (LEDGER_STEP_BATCH_IN_FLIGHT,
  * LEDGER_STEP_BATCH_MAX_SIZE), so a run can price batching: unset, the pool's defaults.
  */
-function stepBatchLimitsFromEnvironment(): { stepBatchLimits?: StepBatchLimits } {
+export function stepBatchLimitsFromEnvironment(): { stepBatchLimits?: StepBatchLimits } {
   const inFlight = process.env.LEDGER_STEP_BATCH_IN_FLIGHT;
   const maxSize = process.env.LEDGER_STEP_BATCH_MAX_SIZE;
   if (inFlight === undefined && maxSize === undefined) return {};
