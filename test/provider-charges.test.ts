@@ -44,6 +44,8 @@ let connector: StripeConnector;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
 /** Throws once, after the provider answered and before the ledger recorded it, for the steps listed. */
 const crashAfterProvider = new Set<string>();
+/** After the provider answered, the ledger refuses the step's statement (SQLSTATE 42883) this many more times. */
+const statementRejectedAfterProvider = new Map<string, number>();
 
 beforeAll(async () => {
   sim = await StripeSimulator.start({ port: 0 });
@@ -57,6 +59,11 @@ beforeAll(async () => {
     providerHooks: {
       afterProvider: (step, _tenant, key) => {
         if (crashAfterProvider.delete(`${step}:${key}`)) throw new Error(`injected crash after the provider answered ${step}`);
+        const rejections = statementRejectedAfterProvider.get(`${step}:${key}`) ?? 0;
+        if (rejections > 0) {
+          statementRejectedAfterProvider.set(`${step}:${key}`, rejections - 1);
+          throw Object.assign(new Error(`function ledger_${step} does not exist (injected)`), { code: '42883' });
+        }
       },
     },
     holdSweeper: false,
@@ -232,6 +239,32 @@ describe('a provider charge', () => {
     expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
     expect(paymentsOf(intent)).toHaveLength(1);
     expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_000 });
+  });
+
+  it('a capture the provider made whose ledger record is refused as a statement is retried until recorded, never decided: one PaymentIntent captured once, the payee credited', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-capture-rejected' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa', { amountMinor: 1_400 });
+    statementRejectedAfterProvider.set(`capture:${intent.idempotencyKey}`, 3);
+    const charge = await run(intent);
+    expect(statementRejectedAfterProvider.get(`capture:${intent.idempotencyKey}`)).toBe(0);
+    expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_400 });
+    expect(paymentsOf(intent)).toHaveLength(1);
+    expect(paymentsOf(intent)[0]).toMatchObject({ status: 'succeeded', amountReceived: 1_400 });
+    expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(1_400);
+    expect(await clearing(tenant)).toMatchObject({ postedMinor: -1_400, pendingMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('an authorization whose ledger record is refused as a statement decides the charge at once: cancelled, the authorization voided, nothing held', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-authorize-rejected' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa', { amountMinor: 1_500 });
+    statementRejectedAfterProvider.set(`authorize:${intent.idempotencyKey}`, 1);
+    const charge = await run(intent);
+    expect(charge).toMatchObject({ status: 'cancelled', amountCapturedMinor: 0 });
+    expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['canceled']);
+    expect((await balanceOf(h.pool, tenant, 'payee')).postedMinor).toBe(0);
+    expect(await clearing(tenant)).toMatchObject({ postedMinor: 0, pendingMinor: 0 });
+    await expectLedgerInvariants(h.pool, tenant);
   });
 
   for (const crashAfter of ['authorize', 'capture'] as const) {
