@@ -11,7 +11,7 @@ import { ChargeService } from '../service/charge-service.js';
 import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttributionInterceptor } from '../service/unavailable.js';
 import type { ChargeguardConfig } from '../config.js';
 import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
-import { createLedgerPool, type LedgerPool } from '../ledger/pool.js';
+import { closeLedgerPool, createLedgerPool, type LedgerPool } from '../ledger/pool.js';
 import type { StepBatchLimits } from '../ledger/step-batches.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
@@ -279,7 +279,7 @@ export async function openAppContext(
     charges,
     close: async () => {
       await ownConnection?.close();
-      await ledger.end();
+      await closeLedgerPool(ledger);
     },
   };
 }

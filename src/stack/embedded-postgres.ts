@@ -25,6 +25,14 @@ export interface EmbeddedPostgresOptions {
   startTimeoutMs?: number;
   /** How long a fast shutdown may take before the server is killed. */
   stopTimeoutMs?: number;
+  /**
+   * The folder holding dataDir that belongs to the caller (the stack's data dir): when run as root
+   * and only it keeps PostgreSQL's OS user out, that user's group is let through it
+   * (postgres-user.ts, prepareParentDirsFor). Folders above it are never changed.
+   */
+  grantTraverseOn?: string;
+  /** Where a change made to let PostgreSQL's OS user in is said (default: the log file). */
+  log?: (line: string) => void;
 }
 
 export interface EmbeddedPostgres {
@@ -130,13 +138,11 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     // which a run against an external DATABASE_URL should not get.
     const EmbeddedPostgresCtor = await importEmbeddedPostgres();
     const runAs = isRoot() ? await ensurePostgresOsUser((line) => sink.note(line)) : null;
-    await prepareParentDirsFor(dataDir, runAs);
-    await reclaimServerLock(lockPath, {
-      what: `PostgreSQL data dir ${dataDir}`,
-      stopSignal: 'SIGINT',
-      graceMs: stopTimeoutMs,
-      log: (line) => sink.note(line),
+    await prepareParentDirsFor(dataDir, runAs, {
+      ...(opts.grantTraverseOn === undefined ? {} : { grantTraverseOn: opts.grantTraverseOn }),
+      log: opts.log ?? ((line) => sink.note(line)),
     });
+    await reclaimOrphanedPostgres(dataDir, (line) => sink.note(line), stopTimeoutMs);
     await refuseIfAnotherPostmasterRuns(dataDir);
 
     const portIsPicked = opts.port === undefined;
@@ -157,6 +163,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
         onError: (error) => sink.write(`${error instanceof Error ? error.message : String(error)}\n`),
       });
       if (attempt === 1) await initialiseIfNeeded(server, dataDir, runAs, sink);
+      spawnInOwnProcessGroup(server, runAs);
       try {
         await startServer(server, opts.startTimeoutMs ?? defaultStartTimeoutMs, stopTimeoutMs, sink);
       } catch (err) {
@@ -178,6 +185,16 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
         (tail ? `\n--- last postgres output ---\n${tail}` : ''),
     );
   }
+}
+
+/**
+ * Stops a postmaster that an owner which died left running on this data dir (its lock file names the
+ * dead owner) and removes the lock; refuses when the owner is alive. Every start does it; the stack
+ * does it before it chooses ports, so the orphan's port, the remembered one, is free again.
+ */
+export function reclaimOrphanedPostgres(dataDir: string, log: (line: string) => void, stopTimeoutMs = defaultStopTimeoutMs): Promise<void> {
+  const path = resolve(dataDir);
+  return reclaimServerLock(`${path}.server.json`, { what: `PostgreSQL data dir ${path}`, stopSignal: 'SIGINT', graceMs: stopTimeoutMs, log });
 }
 
 async function initialiseIfNeeded(
@@ -318,6 +335,19 @@ async function stopServer(server: EmbeddedPostgresInstance, stopTimeoutMs: numbe
   if (!hasExited(child)) await terminate(child, { signal: 'SIGINT', graceMs: stopTimeoutMs });
   // Cleared so the package's own exit hook does not wait on a process that is already gone.
   (server as unknown as PackageInternals).process = undefined;
+}
+
+/**
+ * The postmaster in a process group of its own: a Ctrl-C in a terminal goes to the terminal's whole
+ * process group, and a PostgreSQL in it stopped at once, terminating the connections the worker and
+ * the API were still using ("terminating connection due to administrator command", printed by the
+ * ledger pool) before the command's own stop had drained them. Its owner stops it through stop(),
+ * last, and the exit hook (stopPostmastersOnExit) when the owner exits without stopping it. The
+ * package spreads what getUidAndGid returns into spawn's options (pinned package version; see
+ * stopServer); set after initialise(), so initdb is spawned as the package does.
+ */
+function spawnInOwnProcessGroup(server: EmbeddedPostgresInstance, runAs: OsUserIds | null): void {
+  (server as unknown as { getUidAndGid: () => Promise<object> }).getUidAndGid = () => Promise.resolve({ ...(runAs ?? {}), detached: true });
 }
 
 /** The package's private handle on the postmaster (pinned package version; see stopServer). */

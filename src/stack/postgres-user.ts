@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmod, mkdir, stat } from 'node:fs/promises';
+import { chmod, chown, mkdir, stat } from 'node:fs/promises';
 import { dirname, parse, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -75,10 +75,18 @@ export async function ensurePostgresOsUser(log: (line: string) => void): Promise
  * Creates the parents of `dir` and makes sure `user` can traverse every one of them.
  *
  * Directories we create get mode 0755 explicitly (a restrictive umask would otherwise lock the
- * postgres user out). Pre-existing ancestors are never changed: if one blocks the user we fail
- * with a message naming it, rather than loosen permissions of someone else's directory.
+ * postgres user out). Pre-existing ancestors are never changed, with one exception: the folder named
+ * by `grantTraverseOn`, the caller's own (the stack's data dir). When it alone keeps the user out
+ * (a data dir made by `mktemp -d` is 0700) and its group has no rights, it is handed to the user's
+ * group with the group's search bit (0700 becomes 0710): the user may pass through it, nobody else
+ * gains anything and nobody loses anything. Any other blocking folder fails the start with a message
+ * that names it and what to do, rather than loosen someone else's directory.
  */
-export async function prepareParentDirsFor(dir: string, user: OsUserIds | null): Promise<void> {
+export async function prepareParentDirsFor(
+  dir: string,
+  user: OsUserIds | null,
+  options: { grantTraverseOn?: string; log?: (line: string) => void } = {},
+): Promise<void> {
   const parent = dirname(resolve(dir));
   const firstCreated = await mkdir(parent, { recursive: true });
   if (firstCreated !== undefined) {
@@ -94,18 +102,47 @@ export async function prepareParentDirsFor(dir: string, user: OsUserIds | null):
     ancestors.unshift(d);
     if (d === parse(d).root) break;
   }
+  let blocked = await firstBlocked(ancestors, user);
+  if (blocked !== null && options.grantTraverseOn !== undefined && blocked === resolve(options.grantTraverseOn)) {
+    const granted = await letGroupThrough(blocked, user);
+    if (granted !== null) {
+      options.log?.(`let PostgreSQL's OS user '${postgresOsUser}' through ${blocked}: group ${postgresOsUser}, mode ${granted} (it runs PostgreSQL because this process runs as root)`);
+      blocked = await firstBlocked(ancestors, user);
+    }
+  }
+  if (blocked === null) return;
+  const mode = await stat(blocked).then((s) => (s.mode & 0o777).toString(8), () => '?');
+  throw new Error(
+    `Running as root, so PostgreSQL runs as the OS user '${postgresOsUser}' (uid ${user.uid}), which cannot enter ${blocked} (mode ${mode}) to reach ${dir}. ` +
+      `Do one of: chmod o+x ${blocked} (lets other users pass through it, not list it); set CHARGEGUARD_DATA_DIR to a folder outside ${blocked}; ` +
+      'run as a non-root user; or set DATABASE_URL to an existing PostgreSQL.',
+  );
+}
+
+/** The first of `ancestors` (outermost first) that `user` cannot enter, or null. */
+async function firstBlocked(ancestors: readonly string[], user: OsUserIds): Promise<string | null> {
   // Ask the kernel as that user instead of re-implementing permission rules (groups, ACLs).
   const script = 'for d in "$@"; do [ -x "$d" ] || { printf "%s" "$d"; exit 1; }; done';
   try {
     await execFileAsync('/bin/sh', ['-c', script, 'sh', ...ancestors], { uid: user.uid, gid: user.gid });
+    return null;
   } catch (err) {
-    const blocked = (err as { stdout?: string }).stdout?.trim() || parent;
-    const mode = await stat(blocked).then((s) => (s.mode & 0o777).toString(8), () => '?');
-    throw new Error(
-      `The '${postgresOsUser}' OS user (uid ${user.uid}) cannot enter ${blocked} (mode ${mode}), so PostgreSQL cannot use ${dir}. ` +
-        `Allow it (e.g. chmod o+x ${blocked}), put the data dir elsewhere, or set DATABASE_URL to an existing PostgreSQL.`,
-    );
+    return (err as { stdout?: string }).stdout?.trim() || ancestors.at(-1)!;
   }
+}
+
+/**
+ * Gives `dir` to `user`'s group with the group's search bit, when this process owns it and its group
+ * has no rights (so changing the group takes nothing from anyone); returns the new mode, or null
+ * when it left the folder alone.
+ */
+async function letGroupThrough(dir: string, user: OsUserIds): Promise<string | null> {
+  const s = await stat(dir);
+  if (!s.isDirectory() || s.uid !== process.getuid?.() || (s.mode & 0o070) !== 0) return null;
+  await chown(dir, s.uid, user.gid);
+  const mode = (s.mode & 0o7777) | 0o010;
+  await chmod(dir, mode);
+  return mode.toString(8).padStart(4, '0');
 }
 
 /** Makes `dir` (recursively) owned by `user` when its top is not already. */

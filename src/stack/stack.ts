@@ -1,12 +1,13 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
+import { reclaimOrphanedPostgres, startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
 import { ensurePayloadKeyFile } from './payload-key-file.js';
+import { startOnRememberedPort } from './remembered-ports.js';
 import { Supervisor } from './supervisor.js';
-import { startTemporalCluster, type TemporalCluster, type TemporalClusterOptions } from './temporal-cluster.js';
-import { startTemporalDevServer } from './temporal-dev-server.js';
+import { smallintPortCeiling, startTemporalCluster, type TemporalCluster, type TemporalClusterOptions } from './temporal-cluster.js';
+import { reclaimOrphanedDevServer, startTemporalDevServer } from './temporal-dev-server.js';
 
 export interface LocalStackOptions {
   /** Root for everything the stack persists: temporal.sqlite, postgres/, logs/. */
@@ -125,11 +126,22 @@ async function startTemporal(
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, 'temporal.log');
-  const server = await startTemporalDevServer({
-    dbFilePath: join(dataDir, 'temporal.sqlite'),
-    uiPort: ui.uiPort === undefined ? defaultTemporalUiPort : ui.uiPort,
-    ...(ui.uiCodecEndpoint === undefined ? {} : { uiCodecEndpoint: ui.uiCodecEndpoint }),
-    logFilePath,
+  // The frontend listens where it did on the last start of this data dir (remembered-ports.ts), so
+  // TEMPORAL_ADDRESS as printed then still holds; UI port 0 asks for any free one.
+  const server = await startOnRememberedPort({
+    dataDir,
+    name: 'temporal',
+    start: (port) =>
+      startTemporalDevServer({
+        dbFilePath: join(dataDir, 'temporal.sqlite'),
+        ...(port === undefined ? {} : { port }),
+        ...(ui.uiPort === 0 ? {} : { uiPort: ui.uiPort === undefined ? defaultTemporalUiPort : ui.uiPort }),
+        ...(ui.uiCodecEndpoint === undefined ? {} : { uiCodecEndpoint: ui.uiCodecEndpoint }),
+        logFilePath,
+      }),
+    portOf: (started) => Number(started.address.split(':').at(-1)),
+    log,
+    reclaimOrphan: () => reclaimOrphanedDevServer(join(dataDir, 'temporal.sqlite'), (line) => log(`temporal: ${line}`)),
   });
   log(
     `temporal: dev server ready at ${server.address}` +
@@ -205,17 +217,27 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
       serverRole: { name: temporalServerRole, password: password! },
       logFilePath,
     };
-    // A restart keeps the first start's frontend port: the workers and APIs point there.
+    // A restart keeps the first start's frontend port: the workers and APIs point there. The first
+    // start takes the one of the data dir's last start when it is free (remembered-ports.ts).
     let frontendPort: number | undefined;
+    const firstStart = (): Promise<TemporalCluster> =>
+      startOnRememberedPort({
+        dataDir,
+        name: 'temporal-cluster-frontend',
+        start: (port) => startTemporalCluster({ ...options, ...(port === undefined ? {} : { frontendPort: port }) }),
+        portOf: (server) => Number(server.address.split(':').at(-1)),
+        log,
+        usable: (port) => port <= smallintPortCeiling,
+      });
     const supervisor = new Supervisor<TemporalCluster>({
       name: 'temporal',
-      start: () => startTemporalCluster({ ...options, ...(frontendPort === undefined ? {} : { frontendPort }) }),
+      start: () => (frontendPort === undefined ? firstStart() : startTemporalCluster({ ...options, frontendPort })),
       log,
       onReady: (server) => {
         frontendPort ??= Number(server.address.split(':').at(-1));
       },
     });
-    cluster = supervise ? await supervisor.start() : await startTemporalCluster(options);
+    cluster = supervise ? await supervisor.start() : await firstStart();
     temporal = supervise ? supervisor : { gaveUp: never, stop: () => cluster.stop() };
   } catch (error) {
     await stopPostgres().catch((stopError: unknown) => log(`postgres: stopping after the failed Temporal start failed: ${(stopError as Error).message}`));
@@ -261,7 +283,7 @@ async function payloadKeyFileFor(dataDir: string, log: (line: string) => void): 
 const temporalServerRole = 'temporal';
 
 /** Temporal's own PostgreSQL in the cluster shape: its data dir under the stack's, and its log's name. */
-const temporalPostgresName = 'temporal-postgres';
+const temporalPostgresName = 'temporal-postgres' as const;
 
 /** CHARGEGUARD_TEMPORAL: `dev` (the default) or `cluster`; anything else is refused, not guessed. */
 export function temporalKindFromEnv(env: NodeJS.ProcessEnv = process.env): TemporalKind {
@@ -282,7 +304,7 @@ async function startPostgres(
   logsDir: string,
   log: (line: string) => void,
   supervise = false,
-  which: { name: string; external: boolean } = { name: 'postgres', external: true },
+  which: { name: 'postgres' | 'temporal-postgres'; external: boolean } = { name: 'postgres', external: true },
 ): Promise<Service<PostgresUrls> & { gaveUp: Promise<never> }> {
   const external = which.external ? nonEmptyEnv('DATABASE_URL') : null;
   if (external !== null) {
@@ -296,7 +318,21 @@ async function startPostgres(
   }
   const startedAtMs = Date.now();
   const logFilePath = join(logsDir, `${which.name}.log`);
-  const options = { dataDir: join(dataDir, which.name), logFilePath };
+  // The stack's data dir is chargeguard's own: run as root, PostgreSQL's OS user is let through it
+  // (a data dir made by `mktemp -d` is 0700), and the log says so.
+  const options = { dataDir: join(dataDir, which.name), logFilePath, grantTraverseOn: dataDir, log: (line: string) => log(`${which.name}: ${line}`) };
+  const startOn = (port: number | undefined): Promise<EmbeddedPostgres> => startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
+  // The port of this data dir's last start when it is free (remembered-ports.ts): DATABASE_URL as
+  // printed then still holds.
+  const firstStart = (): Promise<EmbeddedPostgres> =>
+    startOnRememberedPort({
+      dataDir,
+      name: which.name,
+      start: startOn,
+      portOf: (server) => Number(new URL(server.databaseUrl).port),
+      log,
+      reclaimOrphan: () => reclaimOrphanedPostgres(options.dataDir, (line) => log(`${which.name}: ${line}`)),
+    });
   // A restart keeps the first start's port (the URLs everyone holds); a crashed incarnation is
   // stopped first, which releases its lock (it names this process, which is alive).
   let port: number | undefined;
@@ -305,7 +341,7 @@ async function startPostgres(
     name: which.name,
     start: async () => {
       await previous?.stop();
-      previous = await startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
+      previous = port === undefined ? await firstStart() : await startOn(port);
       return previous;
     },
     log,
@@ -313,7 +349,7 @@ async function startPostgres(
       port ??= Number(new URL(server.databaseUrl).port);
     },
   });
-  const server = supervise ? await supervisor.start() : await startEmbeddedPostgres(options);
+  const server = supervise ? await supervisor.start() : await firstStart();
   log(`${which.name}: embedded server ready at ${maskUrlPassword(which.external ? server.appDatabaseUrl : server.databaseUrl)} (${Date.now() - startedAtMs} ms, log ${logFilePath})`);
   return {
     value: {

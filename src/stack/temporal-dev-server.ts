@@ -129,7 +129,8 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   const dbFilePath = resolve(opts.dbFilePath);
   await mkdir(dirname(dbFilePath), { recursive: true });
 
-  const [freePort, freeUiPort, freeHttpPort] = await findFreePorts(3, host);
+  // Two spare: the ports the caller gave (a remembered one, the UI's) are free too, so the kernel may offer them.
+  const [freePort, freeUiPort, freeHttpPort] = (await findFreePorts(5, host)).filter((free) => free !== opts.port && free !== opts.uiPort);
   const port = opts.port ?? freePort!;
   const uiPort = opts.uiPort === null ? null : (opts.uiPort ?? freeUiPort!);
   // Picked here too, among the others, rather than left to the CLI: its own "random free port"
@@ -155,18 +156,17 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   const sink = new LogSink(opts.logFilePath);
   const lockPath = `${dbFilePath}.server.json`;
   try {
-    await reclaimServerLock(lockPath, {
-      what: `Temporal SQLite file ${dbFilePath}`,
-      stopSignal: 'SIGTERM',
-      graceMs: stopTimeoutMs,
-      log: (line) => sink.note(line),
-    });
+    await reclaimOrphanedDevServer(dbFilePath, (line) => sink.note(line), stopTimeoutMs);
   } catch (err) {
     await sink.close();
     throw err;
   }
   sink.note(`starting ${cliPath} ${args.join(' ')}`);
-  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // A process group of its own (detached): a Ctrl-C in the terminal reaches only the command that
+  // owns this server, which stops its worker first and this server after; in the terminal's group the
+  // server stopped at once under a worker still draining. killOnParentExit below still ends it when
+  // the owner exits without stopping it.
+  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   // Aborts all waiting as soon as the server dies: no point in waiting for the deadline then.
   const serverGone = new AbortController();
   let spawnError: Error | null = null;
@@ -219,6 +219,16 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
       return stopping;
     },
   };
+}
+
+/**
+ * Stops a dev server that an owner which died left running on this SQLite file (its lock file names
+ * the dead owner) and removes the lock; refuses when the owner is alive. Every start does it; the
+ * stack does it before it chooses ports, so the orphan's port, the remembered one, is free again.
+ */
+export function reclaimOrphanedDevServer(dbFilePath: string, log: (line: string) => void, stopTimeoutMs = defaultStopTimeoutMs): Promise<void> {
+  const path = resolve(dbFilePath);
+  return reclaimServerLock(`${path}.server.json`, { what: `Temporal SQLite file ${path}`, stopSignal: 'SIGTERM', graceMs: stopTimeoutMs, log });
 }
 
 function buildArgs(p: {

@@ -12,7 +12,7 @@ import { send } from './api.js';
 import { chargeBody, newKey, waitFor } from './harness.js';
 
 /**
- * The Temporal Web UI in a real browser: Debian's chromium (installed by .ci/run when missing),
+ * The Temporal Web UI in a real browser: Debian's chromium (installed by scripts/install-chromium.sh, which `npm test` runs first),
  * driven by playwright-core, which never downloads a browser of its own.
  */
 export const chromiumPath = '/usr/bin/chromium';

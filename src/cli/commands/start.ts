@@ -6,7 +6,7 @@ import type { LocalStack } from '../../stack/stack.js';
 import type { PayloadSettings } from '../../codec/payload-protection.js';
 import { codecEndpointUrl, codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
-import { waitForStopReason } from '../shutdown.js';
+import { waitForShutdownSignal, waitForStopReason } from '../shutdown.js';
 import { clusterApiPorts, maxClusterProcessesPerKind, parseCount, runClusterStart } from './start-cluster.js';
 
 /**
@@ -83,6 +83,15 @@ export function registerStartCommand(program: Command): void {
     .action(async (options: { uiPort: string; host: string; port: string; cluster?: boolean; workers: string; apis: string; apiPorts?: string }) => {
       const safety = installProcessSafetyNet({ command: 'start' });
       const config = loadConfig();
+      // Listening from here on: a Ctrl-C while the servers start is kept and acted on once they are
+      // up (PostgreSQL and the dev server are in process groups of their own and do not see it), not
+      // a death of this process that leaves them running.
+      // (The cluster shape says "stopping (received …)" when it acts on it, in start-cluster.ts.)
+      const early: { signal: NodeJS.Signals | null; running: boolean } = { signal: null, running: options.cluster === true };
+      void waitForShutdownSignal().then((signal) => {
+        early.signal = signal;
+        if (!early.running) process.stderr.write(`received ${signal} while starting: stopping once the servers are up (${signal} again exits at once)\n`);
+      });
       if (options.cluster === true) {
         // Checked before anything starts: a typo in a flag should not cost a server start.
         const apiPorts = clusterApiPorts(options);
@@ -106,28 +115,34 @@ export function registerStartCommand(program: Command): void {
       const runtime = await startLocalRuntime(runConfig, { temporalUiPort: uiPort, ...(codecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: codecEndpoint }) });
       let failure: unknown = undefined;
       try {
-        // Loaded only here: the other commands need not pay for the HTTP framework's import.
-        const { serveHttpApp } = await import('../http-app.js');
-        const api = await serveHttpApp(runtime.context, { host: options.host, port: Number(options.port), providers: runtime.provider.connectors });
-        runtime.provider.deliverEventsTo(api.url);
-        try {
-          const lines = [
-            'chargeguard is running',
-            `  HTTP API:        ${api.url}  (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs)`,
-            `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
-            ...(runtime.stack.temporalUiUrl === null ? [] : webUiCodecLines(codecEndpoint, api.url)),
-            `  worker:          task queue "charges"`,
-            `  card payments:   ${runtime.provider.summary}`,
-            '',
-            ...connectionLines(runtime.stack, runtime.config),
-            'Ctrl-C stops everything.',
-          ];
-          process.stdout.write(`${lines.join('\n')}\n`);
-          const stop = await waitForStopReason(safety, { 'the worker': runtime.workerRun });
-          failure = stop.error;
-          process.stderr.write(`stopping (${stop.reason})…\n`);
-        } finally {
-          await api.close().catch((error: unknown) => process.stderr.write(`cleanup: closing the API failed: ${(error as Error).message}\n`));
+        if (early.signal !== null) {
+          // Asked to stop before it served: no API, no banner whose addresses would be gone at once.
+          process.stderr.write(`stopping (received ${early.signal} while starting)…\n`);
+        } else {
+          // Loaded only here: the other commands need not pay for the HTTP framework's import.
+          const { serveHttpApp } = await import('../http-app.js');
+          const api = await serveHttpApp(runtime.context, { host: options.host, port: Number(options.port), providers: runtime.provider.connectors });
+          runtime.provider.deliverEventsTo(api.url);
+          try {
+            const lines = [
+              'chargeguard is running',
+              `  HTTP API:        ${api.url}  (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs)`,
+              `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
+              ...(runtime.stack.temporalUiUrl === null ? [] : webUiCodecLines(codecEndpoint, api.url)),
+              `  worker:          task queue "charges"`,
+              `  card payments:   ${runtime.provider.summary}`,
+              '',
+              ...connectionLines(runtime.stack, runtime.config),
+              'Ctrl-C stops everything.',
+            ];
+            early.running = true;
+            process.stdout.write(`${lines.join('\n')}\n`);
+            const stop = await waitForStopReason(safety, { 'the worker': runtime.workerRun });
+            failure = stop.error;
+            process.stderr.write(`stopping (${stop.reason})…\n`);
+          } finally {
+            await api.close().catch((error: unknown) => process.stderr.write(`cleanup: closing the API failed: ${(error as Error).message}\n`));
+          }
         }
       } finally {
         // Whatever ended the command (Ctrl-C, a dead worker, a failed API start): the worker, the
