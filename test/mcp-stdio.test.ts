@@ -1,17 +1,91 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { createApiKey, getApiKey, revokeApiKey } from '../src/auth/api-keys.js';
 import { readCharge } from '../src/ledger/charges.js';
 import { listRefunds } from '../src/ledger/refunds.js';
 import { countLedger } from '../src/ledger/reports.js';
+import { withoutUrlPassword } from '../src/support/redact.js';
 import { chargeBody, fundedTenant, newKey, testPayloadSettings, useHarness } from './support/harness.js';
 import { callTool, exerciseChargeTools, structured } from './support/mcp.js';
 
 const h = useHarness();
 
+/** The stdio client config docs/api.md shows (section 5), parsed out of the page itself. */
+async function documentedStdioConfig(): Promise<{ command: string; args: string[]; env: Record<string, string> } & Record<string, unknown>> {
+  const page = await readFile('docs/api.md', 'utf8');
+  const section = page.slice(page.indexOf('## 5. Connect an MCP client'));
+  const block = /```json\n([\s\S]*?)\n```/.exec(section)?.[1];
+  if (block === undefined) throw new Error('docs/api.md section 5 has no json block');
+  return (JSON.parse(block) as { mcpServers: { chargeguard: { command: string; args: string[]; env: Record<string, string> } } }).mcpServers.chargeguard;
+}
+
+/** A PGPASSFILE for a URL's credentials, as `start` writes its own (hostname:port:database:username:password). */
+async function passwordFileFor(databaseUrl: string): Promise<string> {
+  const url = new URL(databaseUrl);
+  const field = (text: string) => decodeURIComponent(text).replace(/[\\:]/g, (c) => `\\${c}`);
+  const path = join(await mkdtemp(join(tmpdir(), 'chargeguard-pgpass-')), 'postgres.pgpass');
+  await writeFile(path, `${field(url.hostname)}:${url.port || '5432'}:${field(url.pathname.slice(1))}:${field(url.username)}:${field(url.password)}\n`, { mode: 0o600 });
+  return path;
+}
+
 describe('MCP over stdio', () => {
+  it('the stdio config in docs/api.md, run as written (the run\'s values for the examples), serves the tools; without its payload keys setting it would not start', async () => {
+    const stack = inject('stack');
+    const documented = await documentedStdioConfig();
+    // Only what a client config has: a command, its arguments and its environment.
+    expect(Object.keys(documented).sort()).toEqual(['args', 'command', 'env']);
+    expect(Object.keys(documented.env).sort()).toEqual(['CHARGEGUARD_API_KEY', 'CHARGEGUARD_PAYLOAD_KEYS_FILE', 'DATABASE_URL', 'PGPASSFILE', 'TEMPORAL_ADDRESS']);
+    // The examples are shaped as `start` prints them: the app role's URL without a password, beside PGPASSFILE.
+    expect(documented.env.DATABASE_URL).toMatch(/^postgres:\/\/chargeguard_app@127\.0\.0\.1:\d+\/chargeguard$/);
+
+    const tenant = await fundedTenant(h, { label: 'mcp-stdio-docs' });
+    const { key } = await createApiKey(h.pool, tenant, 'documented stdio agent');
+    const values: Record<string, string> = {
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      DATABASE_URL: withoutUrlPassword(stack.databaseUrl),
+      PGPASSFILE: await passwordFileFor(stack.databaseUrl),
+      CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFile,
+      CHARGEGUARD_API_KEY: key,
+    };
+    const env = Object.fromEntries(Object.keys(documented.env).map((name) => [name, values[name]!]));
+    // The clone's path in place of the page's; the command and the arguments as written.
+    const args = documented.args.map((arg) => arg.replace('/path/to/chargeguard', process.cwd()));
+    const connect = async (serverEnv: Record<string, string>): Promise<{ client: Client; stderr: () => string }> => {
+      const stderr: string[] = [];
+      // As a desktop client starts it: the SDK's default environment (PATH, HOME, …) and the config's
+      // env only, nothing of this test run's; in a folder of its own, not the clone.
+      const transport = new StdioClientTransport({ command: documented.command, args, env: serverEnv, cwd: tmpdir(), stderr: 'pipe' });
+      transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+      const client = new Client({ name: 'chargeguard-docs-test', version: '1.0.0' });
+      try {
+        await client.connect(transport);
+      } catch (error) {
+        await client.close();
+        throw new Error(`${(error as Error).message}\n--- server stderr ---\n${stderr.join('')}`, { cause: error });
+      }
+      return { client, stderr: () => stderr.join('') };
+    };
+
+    const { client, stderr } = await connect(env);
+    try {
+      expect(client.getServerVersion()?.name).toBe('chargeguard');
+      await exerciseChargeTools(client, h, tenant);
+    } catch (error) {
+      throw new Error(`${(error as Error).message}\n--- server stderr ---\n${stderr()}`, { cause: error });
+    } finally {
+      await client.close();
+    }
+
+    // What the page showed before: the same config without the payload keys setting does not start.
+    const { CHARGEGUARD_PAYLOAD_KEYS_FILE: _keys, ...withoutKeys } = env;
+    await expect(connect(withoutKeys)).rejects.toThrow(/CHARGEGUARD_PAYLOAD_KEYS/);
+  });
+
   it('a child process serves the tools: create, retry (same charge), read, refund, balance', async () => {
     const stack = inject('stack');
     const tenant = await fundedTenant(h, { label: 'mcp-stdio' });

@@ -47,6 +47,14 @@ describe('`chargeguard start`', () => {
         },
         { timeoutMs: 300_000, intervalMs: 200, what: 'start to be running' },
       );
+      // docs/api.md shows the banner and tells the reader how many lines to export: both as printed.
+      const exported = (text: string) => [...text.matchAll(/^ {2}export (\w+)=/gm)].map((match) => match[1]);
+      const page = await readFile('docs/api.md', 'utf8');
+      const documentedBanner = /```text\n(chargeguard is running[\s\S]*?)```/.exec(page)?.[1] ?? '';
+      expect(exported(documentedBanner)).toEqual(exported(output));
+      const counted = /export the (\w+) lines as printed/.exec(page)?.[1];
+      expect(['one', 'two', 'three', 'four', 'five', 'six', 'seven'].indexOf(counted ?? '') + 1, `"export the ${counted} lines"`).toBe(exported(output).length);
+
       const temporalAddress = /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1];
       const databasePort = /export DATABASE_URL=postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)\//.exec(output)?.[1];
       expect(temporalAddress, output).toBeDefined();
@@ -67,6 +75,8 @@ describe('`chargeguard start`', () => {
       expect(await isPortAccepting(Number(temporalAddress!.split(':')[1]))).toBe(false);
       expect(await isPortAccepting(Number(databasePort))).toBe(false);
       expect(await isPortAccepting(apiPort)).toBe(false);
+      // The Web UI start runs (its UI server) is stopped with the rest.
+      expect(await isPortAccepting(uiPort)).toBe(false);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
       await exited;

@@ -8,9 +8,10 @@ import { codecEndpointUrl, codecSessionCookie, loopbackUiOrigins, registerCodecR
 import { codecSessionTtlMs, codecSessionValid, codecSessionValue } from '../src/codec/codec-token.js';
 import { EncryptionCodec } from '../src/codec/encryption-codec.js';
 import { parsePayloadKeyRing } from '../src/codec/key-ring.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePorts } from '../src/stack/free-port.js';
+import { isPortAccepting } from '../src/stack/wait.js';
 import { waitFor } from './support/harness.js';
-import { chargeThroughStart, openBrowser, openWorkflowPage, ownStackEnv, runCli, startCodecSession, tickIncludeCredentials } from './support/web-ui.js';
+import { chargeThroughStart, openBrowser, openWorkflowPage, ownStackEnv, printedSessionUrl, runCli, startCodecSession, uiCodecSettings } from './support/web-ui.js';
 
 const token = randomBytes(32).toString('base64url');
 const uiOrigin = 'http://127.0.0.1:18233';
@@ -117,29 +118,36 @@ describe('the codec session (the Web UI presents the codec token as a cookie)', 
   });
 });
 
-describe('the dev server Web UI that `chargeguard start` runs', () => {
+describe('the Web UI that `chargeguard start` runs', () => {
   it(
-    'decodes a charge input for an operator with a codec session, in a real browser, and shows only ciphertext without one',
+    'decodes a charge input after the one step the docs name (the codec session page start prints), in a real browser, and shows only ciphertext without it',
     { timeout: 400_000 },
     async () => {
       const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-web-ui-'));
       // PostgreSQL runs as its own OS user when we are root; it must be able to enter this folder.
       await chmod(dataDir, 0o755);
-      const apiPort = await findFreePort();
-      const uiPort = await findFreePort();
+      const [apiPort, uiPort] = await findFreePorts(2);
       const apiUrl = `http://127.0.0.1:${apiPort}`;
       const uiUrl = `http://127.0.0.1:${uiPort}`;
+      // docs/operations.md, dev shape: start with a codec token, nothing else.
       const start = runCli(['start', '--port', String(apiPort), '--ui-port', String(uiPort)], ownStackEnv(dataDir, { CHARGEGUARD_CODEC_TOKEN: token }));
       const browser = await openBrowser();
       try {
         await start.until(/Ctrl-C stops everything\./, 'start to be running');
-        expect(start.output()).toContain(`decodes payloads through ${apiUrl}/codec`);
-        expect(start.output()).not.toContain(token);
-        const charge = await chargeThroughStart(start.output(), apiUrl);
+        const output = start.output();
+        expect(output).toContain(`Temporal Web UI: ${uiUrl}`);
+        expect(output).toContain(`decodes payloads through ${apiUrl}/codec`);
+        // One step: no codec drawer settings to make by hand.
+        expect(output).not.toContain('codec server settings');
+        expect(output).not.toContain(token);
+        const sessionUrl = printedSessionUrl(output);
+        expect(sessionUrl).toBe(`${apiUrl}/codec/session`);
+        // The UI's settings, as the browser reads them: this API's codec endpoint, sending the session cookie.
+        expect(await uiCodecSettings(uiUrl)).toMatchObject({ Endpoint: `${apiUrl}/codec`, IncludeCredentials: true, PassAccessToken: false });
+        const charge = await chargeThroughStart(output, apiUrl);
 
         // Without a session: the UI's decode calls are refused, the input stays ciphertext.
         const stranger = await browser.context.newPage();
-        await tickIncludeCredentials(stranger, uiUrl, `${apiUrl}/codec`);
         const refusedStatuses: number[] = [];
         stranger.on('response', (response) => {
           if (response.url().endsWith('/codec/decode')) refusedStatuses.push(response.status());
@@ -149,9 +157,9 @@ describe('the dev server Web UI that `chargeguard start` runs', () => {
         expect(await stranger.getByText(charge.marker).count()).toBe(0);
         await stranger.close();
 
+        // The docs' one step, then the workflow page: nothing set in the UI.
         const page = await browser.context.newPage();
-        await startCodecSession(page, apiUrl, token);
-        await tickIncludeCredentials(page, uiUrl, `${apiUrl}/codec`);
+        await startCodecSession(page, sessionUrl, token);
         const seen = await openWorkflowPage(page, { uiUrl, charge, text: charge.marker, screenshotPath: join('.data', 'web-ui-codec-dev.png') });
         expect(seen.found, `the decoded input (${charge.marker}) on the workflow page; decode statuses ${seen.decodeStatuses.join(',')}`).toBe(true);
         expect(seen.decodeStatuses.length).toBeGreaterThan(0);
@@ -159,9 +167,14 @@ describe('the dev server Web UI that `chargeguard start` runs', () => {
         // The order id and the amount are in the decoded input too (the order id is also a search attribute).
         expect(await page.getByText(`"orderId": "${charge.orderId}"`).count()).toBeGreaterThan(0);
         expect(await page.getByText('"amountMinor": 4321').count()).toBeGreaterThan(0);
+
+        // Stopping start stops the UI server with the rest.
+        start.child.kill('SIGTERM');
+        expect(await start.exited).toBe(0);
+        expect(await isPortAccepting(uiPort!)).toBe(false);
       } finally {
         await browser.close();
-        if (start.child.exitCode === null) start.child.kill('SIGTERM');
+        if (start.child.exitCode === null) start.child.kill('SIGKILL');
         await start.exited;
         await rm(dataDir, { recursive: true, force: true });
       }

@@ -1,49 +1,53 @@
 #!/usr/bin/env node
-import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { Command } from 'commander';
-import { registerAccountsCommand } from './commands/accounts.js';
-import { registerApiKeysCommand } from './commands/api-keys.js';
-import { registerApiCommand } from './commands/api.js';
-import { registerCancelCommand } from './commands/cancel.js';
-import { registerCaptureCommand } from './commands/capture.js';
-import { registerChargeCommand } from './commands/charge.js';
-import { registerDemoCommand } from './commands/demo.js';
-import { registerMcpCommand } from './commands/mcp.js';
-import { registerMigrateCommand } from './commands/migrate.js';
-import { registerReconcileCommand } from './commands/reconcile.js';
-import { registerRefundCommand } from './commands/refund.js';
-import { registerStatusCommand } from './commands/status.js';
-import { registerStartCommand } from './commands/start.js';
-import { registerWorkerCommand } from './commands/worker.js';
-import { registerWebhookSecretsCommand } from './commands/webhook-secrets.js';
 import { readDatabasePasswordsFromPasswordFile } from './database-password-file.js';
 
-// Workers log at WARN: a command's own output should not drown in polling chatter.
-Runtime.install({ logger: new DefaultLogger('WARN') });
+/**
+ * The commands, in the order help lists them, each loaded only when it runs: a command's module
+ * brings the service, the ledger and Temporal's client (or worker) with it, and importing all of
+ * them cost every call seconds. A call names its command, so only that module is imported; help
+ * without a command, or a name that is none of these, loads them all.
+ */
+const commands: Array<readonly [name: string, load: () => Promise<(program: Command) => void>]> = [
+  ['start', async () => (await import('./commands/start.js')).registerStartCommand],
+  ['worker', async () => (await import('./commands/worker.js')).registerWorkerCommand],
+  ['migrate', async () => (await import('./commands/migrate.js')).registerMigrateCommand],
+  ['demo', async () => (await import('./commands/demo.js')).registerDemoCommand],
+  ['api', async () => (await import('./commands/api.js')).registerApiCommand],
+  ['mcp', async () => (await import('./commands/mcp.js')).registerMcpCommand],
+  ['charge', async () => (await import('./commands/charge.js')).registerChargeCommand],
+  ['status', async () => (await import('./commands/status.js')).registerStatusCommand],
+  ['cancel', async () => (await import('./commands/cancel.js')).registerCancelCommand],
+  ['capture', async () => (await import('./commands/capture.js')).registerCaptureCommand],
+  ['refund', async () => (await import('./commands/refund.js')).registerRefundCommand],
+  ['accounts', async () => (await import('./commands/accounts.js')).registerAccountsCommand],
+  ['api-keys', async () => (await import('./commands/api-keys.js')).registerApiKeysCommand],
+  ['webhook-secrets', async () => (await import('./commands/webhook-secrets.js')).registerWebhookSecretsCommand],
+  ['reconcile', async () => (await import('./commands/reconcile.js')).registerReconcileCommand],
+];
+
+/** The commands that run a Temporal worker in this process, whose runtime is set up before it starts. */
+const workerCommands = new Set(['start', 'worker', 'demo']);
+
+/** The program with the commands `argv` needs: the one it names, or all of them. */
+export async function buildProgram(argv: readonly string[]): Promise<Command> {
+  const named = commands.find(([name]) => name === argv[2]);
+  const selected = named === undefined ? commands : [named];
+  if (selected.some(([name]) => workerCommands.has(name))) {
+    // Workers log at WARN: a command's own output should not drown in polling chatter.
+    const { DefaultLogger, Runtime } = await import('@temporalio/worker');
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  }
+  const program = new Command().name('chargeguard').description('exactly-once charges for automated agents').showHelpAfterError();
+  for (const register of await Promise.all(selected.map(([, load]) => load()))) register(program);
+  return program;
+}
+
 readDatabasePasswordsFromPasswordFile();
 
-const program = new Command()
-  .name('chargeguard')
-  .description('exactly-once charges for automated agents')
-  .showHelpAfterError();
-
-registerStartCommand(program);
-registerWorkerCommand(program);
-registerMigrateCommand(program);
-registerDemoCommand(program);
-registerApiCommand(program);
-registerMcpCommand(program);
-registerChargeCommand(program);
-registerStatusCommand(program);
-registerCancelCommand(program);
-registerCaptureCommand(program);
-registerRefundCommand(program);
-registerAccountsCommand(program);
-registerApiKeysCommand(program);
-registerWebhookSecretsCommand(program);
-registerReconcileCommand(program);
-
-program.parseAsync(process.argv).catch((error: unknown) => {
-  process.stderr.write(`error: ${(error as Error).message}\n`);
-  process.exitCode = 1;
-});
+buildProgram(process.argv)
+  .then((program) => program.parseAsync(process.argv))
+  .catch((error: unknown) => {
+    process.stderr.write(`error: ${(error as Error).message}\n`);
+    process.exitCode = 1;
+  });

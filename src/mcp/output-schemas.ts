@@ -3,6 +3,7 @@ import { mandateRules } from '../domain/mandate.js';
 import { limitScopes } from '../domain/rate-limits.js';
 import { dependencies } from '../service/errors.js';
 import { errorKinds, retryAdvices, type ErrorKindName } from '../service/error-kinds.js';
+import { portableObject } from './portable-schema.js';
 import { wireAccountSchema, wireChargeSchema, wireRefundSchema } from '../service/wire.js';
 
 /**
@@ -10,7 +11,8 @@ import { wireAccountSchema, wireChargeSchema, wireRefundSchema } from '../servic
  * tool's schema, tool errors included (src/mcp/tool-results.ts), so each schema is one object that
  * accepts both: the success members, and `error` alone when the result is an error. Every member is
  * therefore optional in the schema; the descriptions say which come together. The SDK turns them
- * into draft-07 JSON Schemas.
+ * into draft-07 JSON Schemas, made portable first (portable-schema.ts): a member that is null over
+ * HTTP is left out of a tool result, and the schemas say so by making it optional.
  */
 
 const errorKindNames = Object.keys(errorKinds) as [ErrorKindName, ...ErrorKindName[]];
@@ -35,7 +37,7 @@ export const toolErrorSchema = z
 const replayed = z.boolean().describe('true when this key was already used for this request: nothing new was done');
 const completed = z.boolean().describe('false when the outcome was not known within the wait: call again with the same keys');
 
-export const outputSchemas = {
+const wireOutputSchemas = {
   /** create_charge */
   chargeCreated: z.object({
     charge: wireChargeSchema.optional().describe('on success: the charge'),
@@ -60,4 +62,12 @@ export const outputSchemas = {
     account: wireAccountSchema.optional().describe('on success: the account and its balances'),
     error: toolErrorSchema.optional(),
   }),
+} as const;
+
+/** What the tools declare: {@link wireOutputSchemas}, in plain JSON Schema every client reads. */
+export const outputSchemas = {
+  chargeCreated: portableObject(wireOutputSchemas.chargeCreated),
+  charge: portableObject(wireOutputSchemas.charge),
+  refundCreated: portableObject(wireOutputSchemas.refundCreated),
+  account: portableObject(wireOutputSchemas.account),
 } as const;

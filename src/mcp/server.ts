@@ -1,5 +1,5 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { AccountsService } from '../service/accounts-service.js';
 import type { ChargeService } from '../service/charge-service.js';
@@ -39,6 +39,31 @@ const idempotencyKey = z
       '(e.g. "order-1234-attempt-1"). REUSE THE SAME KEY when you retry after an error or timeout: that is ' +
       'what makes the retry safe. A new key means a new charge.',
   );
+
+/**
+ * What each tool does, as MCP's hints say it (a client may ask before a destructive call, or run a
+ * read-only one without asking). Written out in full for every tool, and pinned by
+ * test/mcp-tool-schemas.test.ts:
+ *
+ * - readOnlyHint: changes nothing (get_charge, get_account_balance).
+ * - destructiveHint: may change what already exists for good. cancel_charge releases a hold (and
+ *   voids the provider's authorization); capture_charge moves the reserved money and releases what
+ *   it does not capture; refund_charge returns money. create_charge only adds a new charge.
+ * - idempotentHint: the same call again has no further effect. True for every tool: a charge or a
+ *   refund is made once per key, and cancel and capture are no-ops on a charge already there.
+ * - openWorldHint: may reach beyond chargeguard's own ledger and Temporal, i.e. to the external
+ *   payment provider (Stripe): a charge with payment_method authorizes there, capture and cancel
+ *   capture or void that authorization, a refund refunds there. The reads answer from chargeguard's
+ *   own records.
+ */
+export const toolAnnotations = {
+  create_charge: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  get_charge: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  cancel_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  capture_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  refund_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  get_account_balance: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+} as const satisfies Record<string, ToolAnnotations>;
 
 /**
  * Runs one tool call as the principal: who it is and whether its role allows the operation are
@@ -121,7 +146,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
             .string()
             .optional()
             .describe(`free text, at most ${limits.descriptionMaxLength} characters; tab and line breaks are the only control characters allowed`),
-          metadata: refusingPrototypeKey(z.record(z.string(), z.string()))
+          metadata: refusingPrototypeKey(z.object({}).catchall(z.string()))
             .optional()
             .describe(
               `at most ${limits.metadataMaxKeys} string values under keys of at most ${limits.metadataKeyMaxLength} characters; ` +
@@ -130,7 +155,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
         })
         .strict(),
       outputSchema: outputSchemas.chargeCreated,
-      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      annotations: toolAnnotations.create_charge,
     },
     ({ idempotency_key, ...body }) =>
       run(deps, 'charges.create', async (tenant, principal) => {
@@ -151,7 +176,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       description: 'The charge created with this idempotency_key, as it stands now (refunds included).',
       inputSchema: z.object({ idempotency_key: idempotencyKey }).strict(),
       outputSchema: outputSchemas.charge,
-      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+      annotations: toolAnnotations.get_charge,
     },
     ({ idempotency_key }) =>
       run(deps, 'charges.read', async (tenant) => {
@@ -169,7 +194,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
         'charge cannot be cancelled: use refund_charge.',
       inputSchema: z.object({ idempotency_key: idempotencyKey }).strict(),
       outputSchema: outputSchemas.charge,
-      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      annotations: toolAnnotations.cancel_charge,
     },
     ({ idempotency_key }) =>
       run(deps, 'charges.cancel', async (tenant) => {
@@ -190,7 +215,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
         })
         .strict(),
       outputSchema: outputSchemas.charge,
-      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      annotations: toolAnnotations.capture_charge,
     },
     ({ idempotency_key, amount }) =>
       run(deps, 'charges.capture', async (tenant) => {
@@ -208,7 +233,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       description: 'posted (settled), pending (reserved by charges not yet captured) and available (posted - pending), in minor units.',
       inputSchema: z.object({ account_id: z.string().describe('the account id') }).strict(),
       outputSchema: outputSchemas.account,
-      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+      annotations: toolAnnotations.get_account_balance,
     },
     ({ account_id }) =>
       run(deps, 'accounts.read', async (tenant) => {
@@ -240,7 +265,7 @@ function registerRefundTool(server: McpServer, deps: McpDeps): void {
         })
         .strict(),
       outputSchema: outputSchemas.refundCreated,
-      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      annotations: toolAnnotations.refund_charge,
     },
     ({ idempotency_key, refund_idempotency_key, amount }) =>
       run(deps, 'refunds.create', async (tenant, principal) => {

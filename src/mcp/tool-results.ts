@@ -2,12 +2,18 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ChargeguardError } from '../service/errors.js';
 import { errorKinds, type ErrorKind, type RetryAdvice } from '../service/error-kinds.js';
 import { asUnavailable } from '../service/unavailable.js';
+import { withoutNulls } from './portable-schema.js';
 
-/** A successful tool call: the JSON for the model to read, and the same object as structured content. */
+/**
+ * A successful tool call: the JSON for the model to read, and the same object as structured content,
+ * without null members: the tools' portable output schemas have no null (portable-schema.ts), so a
+ * member that is null over HTTP is absent here.
+ */
 export function okResult(summary: string, value: Record<string, unknown>): CallToolResult {
+  const content = withoutNulls(value);
   return {
-    content: [{ type: 'text', text: `${summary}\n${JSON.stringify(value, null, 2)}` }],
-    structuredContent: value,
+    content: [{ type: 'text', text: `${summary}\n${JSON.stringify(content, null, 2)}` }],
+    structuredContent: content,
   };
 }
 

@@ -1,7 +1,17 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** Absolute path of the repository root, derived from this file's location (src/stack/). */
+/**
+ * Absolute path of the repository root: the nearest folder above this file (src/stack/, or
+ * dist/src/stack/ in a build) that holds package.json.
+ */
 export function repoRoot(): string {
-  return resolve(fileURLToPath(new URL('../../', import.meta.url)));
+  let dir = resolve(fileURLToPath(new URL('../../', import.meta.url)));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const parent = dirname(dir);
+    if (parent === dir) return resolve(fileURLToPath(new URL('../../', import.meta.url)));
+    dir = parent;
+  }
+  return dir;
 }

@@ -8,8 +8,9 @@ import { repoRoot } from './repo-root.js';
 import { pollUntil } from './wait.js';
 
 /**
- * The Temporal Web UI for the cluster shape: the real server has no UI of its own (the dev server
- * embeds one), so `start --cluster` runs Temporal's UI server beside it, built from
+ * The Temporal Web UI that `start` and `start --cluster` run: the real server has no UI of its own,
+ * and the dev server's embedded one cannot be told `includeCredentials` on its command line (only
+ * `--ui-codec-endpoint`), so both shapes run Temporal's UI server (the same UI, 2.42.1), built from
  * github.com/temporalio/ui-server (which ships the UI's built assets) by
  * scripts/install-temporal-ui-server.sh. It listens on loopback only, talks to the cluster's
  * frontend, and decodes payloads through chargeguard's codec endpoint (src/codec/codec-routes.ts)
@@ -59,6 +60,19 @@ export function resolveTemporalUiServerPath(): string {
     );
   }
   return path;
+}
+
+/**
+ * Whether the UI server is installed (TEMPORAL_UI_SERVER_INSTALL_SKIP=1 installs none): the dev
+ * shape then falls back to the dev server's own UI, which cannot be told to send credentials.
+ */
+export function temporalUiServerInstalled(): boolean {
+  try {
+    resolveTemporalUiServerPath();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

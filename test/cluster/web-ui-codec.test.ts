@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findFreePorts } from '../../src/stack/free-port.js';
 import { isPortAccepting } from '../../src/stack/wait.js';
-import { chargeThroughStart, openBrowser, openWorkflowPage, ownStackEnv, runCli, startCodecSession } from '../support/web-ui.js';
+import { chargeThroughStart, openBrowser, openWorkflowPage, ownStackEnv, printedSessionUrl, runCli, startCodecSession, uiCodecSettings } from '../support/web-ui.js';
 
 describe('the Temporal Web UI that `chargeguard start --cluster` runs beside the Temporal server', () => {
   it(
@@ -30,14 +30,17 @@ describe('the Temporal Web UI that `chargeguard start --cluster` runs beside the
         expect(output).toContain(`Temporal Web UI: ${uiUrl}`);
         expect(output).toContain(`decodes payloads through ${apiUrl}/codec`);
         expect(output).not.toContain(token);
+        // One step: no codec drawer settings to make by hand.
+        expect(output).not.toContain('codec server settings');
+        const sessionUrl = printedSessionUrl(output);
+        expect(sessionUrl).toBe(`${apiUrl}/codec/session`);
         // The UI server's settings, as the browser reads them: this cluster's codec endpoint, with credentials.
-        const settings = (await (await fetch(`${uiUrl}/api/v1/settings`)).json()) as { Codec: { Endpoint: string; IncludeCredentials: boolean; PassAccessToken: boolean } };
-        expect(settings.Codec).toMatchObject({ Endpoint: `${apiUrl}/codec`, IncludeCredentials: true, PassAccessToken: false });
+        expect(await uiCodecSettings(uiUrl)).toMatchObject({ Endpoint: `${apiUrl}/codec`, IncludeCredentials: true, PassAccessToken: false });
 
         const charge = await chargeThroughStart(output, apiUrl);
         const page = await browser.context.newPage();
-        // Nothing to tick in the UI: its server's configuration says includeCredentials.
-        await startCodecSession(page, apiUrl, token);
+        // The docs' one step (the session page start printed), then the workflow page: nothing set in the UI.
+        await startCodecSession(page, sessionUrl, token);
         const seen = await openWorkflowPage(page, { uiUrl, charge, text: charge.marker, screenshotPath: join('.data', 'web-ui-codec-cluster.png') });
         expect(seen.found, `the decoded input (${charge.marker}) on the workflow page; decode statuses ${seen.decodeStatuses.join(',')}`).toBe(true);
         expect(seen.decodeStatuses.length).toBeGreaterThan(0);

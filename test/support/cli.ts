@@ -9,6 +9,9 @@ export interface CliResult {
   json: any;
 }
 
+/** The CLI as `npm run cli` runs it: compiled JavaScript (dist/, built by the global setup when stale). */
+export const cliLauncher = 'bin/chargeguard.mjs';
+
 /**
  * Runs the real CLI in a child process against the shared test stack, as a user or a script would,
  * with the run's payload keys as `start` prints them for other terminals.
@@ -19,7 +22,7 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', ...args],
+      [cliLauncher, ...args],
       {
         env: {
           ...process.env,

@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,9 @@ import { payloadProtectionFromSettings } from '../../src/codec/payload-protectio
 import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
 import { startLocalStack } from '../../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../../src/worker/charge-worker.js';
+
+/** tsc over the whole product: about 15 s of CPU, several times that on a loaded machine. */
+const cliBuildTimeoutMs = 300_000;
 
 export interface TestStack {
   temporalAddress: string;
@@ -44,6 +48,9 @@ declare module 'vitest' {
  * payload encryption on as in every deployment.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The CLI tests run the CLI as `npm run cli` does, from dist/: built here, once, when the sources
+  // changed since it was built, rather than by the first test that calls it (inside its timeout).
+  await ensureCliBuilt();
   const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-test-'));
   // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
   await chmod(dataDir, 0o711);
@@ -85,4 +92,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await stack.stop();
     await rm(dataDir, { recursive: true, force: true });
   };
+}
+
+/** Runs the CLI launcher once (its top-level help), which rebuilds dist/ first when it is stale. */
+function ensureCliBuilt(): Promise<void> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(process.execPath, ['bin/chargeguard.mjs', '--help'], { timeout: cliBuildTimeoutMs }, (error, _stdout, stderr) =>
+      error ? reject(new Error(`building the CLI (bin/chargeguard.mjs) failed: ${error.message}\n${stderr}`)) : resolvePromise(),
+    );
+  });
 }

@@ -120,28 +120,28 @@ export async function chargeThroughStart(startOutput: string, apiUrl: string): P
 }
 
 /** What the operator does once per browser: the codec session form, with the codec token. */
-export async function startCodecSession(page: Page, apiUrl: string, token: string): Promise<void> {
-  await page.goto(`${apiUrl}/codec/session`);
+export async function startCodecSession(page: Page, sessionUrl: string, token: string): Promise<void> {
+  await page.goto(sessionUrl);
   await page.locator('input[name="token"]').fill(token);
   await page.getByRole('button', { name: 'Start session' }).click();
   await page.getByText('Codec session started').waitFor({ timeout: uiRenderTimeoutMs });
 }
 
 /**
- * The dev server's UI cannot be told includeCredentials from its command line: the operator sets
- * it in the UI's codec server settings (the endpoint, "Use my browser setting" and "Include
- * cross-origin credentials"), which store exactly these keys in the browser. The UI uses its
- * browser setting only with an endpoint of the browser's own.
+ * The one step the operator takes, as `start` prints it (docs/operations.md, The Web UI and the
+ * codec endpoint): "open <url> once in the same browser and enter CHARGEGUARD_CODEC_TOKEN". Read
+ * from the output, so the printed line and the test cannot drift apart.
  */
-export async function tickIncludeCredentials(page: Page, uiUrl: string, codecEndpoint: string): Promise<void> {
-  await page.goto(uiUrl);
-  // Runs in the page; typed here without the DOM library this project does not compile against.
-  await page.evaluate((endpoint) => {
-    const storage = (globalThis as unknown as { localStorage: { setItem(key: string, value: string): void } }).localStorage;
-    storage.setItem('endpoint', JSON.stringify(endpoint));
-    storage.setItem('overrideRemoteCodecConfiguration', 'true');
-    storage.setItem('includeCredentials', 'true');
-  }, codecEndpoint);
+export function printedSessionUrl(startOutput: string): string {
+  const url = /open (\S+\/codec\/session) once in the same browser and enter CHARGEGUARD_CODEC_TOKEN/.exec(startOutput)?.[1];
+  if (url === undefined) throw new Error(`start printed no codec session step:\n${startOutput}`);
+  return url;
+}
+
+/** What the UI's settings API tells the browser about the codec endpoint. */
+export async function uiCodecSettings(uiUrl: string): Promise<{ Endpoint: string; IncludeCredentials: boolean; PassAccessToken: boolean }> {
+  const settings = (await (await fetch(`${uiUrl}/api/v1/settings`)).json()) as { Codec: { Endpoint: string; IncludeCredentials: boolean; PassAccessToken: boolean } };
+  return settings.Codec;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { startLocalRuntime } from '../../runtime/local-runtime.js';
@@ -5,6 +6,9 @@ import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-s
 import type { LocalStack } from '../../stack/stack.js';
 import type { PayloadSettings } from '../../codec/payload-protection.js';
 import { codecEndpointUrl, codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
+import { findFreePort } from '../../stack/free-port.js';
+import { startTemporalUiServer, temporalUiServerInstalled, type TemporalUiServer } from '../../stack/temporal-ui-server.js';
+import { step } from '../../support/progress.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
 import { waitForShutdownSignal, waitForStopReason } from '../shutdown.js';
 import { clusterApiPorts, maxClusterProcessesPerKind, parseCount, runClusterStart } from './start-cluster.js';
@@ -53,17 +57,25 @@ function parseUiPort(value: string): number {
 }
 
 /**
- * How the operator gets decoded payloads in the dev server's Web UI (docs/operations.md, The Web
- * UI and the codec endpoint): a codec session in this browser, and the UI's codec settings told to
- * send it, which the dev server's UI cannot be told from its command line.
+ * How the operator gets decoded payloads in the Web UI (docs/operations.md, The Web UI and the
+ * codec endpoint). With the UI server `start` runs, one step: a codec session in this browser (its
+ * configuration sends the session cookie). With the dev server's own UI (the UI server not
+ * installed), the UI's codec settings must also be told to send it.
  */
-function webUiCodecLines(codecEndpoint: string | undefined, apiUrl: string): string[] {
+export function webUiCodecLines(codecEndpoint: string | undefined, apiUrl: string, ui: 'ui-server' | 'dev-server'): string[] {
   if (codecEndpoint === undefined) {
-    return ['                   payloads shown encrypted: set CHARGEGUARD_CODEC_TOKEN (and a --port other than 0) to decode them through the API'];
+    return [
+      ui === 'ui-server'
+        ? '                   payloads shown encrypted: set CHARGEGUARD_CODEC_TOKEN to decode them through the API'
+        : '                   payloads shown encrypted: set CHARGEGUARD_CODEC_TOKEN (and a --port other than 0) to decode them through the API',
+    ];
   }
+  const session = `                   decodes payloads through ${codecEndpoint}: open ${apiUrl}${codecPrefix}/session once in the same browser and enter CHARGEGUARD_CODEC_TOKEN`;
+  if (ui === 'ui-server') return [session];
   return [
-    `                   decodes payloads through ${codecEndpoint}: open ${apiUrl}${codecPrefix}/session once and enter CHARGEGUARD_CODEC_TOKEN,`,
+    `${session},`,
     `                   then in the UI's codec server settings enter ${codecEndpoint}, tick "Use my browser setting and ignore cluster-level setting" and "Include cross-origin credentials"`,
+    '                   (the Temporal UI server is not installed: `npm run setup` installs it, and then this step is not needed)',
   ];
 }
 
@@ -104,16 +116,27 @@ export function registerStartCommand(program: Command): void {
         }
         return;
       }
-      const uiPort = parseUiPort(options.uiPort);
       const apiPort = Number(options.port);
-      // The dev server's Web UI decodes through this API's /codec: served only with a codec token,
-      // and the UI is told its URL before the API listens, so an API on port 0 has none to give.
-      const codecEndpoint = config.CHARGEGUARD_CODEC_TOKEN !== undefined && apiPort !== 0 ? codecEndpointUrl(options.host, apiPort) : undefined;
+      // The Web UI: Temporal's UI server, configured to send the codec session cookie
+      // (includeCredentials), beside a headless dev server, when it is installed and Temporal is
+      // the embedded one; otherwise the dev server's own UI, which can be given only the endpoint.
+      const ownUiServer = config.TEMPORAL_ADDRESS === undefined && temporalUiServerInstalled();
+      // Picked before the API starts: its codec endpoint must allow the UI's origin.
+      const requestedUiPort = parseUiPort(options.uiPort);
+      const uiPort = ownUiServer && requestedUiPort === 0 ? await findFreePort() : requestedUiPort;
+      // The dev server's UI is told the endpoint before the API listens, so an API on port 0 has
+      // none to give it; the UI server starts after the API and is told the port it got.
+      const devServerCodecEndpoint =
+        !ownUiServer && config.CHARGEGUARD_CODEC_TOKEN !== undefined && apiPort !== 0 ? codecEndpointUrl(options.host, apiPort) : undefined;
       // The UI's origin is the one on the port picked here, whatever the default list says.
       const runConfig = uiPort === 0 ? config : { ...config, CHARGEGUARD_CODEC_CORS_ORIGINS: withCodecCorsOrigins(config.CHARGEGUARD_CODEC_CORS_ORIGINS, loopbackUiOrigins(uiPort)) };
       // Cleans up after itself if it fails part-way.
-      const runtime = await startLocalRuntime(runConfig, { temporalUiPort: uiPort, ...(codecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: codecEndpoint }) });
+      const runtime = await startLocalRuntime(runConfig, {
+        temporalUiPort: ownUiServer ? null : uiPort,
+        ...(devServerCodecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: devServerCodecEndpoint }),
+      });
       let failure: unknown = undefined;
+      let uiServer: TemporalUiServer | null = null;
       try {
         if (early.signal !== null) {
           // Asked to stop before it served: no API, no banner whose addresses would be gone at once.
@@ -124,11 +147,29 @@ export function registerStartCommand(program: Command): void {
           const api = await serveHttpApp(runtime.context, { host: options.host, port: Number(options.port), providers: runtime.provider.connectors });
           runtime.provider.deliverEventsTo(api.url);
           try {
+            const codecEndpoint = ownUiServer
+              ? config.CHARGEGUARD_CODEC_TOKEN === undefined
+                ? undefined
+                : codecEndpointUrl(options.host, Number(new URL(api.url).port))
+              : devServerCodecEndpoint;
+            if (ownUiServer) {
+              const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
+              uiServer = await step('starting the Temporal Web UI', () =>
+                startTemporalUiServer({
+                  workDir: join(dataDir, 'temporal-ui'),
+                  temporalAddress: runtime.stack.temporalAddress,
+                  port: uiPort,
+                  codecEndpoint: codecEndpoint ?? null,
+                  logFilePath: join(dataDir, 'logs', 'temporal-ui.log'),
+                }),
+              );
+            }
+            const uiUrl = uiServer?.url ?? runtime.stack.temporalUiUrl;
             const lines = [
               'chargeguard is running',
               `  HTTP API:        ${api.url}  (OpenAPI ${api.url}/openapi.json, docs ${api.url}/docs)`,
-              `  Temporal Web UI: ${runtime.stack.temporalUiUrl ?? '(external Temporal: use its own UI)'}`,
-              ...(runtime.stack.temporalUiUrl === null ? [] : webUiCodecLines(codecEndpoint, api.url)),
+              `  Temporal Web UI: ${uiUrl ?? '(external Temporal: use its own UI)'}`,
+              ...(uiUrl === null ? [] : webUiCodecLines(codecEndpoint, api.url, ownUiServer ? 'ui-server' : 'dev-server')),
               `  worker:          task queue "charges"`,
               `  card payments:   ${runtime.provider.summary}`,
               '',
@@ -141,6 +182,8 @@ export function registerStartCommand(program: Command): void {
             failure = stop.error;
             process.stderr.write(`stopping (${stop.reason})…\n`);
           } finally {
+            // The UI first: nothing left to decode for once the API is gone.
+            if (uiServer !== null) await uiServer.stop().catch((error: unknown) => process.stderr.write(`cleanup: stopping the Temporal Web UI failed: ${(error as Error).message}\n`));
             await api.close().catch((error: unknown) => process.stderr.write(`cleanup: closing the API failed: ${(error as Error).message}\n`));
           }
         }
