@@ -7,13 +7,15 @@ import {
   commonProblems,
   idempotencyKeyParameter,
   jsonResponse,
+  listResponse,
+  pageQueryProperties,
   pathParameterSchemas,
   problemResponses,
   ref,
   replayHeaders,
 } from '../openapi.js';
-import { bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
-import { chargeKeyOf, chargeKeyParams } from './charges.js';
+import { assertWellFormedQuery, bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { chargeKeyOf, chargeKeyParams, chargeLocation } from './charges.js';
 import { chargeActorOf } from '../../auth/principal.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
@@ -93,34 +95,36 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
   );
 
-  app.get<{ Params: { key: string } }>(
+  app.get<{ Params: { key: string }; Querystring: Record<string, unknown> }>(
     '/v1/charges/:key/refunds',
     {
       config: { operation: 'refunds.read' },
       schema: {
-        summary: 'Every refund of a charge, refused ones included, oldest first',
+        summary: 'The refunds of a charge, refused ones included, oldest first',
+        description:
+          'Pages of at most `limit` refunds (20 unless asked). The next page: `starting_after` = the last refund\'s `id` ' +
+          '(`re_…`) or its refund key; the previous one: `ending_before` = the first refund\'s. A cursor that names no ' +
+          'refund of this charge is refused (400 naming the parameter).',
         tags: ['refunds'],
         params: chargeKeyParams,
+        querystring: {
+          type: 'object',
+          properties: pageQueryProperties('a refund id, re_…, or its refund key'),
+          additionalProperties: false,
+        },
         response: {
-          200: {
-            description: 'the refunds',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  properties: { object: { const: 'list' }, data: { type: 'array', items: ref('Refund') }, has_more: { type: 'boolean' } },
-                },
-              },
-            },
-          },
+          200: listResponse('a page of the charge\'s refunds', 'Refund'),
           ...commonProblems,
           ...problemResponses({ 404: 'no charge with this key for this tenant' }),
         },
       },
     },
     async (request) => {
-      const refunds = await context.charges.listRefunds(request.tenant, chargeKeyOf(request.params));
-      return listToWire(refunds.map((refund) => refundToWire(refund, { audit: request.principal.role === 'admin' })), false);
+      assertWellFormedQuery(request);
+      const chargeKey = chargeKeyOf(request.params);
+      const page = await context.charges.listRefundsFromQuery(request.tenant, chargeKey, request.query);
+      const audit = { audit: request.principal.role === 'admin' };
+      return listToWire(page.refunds.map((refund) => refundToWire(refund, audit)), page.hasMore, `${chargeLocation(chargeKey)}/refunds`);
     },
   );
 
