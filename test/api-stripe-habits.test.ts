@@ -140,6 +140,18 @@ describe('lists of refunds and accounts', () => {
     expect(all.body).toMatchObject({ object: 'list', has_more: false, url: path });
     expect(all.body.data.map((r: { id: string }) => r.id)).toEqual(refundIds);
 
+    // GET /v1/refunds?charge=, as Stripe's clients ask: by the charge's id or key, the same pages.
+    const chargeId = chargeIdFor(tenant, chargeKey);
+    expect(await walk(apiKey, `/v1/refunds?charge=${chargeId}&limit=2`, 'starting_after', 'id')).toEqual(forwards);
+    expect(await walk(apiKey, `/v1/refunds?charge=${encodeURIComponent(chargeKey)}&limit=2`, 'ending_before', 'id', refundIds[4]!)).toEqual(backwards);
+    const { hostname, port, protocol } = new URL(api.baseUrl);
+    const stripe = new Stripe(apiKey, { host: hostname, port: Number(port), protocol: protocol.replace(':', '') as 'http', maxNetworkRetries: 0 });
+    const bySdk = await stripe.refunds.list({ charge: chargeId, limit: 2 }).autoPagingToArray({ limit: 100 });
+    expect(bySdk.map((refund) => refund.id)).toEqual(refundIds);
+    expectRefused(await api.request('/v1/refunds?limit=2', { apiKey }), ['charge'], /is required/);
+    const stranger = await tenantWithCharges('refund-pages-other', 1);
+    expectRefused(await api.request(`/v1/refunds?charge=${stranger.ids[0]}`, { apiKey }), ['charge'], /names no charge of this tenant/);
+
     // The other charge's refund: not a refund of this charge.
     const otherPath = `/v1/charges/${encodeURIComponent(keys[1]!)}/refunds`;
     const otherRefund = await api.request(otherPath, { apiKey, body: {}, headers: { 'idempotency-key': newKey() } });
@@ -147,7 +159,6 @@ describe('lists of refunds and accounts', () => {
     expectRefused(await api.request(`${path}?starting_after=${otherRefund.body.id}`, { apiKey }), ['starting_after'], /names no refund/);
     expectRefused(await api.request(`${path}?limit=0`, { apiKey }), ['limit']);
     expectRefused(await api.request(`${path}?status=succeeded`, { apiKey }), ['status']);
-    expect(tenant).toBeTruthy();
   });
 
   it('accounts: agent keys list the accounts they may name, admin keys the system accounts too, in pages by account id', async () => {
@@ -239,7 +250,7 @@ describe('unknown query parameters and expand', () => {
     }
     // The walk covered the routes that used to accept anything (single-object GETs) and the new lists.
     expect(walked).toEqual(
-      expect.arrayContaining(['GET /v1/charges/{key}', 'GET /v1/accounts/{id}', 'GET /v1/accounts', 'GET /v1/charges/{key}/refunds', 'POST /v1/charges', 'GET /healthz']),
+      expect.arrayContaining(['GET /v1/charges/{key}', 'GET /v1/accounts/{id}', 'GET /v1/accounts', 'GET /v1/charges/{key}/refunds', 'GET /v1/refunds', 'POST /v1/charges', 'GET /healthz']),
     );
     expect(walked.length).toBeGreaterThanOrEqual(15);
     expectRefused(await api.request('/v1/charges?expand=customer&limit=2', { apiKey }), ['expand'], /expand is not supported/);

@@ -9,7 +9,7 @@ import { charge, getCharge, startCharge, type ChargeReply } from './charges.js';
 import type { ServiceContext } from './context.js';
 import { buildChargeIntent, buildRefundIntent } from './intent.js';
 import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listing.js';
-import { getRefund, listRefundPage, listRefunds, refund, type RefundReply } from './refunds.js';
+import { getRefund, listRefundPage, listRefunds, listRefundsFromQuery, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
 import { defaultWorkflowTaskTimeoutMs } from '../runtime/workflow-task-timeouts.js';
 import { translateFailures } from './temporal-failures.js';
@@ -176,6 +176,11 @@ export class ChargeService {
   /** Every refund of one charge (up to 100), refused ones included, oldest first. */
   async listRefunds(tenant: string, chargeKey: string): Promise<Refund[]> {
     return this.run({}, () => listRefunds(this.ctx, tenant, chargeKey));
+  }
+
+  /** `GET /v1/refunds?charge=…`: a charge's refunds, the charge by its id or key (a 400 naming `charge` when it is not this tenant's). */
+  async listRefundsOfChargeFromQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+    return this.run({}, () => listRefundsFromQuery(this.ctx, tenant, rawQuery));
   }
 
   /** listRefunds for a query string as the HTTP parser hands it over (limit, starting_after, ending_before). */

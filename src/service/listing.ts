@@ -68,12 +68,9 @@ export async function resolveCursor<T>(
   cursor: { value: string; field: string },
   what: string,
   find: (value: string) => Promise<T | null>,
+  message = `names no ${what} of this list for this tenant: give the id of an object from an earlier page`,
 ): Promise<T> {
   const found = await find(cursor.value);
-  if (found === null) {
-    throw new ValidationError([
-      { field: cursor.field, message: `names no ${what} of this list for this tenant: give the id of an object from an earlier page` },
-    ]);
-  }
+  if (found === null) throw new ValidationError([{ field: cursor.field, message }]);
   return found;
 }

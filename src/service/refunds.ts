@@ -12,7 +12,8 @@ import { refundHandle, startOrAttachRefund } from './start-or-attach.js';
 import { applicationFailureIn, stateConflict } from './temporal-failures.js';
 import { undecodableInputType } from '../../workflows/authenticated-start.js';
 import { forgedStartType } from '../../workflows/verify-start.js';
-import { assertIdempotencyKey, assertTenant, type ValidPageQuery } from './validation.js';
+import { assertIdempotencyKey, assertTenant, parseRefundListQuery, type ValidPageQuery } from './validation.js';
+import { findChargeCursor } from '../ledger/listing.js';
 import { waitForOutcome } from './waiting.js';
 
 /** What a refund call answers, as ChargeReply does for a charge. */
@@ -120,4 +121,25 @@ function refusedOrSucceeded(refund: Refund): Refund {
 /** Every refund of one charge (up to the list limit, 100), refused ones included, oldest first. */
 export async function listRefunds(ctx: ServiceContext, tenant: string, chargeKey: string): Promise<Refund[]> {
   return (await listRefundPage(ctx, tenant, chargeKey, { limit: limits.listLimitMax })).refunds;
+}
+
+/**
+ * `GET /v1/refunds?charge=`, as Stripe's clients ask for a charge's refunds: the charge by its id
+ * (`ch_…`) or idempotency key, then the same page as listRefundPage. A charge that is not this
+ * tenant's is a 400 naming `charge`, as an unknown cursor is.
+ */
+export async function listRefundsFromQuery(
+  ctx: ServiceContext,
+  tenant: string,
+  raw: Record<string, unknown>,
+): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+  assertTenant(tenant);
+  const query = parseRefundListQuery(raw);
+  const chargeKey = await resolveCursor(
+    { value: query.charge, field: 'charge' },
+    'charge',
+    (value) => findChargeCursor(ctx.ledger, tenant, value),
+    "names no charge of this tenant: give a charge's id (ch_…) or idempotency key",
+  );
+  return { chargeKey, ...(await listRefundPage(ctx, tenant, chargeKey, query)) };
 }

@@ -36,6 +36,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
   const { context } = deps;
   refuseOtherMethods(app, '/v1/charges/:key/refunds', ['GET', 'POST']);
   refuseOtherMethods(app, '/v1/charges/:key/refunds/:refundKey', ['GET']);
+  refuseOtherMethods(app, '/v1/refunds', ['GET']);
 
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/refunds',
@@ -125,6 +126,40 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
       const page = await context.charges.listRefundsFromQuery(request.tenant, chargeKey, request.query);
       const audit = { audit: request.principal.role === 'admin' };
       return listToWire(page.refunds.map((refund) => refundToWire(refund, audit)), page.hasMore, `${chargeLocation(chargeKey)}/refunds`);
+    },
+  );
+
+  app.get<{ Querystring: Record<string, unknown> }>(
+    '/v1/refunds',
+    {
+      config: { operation: 'refunds.read' },
+      schema: {
+        summary: 'The refunds of one charge, as Stripe\'s clients ask for them (`charge` required), oldest first',
+        description:
+          'The same list as `GET /v1/charges/{key}/refunds`, the charge named by its `id` (`ch_…`) or idempotency key. ' +
+          'A charge that is not this tenant\'s is refused (400 naming `charge`); so is a list without `charge`: ' +
+          'refunds are listed per charge.',
+        tags: ['refunds'],
+        querystring: {
+          type: 'object',
+          properties: {
+            charge: { ...pathParameterSchemas.idempotencyKey, description: "the charge's id (ch_…) or idempotency key" },
+            ...pageQueryProperties('a refund id, re_…, or its refund key'),
+          },
+          required: ['charge'],
+          additionalProperties: false,
+        },
+        response: {
+          200: listResponse('a page of the charge\'s refunds', 'Refund'),
+          ...commonProblems,
+        },
+      },
+    },
+    async (request) => {
+      assertWellFormedQuery(request);
+      const page = await context.charges.listRefundsOfChargeFromQuery(request.tenant, request.query);
+      const audit = { audit: request.principal.role === 'admin' };
+      return listToWire(page.refunds.map((refund) => refundToWire(refund, audit)), page.hasMore, '/v1/refunds');
     },
   );
 
