@@ -25,6 +25,7 @@ const contractRoutes: Array<[string, string]> = [
   ['get', '/v1/charges/{key}/refunds'],
   ['get', '/v1/charges/{key}/refunds/{refundKey}'],
   ['post', '/v1/accounts'],
+  ['get', '/v1/accounts'],
   ['get', '/v1/accounts/{id}'],
   ['post', '/v1/accounts/{id}/deposits'],
   ['get', '/healthz'],

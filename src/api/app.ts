@@ -11,6 +11,7 @@ import { authorize, type Principal } from '../auth/principal.js';
 import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
+import { refuseUnknownQueryParameters } from './query-parameters.js';
 import { problemFor, sendProblem } from '../http/problem.js';
 import { strictJsonBodyParser } from '../http/json-body.js';
 import { registerAccountRoutes } from './routes/accounts.js';
@@ -184,6 +185,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       headers: {},
     }),
   );
+  // After authentication and rate limits (onRequest), before any handler or signature check.
+  app.addHook('preValidation', refuseUnknownQueryParameters);
   app.addHook('onResponse', async (request, reply) => {
     deps.metrics.requestDuration.observe(
       { method: request.method, route: request.routeOptions.url ?? 'unmatched', status_code: String(reply.statusCode) },

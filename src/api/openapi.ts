@@ -134,6 +134,46 @@ export function jsonResponse(description: string, schemaName: string, headers: R
   return { description, headers, content: { 'application/json': { schema: ref(schemaName) } } };
 }
 
+/**
+ * The page parameters every list takes (service/validation.ts, parsePageQuery): `limit`, and one
+ * cursor, an object of this list named by its id (`cursorDescription` says which ids).
+ */
+export function pageQueryProperties(cursorDescription: string): Record<string, JsonSchema> {
+  const cursor = { ...pathParameterSchemas.idempotencyKey };
+  return {
+    limit: { type: 'integer', minimum: limits.listLimitMin, maximum: limits.listLimitMax, default: limits.listLimitDefault },
+    starting_after: {
+      ...cursor,
+      description: `the next page: the objects after this one (${cursorDescription}); an id that names no object of this list is a 400`,
+    },
+    ending_before: {
+      ...cursor,
+      description: `the previous page: the objects just before this one (${cursorDescription}); not with starting_after`,
+    },
+  };
+}
+
+/** A page of a list: `object: "list"`, `data`, `has_more`, `url` (the list's path). */
+export function listResponse(description: string, itemSchemaName: string): JsonSchema {
+  return {
+    description,
+    content: {
+      'application/json': {
+        schema: {
+          type: 'object',
+          properties: {
+            object: { const: 'list' },
+            data: { type: 'array', items: ref(itemSchemaName) },
+            has_more: { type: 'boolean', description: 'more objects lie beyond this page, in the direction it was read' },
+            url: { type: 'string', description: 'the list\'s path' },
+          },
+          required: ['object', 'data', 'has_more', 'url'],
+        },
+      },
+    },
+  };
+}
+
 export const replayHeaders: Record<string, JsonSchema> = {
   'Idempotent-Replayed': {
     description: '"true" when this response repeats the outcome of an earlier request with the same key',

@@ -4,7 +4,8 @@
  *
  * An `agent` key moves money that already exists: it creates, reads, cancels, captures and refunds
  * charges and reads accounts. Only an `admin` key creates money or changes who may: it opens
- * accounts (so also sets `allow_overdraft`), deposits, and manages keys.
+ * accounts (so also sets `allow_overdraft`), deposits, and manages keys; it also reads the ledger's
+ * system accounts (clearing accounts), which agents never see.
  */
 export const roles = ['agent', 'admin'] as const;
 export type Role = (typeof roles)[number];
@@ -21,6 +22,7 @@ export type Operation =
   | 'refunds.create'
   | 'refunds.read'
   | 'accounts.read'
+  | 'system_accounts.read'
   | 'accounts.open'
   | 'accounts.deposit'
   | 'api_keys.manage';
@@ -41,6 +43,9 @@ export const permissions: Readonly<Record<Operation, Permission>> = {
   'refunds.create': { roles: ['agent', 'admin'], doing: 'refunding charges' },
   'refunds.read': { roles: ['agent', 'admin'], doing: 'reading refunds' },
   'accounts.read': { roles: ['agent', 'admin'], doing: 'reading accounts and balances' },
+  // The ledger's own accounts (a provider's clearing account, the outside world's): what a provider
+  // owes the tenant is the operator's business; agents never name them, as payer, payee or otherwise.
+  'system_accounts.read': { roles: ['admin'], doing: 'reading system accounts (@provider/…, @external/…)' },
   'accounts.open': { roles: ['admin'], doing: 'opening accounts' },
   'accounts.deposit': { roles: ['admin'], doing: 'depositing money' },
   'api_keys.manage': { roles: ['admin'], doing: 'managing API keys' },

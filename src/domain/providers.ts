@@ -31,6 +31,19 @@ export function clearingAccountId(provider: ProviderName, currency: string): str
 }
 
 /**
+ * The ids the ledger gives its system accounts: a provider's clearing account per currency
+ * (`@provider/<provider>/<currency>`) and the outside world's per currency, the other side of every
+ * deposit (`@external/<currency>`). No account a caller opens can have one (`@` and `/` are outside
+ * the account id's characters), and the ledger refuses them as a charge's payer or payee; admin
+ * keys and the operator may read their balances.
+ */
+export const systemAccountIdPattern = /^@(provider\/[a-z][a-z0-9_]{0,31}|external)\/[A-Z]{3}$/;
+
+export function isSystemAccountId(id: string): boolean {
+  return systemAccountIdPattern.test(id);
+}
+
+/**
  * Where the charge stands at the provider, as the ledger recorded it (charges.provider_state); null
  * while nothing was sent. Written in the same transaction as the ledger step each answer decides.
  */

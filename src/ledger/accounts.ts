@@ -1,5 +1,6 @@
 import type { LedgerPool } from './pool.js';
 import { asLedgerRefusal, LedgerRefusalError } from './errors.js';
+import { keysetPage } from './pages.js';
 
 export interface Account {
   tenant: string;
@@ -67,13 +68,53 @@ export async function createAccount(
   return { account: existing, created: false };
 }
 
-export async function getAccount(pool: LedgerPool, tenant: string, id: string): Promise<Account | null> {
+/**
+ * The account and its balances. System accounts (clearing, external: src/domain/providers.ts) only
+ * with `includeSystem`, for admin keys and the operator: every other read treats them as absent.
+ */
+export async function getAccount(
+  pool: LedgerPool,
+  tenant: string,
+  id: string,
+  options: { includeSystem?: boolean } = {},
+): Promise<Account | null> {
   const result = await pool.query<AccountRow>(
     // account_balances, not accounts: a balance includes credits not yet folded into the row.
-    'SELECT * FROM account_balances WHERE tenant = $1 AND id = $2 AND NOT is_system',
+    `SELECT * FROM account_balances WHERE tenant = $1 AND id = $2${options.includeSystem ? '' : ' AND NOT is_system'}`,
     [tenant, id],
   );
   return result.rows[0] ? fromRow(result.rows[0]) : null;
+}
+
+/** The account a list cursor names (its id), or null when this tenant's list holds none by that id. */
+export async function findAccountCursor(pool: LedgerPool, tenant: string, id: string, options: { includeSystem: boolean }): Promise<string | null> {
+  const result = await pool.query<{ id: string }>(
+    `SELECT id FROM accounts WHERE tenant = $1 AND id = $2${options.includeSystem ? '' : ' AND NOT is_system'}`,
+    [tenant, id],
+  );
+  return result.rows[0]?.id ?? null;
+}
+
+/** The tenant's accounts with their balances, newest first: one page. System accounts only with `includeSystem`. */
+export async function listAccounts(
+  pool: LedgerPool,
+  tenant: string,
+  page: { limit: number; includeSystem: boolean; cursor?: { direction: 'after' | 'before'; id: string } | null },
+): Promise<{ accounts: Account[]; hasMore: boolean }> {
+  const conditions = ['tenant = $1', ...(page.includeSystem ? [] : ['NOT is_system'])];
+  const cursor = page.cursor
+    ? { direction: page.cursor.direction, row: '(SELECT created_at, id FROM accounts WHERE tenant = $1 AND id = $2)' }
+    : null;
+  const { rows, hasMore } = await keysetPage<AccountRow>(pool, {
+    from: 'account_balances',
+    orderBy: ['created_at', 'id'],
+    newestFirst: true,
+    conditions,
+    params: page.cursor ? [tenant, page.cursor.id] : [tenant],
+    cursor,
+    limit: page.limit,
+  });
+  return { accounts: rows.map(fromRow), hasMore };
 }
 
 /**

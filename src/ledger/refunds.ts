@@ -1,6 +1,7 @@
 import type { Refund, RefundFailureCode, RefundIntent } from '../domain/refund.js';
 import type { LedgerPool } from './pool.js';
 import { asLedgerRefusal } from './errors.js';
+import { keysetPage } from './pages.js';
 
 /** A row of the refunds table, as ledger_refund returns it. */
 interface RefundRow {
@@ -89,13 +90,44 @@ export async function readRefund(
   return row ? fromRow(row) : null;
 }
 
-/** The refunds of one charge, oldest first, refused ones included. */
-export async function listRefunds(pool: LedgerPool, tenant: string, chargeKey: string, limit = 100): Promise<Refund[]> {
-  const result = await pool.query<RefundRow>(
-    'SELECT * FROM refunds WHERE tenant = $1 AND charge_key = $2 ORDER BY created_at, refund_key LIMIT $3',
-    [tenant, chargeKey, limit],
+/**
+ * The refund of one charge a list cursor names: its id (`re_…`) or its refund key; the refund key,
+ * or null when it names none. An id wins over a key that happens to spell another refund's id.
+ */
+export async function findRefundCursor(pool: LedgerPool, tenant: string, chargeKey: string, idOrKey: string): Promise<string | null> {
+  const result = await pool.query<{ refund_key: string }>(
+    `SELECT refund_key FROM refunds WHERE tenant = $1 AND charge_key = $2 AND (id = $3 OR refund_key = $3)
+      ORDER BY (id = $3) DESC LIMIT 1`,
+    [tenant, chargeKey, idOrKey],
   );
-  return result.rows.map((row) => fromRow(row).refund);
+  return result.rows[0]?.refund_key ?? null;
+}
+
+/** The refunds of one charge, oldest first, refused ones included (at most `limit`). */
+export async function listRefunds(pool: LedgerPool, tenant: string, chargeKey: string, limit = 100): Promise<Refund[]> {
+  return (await listRefundPage(pool, tenant, chargeKey, { limit })).refunds;
+}
+
+/** The refunds of one charge, oldest first, refused ones included: one page of at most `limit`. */
+export async function listRefundPage(
+  pool: LedgerPool,
+  tenant: string,
+  chargeKey: string,
+  page: { limit: number; cursor?: { direction: 'after' | 'before'; refundKey: string } | null },
+): Promise<{ refunds: Refund[]; hasMore: boolean }> {
+  const cursor = page.cursor
+    ? { direction: page.cursor.direction, row: '(SELECT created_at, refund_key FROM refunds WHERE tenant = $1 AND charge_key = $2 AND refund_key = $3)' }
+    : null;
+  const { rows, hasMore } = await keysetPage<RefundRow>(pool, {
+    from: 'refunds',
+    orderBy: ['created_at', 'refund_key'],
+    newestFirst: false,
+    conditions: ['tenant = $1', 'charge_key = $2'],
+    params: page.cursor ? [tenant, chargeKey, page.cursor.refundKey] : [tenant, chargeKey],
+    cursor,
+    limit: page.limit,
+  });
+  return { refunds: rows.map((row) => fromRow(row).refund), hasMore };
 }
 
 /** What a refund's provider side needs from its charge and its row (docs/providers.md, Refunds). */

@@ -4,12 +4,16 @@ import {
   AccountNotFoundError,
   createAccount,
   deposit,
+  findAccountCursor,
   getAccount,
+  listAccounts,
   LedgerRefusalError,
   type Account,
   type Deposit,
 } from '../ledger/accounts.js';
 import type { LedgerPool } from '../ledger/pool.js';
+import { isSystemAccountId } from '../domain/providers.js';
+import { pageCursorOf, resolveCursor } from './listing.js';
 import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError } from './errors.js';
 import { asUnavailable } from './unavailable.js';
 import {
@@ -21,6 +25,7 @@ import {
   assertTenant,
   currencySchema,
   idempotencyKeySchema,
+  parsePageQuery,
   parseWith,
 } from './validation.js';
 import type { WireDeposit } from './wire.js';
@@ -126,12 +131,41 @@ export class AccountsService {
     return result;
   }
 
-  async getAccount(tenant: string, id: string, field = 'account_id'): Promise<Account> {
+  /**
+   * The account and its balances. `includeSystem` (admin keys, the operator) also reads the
+   * tenant's system accounts by their ids (`@provider/stripe/USD`, `@external/USD`); without it
+   * such an id is refused as any malformed account id is.
+   */
+  async getAccount(tenant: string, id: string, field = 'account_id', options: { includeSystem?: boolean } = {}): Promise<Account> {
     assertTenant(tenant);
-    assertAccountId(id, field);
-    const account = await this.translate(() => getAccount(this.options.ledger, tenant, id));
+    const includeSystem = options.includeSystem === true && isSystemAccountId(id);
+    if (!includeSystem) assertAccountId(id, field);
+    const account = await this.translate(() => getAccount(this.options.ledger, tenant, id, { includeSystem }));
     if (!account) throw new NotFoundError(`no account ${id}`);
     return account;
+  }
+
+  /**
+   * The tenant's accounts with their balances, newest first, a page as `GET /v1/accounts` takes it
+   * (limit, starting_after, ending_before: account ids). System accounts only with `includeSystem`.
+   */
+  async listAccountsFromQuery(
+    tenant: string,
+    rawQuery: Record<string, unknown>,
+    options: { includeSystem: boolean },
+  ): Promise<{ accounts: Account[]; hasMore: boolean }> {
+    assertTenant(tenant);
+    const page = parsePageQuery(rawQuery);
+    const cursor = pageCursorOf(page);
+    const { includeSystem } = options;
+    return this.translate(async () => {
+      const id = cursor ? await resolveCursor(cursor, 'account', (value) => findAccountCursor(this.options.ledger, tenant, value, { includeSystem })) : null;
+      return listAccounts(this.options.ledger, tenant, {
+        limit: page.limit,
+        includeSystem,
+        cursor: cursor && id !== null ? { direction: cursor.direction, id } : null,
+      });
+    });
   }
 
   /** Exactly-once per (tenant, Idempotency-Key) or (tenant, external_id). */

@@ -9,11 +9,11 @@ import { charge, getCharge, startCharge, type ChargeReply } from './charges.js';
 import type { ServiceContext } from './context.js';
 import { buildChargeIntent, buildRefundIntent } from './intent.js';
 import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listing.js';
-import { getRefund, listRefunds, refund, type RefundReply } from './refunds.js';
+import { getRefund, listRefundPage, listRefunds, listRefundsFromQuery, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
 import { defaultWorkflowTaskTimeoutMs } from '../runtime/workflow-task-timeouts.js';
 import { translateFailures } from './temporal-failures.js';
-import { assertEmptyBody, parseCaptureBody, parseOptionalAmount } from './validation.js';
+import { assertEmptyBody, parseCaptureBody, parseOptionalAmount, parsePageQuery } from './validation.js';
 import { boundedWaitMs } from './waiting.js';
 import { mandateRefusal, type Mandate } from '../domain/mandate.js';
 import { MandateExceededError } from './errors.js';
@@ -173,9 +173,19 @@ export class ChargeService {
     return this.run(options, () => getRefund(this.ctx, tenant, chargeKey, refundKey));
   }
 
-  /** Every refund of one charge, refused ones included, oldest first. */
+  /** Every refund of one charge (up to 100), refused ones included, oldest first. */
   async listRefunds(tenant: string, chargeKey: string): Promise<Refund[]> {
     return this.run({}, () => listRefunds(this.ctx, tenant, chargeKey));
+  }
+
+  /** `GET /v1/refunds?charge=…`: a charge's refunds, the charge by its id or key (a 400 naming `charge` when it is not this tenant's). */
+  async listRefundsOfChargeFromQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+    return this.run({}, () => listRefundsFromQuery(this.ctx, tenant, rawQuery));
+  }
+
+  /** listRefunds for a query string as the HTTP parser hands it over (limit, starting_after, ending_before). */
+  async listRefundsFromQuery(tenant: string, chargeKey: string, rawQuery: Record<string, unknown>): Promise<{ refunds: Refund[]; hasMore: boolean }> {
+    return this.run({}, () => listRefundPage(this.ctx, tenant, chargeKey, parsePageQuery(rawQuery)));
   }
 
   /**

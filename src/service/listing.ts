@@ -1,7 +1,14 @@
 import type { ChargeStatus } from '../domain/charge.js';
-import { listCharges as listLedgerCharges, type ChargePage } from '../ledger/listing.js';
+import { findChargeCursor, listCharges as listLedgerCharges, type ChargePage } from '../ledger/listing.js';
 import type { ServiceContext } from './context.js';
-import { assertTenant, parseChargeListQuery, validateChargeListQuery, type ValidChargeListQuery } from './validation.js';
+import { ValidationError } from './errors.js';
+import {
+  assertTenant,
+  parseChargeListQuery,
+  validateChargeListQuery,
+  type ValidChargeListQuery,
+  type ValidPageQuery,
+} from './validation.js';
 
 /** Filters for finding charges; every one optional, newest first. */
 export interface ChargeListQuery {
@@ -10,8 +17,10 @@ export interface ChargeListQuery {
   status?: ChargeStatus;
   /** 1 to 100; 20 when omitted. */
   limit?: number;
-  /** Idempotency key of the last charge of the previous page. */
+  /** The last charge of the previous page: its id (`ch_…`) or its idempotency key. */
   startingAfter?: string;
+  /** The first charge of the next page, paging back towards newer charges: its id or its idempotency key. */
+  endingBefore?: string;
 }
 
 /**
@@ -29,12 +38,39 @@ export async function listChargesFromQuery(ctx: ServiceContext, tenant: string, 
   return listValid(ctx, tenant, parseChargeListQuery(rawQuery));
 }
 
-function listValid(ctx: ServiceContext, tenant: string, valid: ValidChargeListQuery): Promise<ChargePage> {
+async function listValid(ctx: ServiceContext, tenant: string, valid: ValidChargeListQuery): Promise<ChargePage> {
+  const cursor = pageCursorOf(valid);
+  const page = cursor
+    ? { direction: cursor.direction, idempotencyKey: await resolveCursor(cursor, 'charge', (value) => findChargeCursor(ctx.ledger, tenant, value)) }
+    : null;
   return listLedgerCharges(ctx.ledger, tenant, {
     orderId: valid.orderId ?? null,
     payerAccountId: valid.payerAccountId ?? null,
     status: valid.status ?? null,
     limit: valid.limit,
-    startingAfter: valid.startingAfter ?? null,
+    page,
   });
+}
+
+/** The one cursor of a validated page query (validation refuses both), with the parameter that carried it. */
+export function pageCursorOf(page: ValidPageQuery): { direction: 'after' | 'before'; value: string; field: string } | null {
+  if (page.startingAfter !== undefined) return { direction: 'after', value: page.startingAfter, field: 'starting_after' };
+  if (page.endingBefore !== undefined) return { direction: 'before', value: page.endingBefore, field: 'ending_before' };
+  return null;
+}
+
+/**
+ * A cursor names an object of this list in this tenant, or the request is refused naming the
+ * parameter: an empty page would read as "no more objects" and end a client's pagination early,
+ * as Stripe's clients would (Stripe answers an error for an unknown cursor object too).
+ */
+export async function resolveCursor<T>(
+  cursor: { value: string; field: string },
+  what: string,
+  find: (value: string) => Promise<T | null>,
+  message = `names no ${what} of this list for this tenant: give the id of an object from an earlier page`,
+): Promise<T> {
+  const found = await find(cursor.value);
+  if (found === null) throw new ValidationError([{ field: cursor.field, message }]);
+  return found;
 }

@@ -2,7 +2,9 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Refund, RefundIntent } from '../domain/refund.js';
 import { refundRefusals } from '../domain/refusals.js';
 import { readCharge } from '../ledger/charges.js';
-import { listRefunds as listLedgerRefunds, readRefund } from '../ledger/refunds.js';
+import { findRefundCursor, listRefundPage as listLedgerRefundPage, readRefund } from '../ledger/refunds.js';
+import { pageCursorOf, resolveCursor } from './listing.js';
+import { limits } from '../domain/limits.js';
 import { refundStatusQuery } from '../../workflows/definitions.js';
 import type { ServiceContext } from './context.js';
 import { ChargeStateConflictError, NotFoundError } from './errors.js';
@@ -10,7 +12,8 @@ import { refundHandle, startOrAttachRefund } from './start-or-attach.js';
 import { applicationFailureIn, stateConflict } from './temporal-failures.js';
 import { undecodableInputType } from '../../workflows/authenticated-start.js';
 import { forgedStartType } from '../../workflows/verify-start.js';
-import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { assertIdempotencyKey, assertTenant, parseRefundListQuery, type ValidPageQuery } from './validation.js';
+import { findChargeCursor } from '../ledger/listing.js';
 import { waitForOutcome } from './waiting.js';
 
 /** What a refund call answers, as ChargeReply does for a charge. */
@@ -89,18 +92,54 @@ export async function getRefund(ctx: ServiceContext, tenant: string, chargeKey: 
   }
 }
 
-/** Every refund of one charge, refused ones included, oldest first. */
-export async function listRefunds(ctx: ServiceContext, tenant: string, chargeKey: string): Promise<Refund[]> {
+/** The refunds of one charge, refused ones included, oldest first: a page of them (`page`: limit and cursor). */
+export async function listRefundPage(
+  ctx: ServiceContext,
+  tenant: string,
+  chargeKey: string,
+  page: ValidPageQuery,
+): Promise<{ refunds: Refund[]; hasMore: boolean }> {
   assertTenant(tenant);
   assertIdempotencyKey(chargeKey, 'charge_key');
   if (!(await readCharge(ctx.ledger, tenant, chargeKey))) {
     throw new NotFoundError(`no charge with idempotency key ${chargeKey}`);
   }
-  return listLedgerRefunds(ctx.ledger, tenant, chargeKey);
+  const cursor = pageCursorOf(page);
+  const refundKey = cursor ? await resolveCursor(cursor, 'refund', (value) => findRefundCursor(ctx.ledger, tenant, chargeKey, value)) : null;
+  return listLedgerRefundPage(ctx.ledger, tenant, chargeKey, {
+    limit: page.limit,
+    cursor: cursor && refundKey !== null ? { direction: cursor.direction, refundKey } : null,
+  });
 }
 
 /** A refused refund is an error for the caller, the same one on every replay. */
 function refusedOrSucceeded(refund: Refund): Refund {
   if (refund.status === 'failed') throw new RefundRefusedError(refund);
   return refund;
+}
+
+/** Every refund of one charge (up to the list limit, 100), refused ones included, oldest first. */
+export async function listRefunds(ctx: ServiceContext, tenant: string, chargeKey: string): Promise<Refund[]> {
+  return (await listRefundPage(ctx, tenant, chargeKey, { limit: limits.listLimitMax })).refunds;
+}
+
+/**
+ * `GET /v1/refunds?charge=`, as Stripe's clients ask for a charge's refunds: the charge by its id
+ * (`ch_…`) or idempotency key, then the same page as listRefundPage. A charge that is not this
+ * tenant's is a 400 naming `charge`, as an unknown cursor is.
+ */
+export async function listRefundsFromQuery(
+  ctx: ServiceContext,
+  tenant: string,
+  raw: Record<string, unknown>,
+): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+  assertTenant(tenant);
+  const query = parseRefundListQuery(raw);
+  const chargeKey = await resolveCursor(
+    { value: query.charge, field: 'charge' },
+    'charge',
+    (value) => findChargeCursor(ctx.ledger, tenant, value),
+    "names no charge of this tenant: give a charge's id (ch_…) or idempotency key",
+  );
+  return { chargeKey, ...(await listRefundPage(ctx, tenant, chargeKey, query)) };
 }

@@ -14,7 +14,8 @@ import {
 } from '../../workflows/definitions.js';
 import type { ChargeWorkflow } from '../../workflows/charge-workflow.js';
 import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
-import { startSearchAttributes } from '../../workflows/search-attributes.js';
+import { chargeSearchAttributeKeys, startSearchAttributes } from '../../workflows/search-attributes.js';
+import type { SearchAttributePair } from '@temporalio/common';
 import type { ServiceContext } from './context.js';
 import { IdempotencyConflictError, ValidationError, type FieldError } from './errors.js';
 import { chargeFingerprint, fingerprintLike, refundFingerprint } from './intent.js';
@@ -129,6 +130,7 @@ export async function startOrAttachRefund(
       workflowId: refundWorkflowId(tenant, chargeKey, refundKey),
       args: [input],
       memo: { ...memo },
+      typedSearchAttributes: refundStartSearchAttributes(charge),
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
       workflowTaskTimeout: ctx.workflowTaskTimeoutMs,
@@ -166,6 +168,23 @@ async function assertAccountsUsable(ctx: ServiceContext, tenant: string, request
     }
   }
   if (errors.length > 0) throw new ValidationError(errors);
+}
+
+/**
+ * What a refund is indexed by in Temporal's visibility: its charge's tenant, order, payer and
+ * currency, set once in the start request (no write of its own), so the queries that find an
+ * order's or a tenant's charges (`ChargeTenant = 'x'`) find their refunds too; `WorkflowType`
+ * tells them apart. Neither the amount (a refund's may be "the rest") nor a status is indexed.
+ */
+export function refundStartSearchAttributes(charge: LedgerCharge): SearchAttributePair[] {
+  const keys = chargeSearchAttributeKeys;
+  const { tenant, orderId, payerAccountId, currency } = charge.charge;
+  return [
+    { key: keys.tenant, value: tenant },
+    { key: keys.orderId, value: orderId },
+    { key: keys.payerAccountId, value: payerAccountId },
+    { key: keys.currency, value: currency },
+  ];
 }
 
 /** The refund before the ledger has answered: what was asked, on which charge. */

@@ -391,13 +391,108 @@ export function assertEmptyBody(body: unknown): void {
   }
 }
 
+/** Where a page of a list starts or ends, validated: at most one cursor (an object's id, or for charges its key). */
+export interface ValidPageQuery {
+  /** 1 to 100; 20 when omitted. */
+  limit: number;
+  startingAfter?: string;
+  endingBefore?: string;
+}
+
+/** What every list takes besides its own filters. */
+export const pageQueryNames = ['limit', 'starting_after', 'ending_before'] as const;
+
+/** The page parameters of a list, typed (the TypeScript API's); each problem is added to `errors`. */
+function validatePageQuery(
+  query: { limit?: unknown; startingAfter?: unknown; endingBefore?: unknown },
+  errors: FieldError[],
+): ValidPageQuery {
+  const limit = query.limit ?? limits.listLimitDefault;
+  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < limits.listLimitMin || limit > limits.listLimitMax) {
+    errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
+  }
+  const cursors: Array<readonly ['starting_after' | 'ending_before', unknown]> = [
+    ['starting_after', query.startingAfter],
+    ['ending_before', query.endingBefore],
+  ];
+  for (const [field, value] of cursors) {
+    if (value === undefined) continue;
+    // Ids (ch_…, re_…, account ids, @provider/… clearing accounts) and idempotency keys are all
+    // 1-255 visible ASCII characters: the key's rule judges every cursor's shape.
+    const problem = typeof value === 'string' ? idempotencyKeyProblem(value) : 'must be a string';
+    if (problem) errors.push({ field, message: problem });
+  }
+  if (query.startingAfter !== undefined && query.endingBefore !== undefined) {
+    const why = 'a page either starts after one object or ends before one: send one cursor';
+    errors.push({ field: 'starting_after', message: `cannot be sent with ending_before: ${why}` });
+    errors.push({ field: 'ending_before', message: `cannot be sent with starting_after: ${why}` });
+  }
+  return {
+    limit: limit as number,
+    ...(typeof query.startingAfter === 'string' ? { startingAfter: query.startingAfter } : {}),
+    ...(typeof query.endingBefore === 'string' ? { endingBefore: query.endingBefore } : {}),
+  };
+}
+
+/**
+ * A list's query string as the HTTP parser hands it over (strings, or arrays when a name repeats):
+ * unknown names are refused as unknown body fields are (a misspelt filter must not silently list
+ * everything), a name given twice too; `limit` must be written as the integer it is.
+ */
+function rawQueryProblems(raw: Record<string, unknown>, names: readonly string[], errors: FieldError[]): void {
+  for (const [name, value] of Object.entries(raw)) {
+    if (!names.includes(name)) errors.push({ field: name, message: 'is not a known query parameter' });
+    else if (typeof value !== 'string') errors.push({ field: name, message: 'must be given once' });
+  }
+  const limitText = raw.limit;
+  if (typeof limitText === 'string' && !/^\d{1,3}$/.test(limitText)) {
+    errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
+  }
+}
+
+function pageQueryOf(raw: Record<string, unknown>): { limit?: unknown; startingAfter?: unknown; endingBefore?: unknown } {
+  return {
+    limit: typeof raw.limit === 'string' ? Number(raw.limit) : undefined,
+    startingAfter: raw.starting_after,
+    endingBefore: raw.ending_before,
+  };
+}
+
+/** The query string of a list without filters of its own (a charge's refunds, accounts). */
+export function parsePageQuery(raw: Record<string, unknown>): ValidPageQuery {
+  const errors: FieldError[] = [];
+  rawQueryProblems(raw, pageQueryNames, errors);
+  if (errors.length > 0) throw new ValidationError(errors);
+  const valid = validatePageQuery(pageQueryOf(raw), errors);
+  if (errors.length > 0) throw new ValidationError(errors);
+  return valid;
+}
+
+/** The query parameters `GET /v1/refunds` takes: the charge whose refunds it lists, and a page. */
+export const refundListQueryNames = ['charge', ...pageQueryNames] as const;
+
+/** The query string of `GET /v1/refunds`: `charge` (a charge id or key) is required. */
+export function parseRefundListQuery(raw: Record<string, unknown>): ValidPageQuery & { charge: string } {
+  const errors: FieldError[] = [];
+  rawQueryProblems(raw, refundListQueryNames, errors);
+  if (errors.length > 0) throw new ValidationError(errors);
+  const charge = raw.charge;
+  if (charge === undefined) {
+    errors.push({ field: 'charge', message: "is required: the charge's id (ch_…) or idempotency key whose refunds to list" });
+  } else {
+    const problem = typeof charge === 'string' ? idempotencyKeyProblem(charge) : 'must be a string';
+    if (problem) errors.push({ field: 'charge', message: problem });
+  }
+  const page = validatePageQuery(pageQueryOf(raw), errors);
+  if (errors.length > 0) throw new ValidationError(errors);
+  return { ...page, charge: charge as string };
+}
+
 /** Filters for finding charges, validated. */
-export interface ValidChargeListQuery {
+export interface ValidChargeListQuery extends ValidPageQuery {
   orderId?: string;
   payerAccountId?: string;
   status?: ChargeStatus;
-  limit: number;
-  startingAfter?: string;
 }
 
 /** Checks typed list filters (the TypeScript API's); throws ValidationError naming every bad one. */
@@ -407,12 +502,10 @@ export function validateChargeListQuery(query: {
   status?: unknown;
   limit?: unknown;
   startingAfter?: unknown;
+  endingBefore?: unknown;
 }): ValidChargeListQuery {
   const errors: FieldError[] = [];
-  const limit = query.limit ?? limits.listLimitDefault;
-  if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < limits.listLimitMin || limit > limits.listLimitMax) {
-    errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
-  }
+  const page = validatePageQuery(query, errors);
   if (query.status !== undefined && !(chargeStatuses as readonly unknown[]).includes(query.status)) {
     errors.push({ field: 'status', message: `must be one of ${chargeStatuses.join(', ')}` });
   }
@@ -423,40 +516,27 @@ export function validateChargeListQuery(query: {
   };
   check('order_id', query.orderId, (text) => textProblem(text, { minLength: 1, maxLength: limits.orderIdMaxLength }));
   check('payer_account_id', query.payerAccountId, accountIdProblem);
-  check('starting_after', query.startingAfter, idempotencyKeyProblem);
   if (errors.length > 0) throw new ValidationError(errors);
   return {
-    limit: limit as number,
+    ...page,
     ...(query.orderId !== undefined ? { orderId: query.orderId as string } : {}),
     ...(query.payerAccountId !== undefined ? { payerAccountId: query.payerAccountId as string } : {}),
     ...(query.status !== undefined ? { status: query.status as ChargeStatus } : {}),
-    ...(query.startingAfter !== undefined ? { startingAfter: query.startingAfter as string } : {}),
   };
 }
 
-const listQueryNames = ['order_id', 'payer_account_id', 'status', 'limit', 'starting_after'] as const;
+/** The query parameters `GET /v1/charges` takes. */
+export const chargeListQueryNames = ['order_id', 'payer_account_id', 'status', ...pageQueryNames] as const;
 
-/**
- * The query string of `GET /v1/charges`, as the HTTP parser hands it over (strings, or arrays
- * when a name repeats). Unknown names are refused as unknown body fields are: a misspelt filter
- * must not silently list everything.
- */
+/** The query string of `GET /v1/charges`, as the HTTP parser hands it over. */
 export function parseChargeListQuery(raw: Record<string, unknown>): ValidChargeListQuery {
   const errors: FieldError[] = [];
-  for (const [name, value] of Object.entries(raw)) {
-    if (!(listQueryNames as readonly string[]).includes(name)) errors.push({ field: name, message: 'is not a known query parameter' });
-    else if (typeof value !== 'string') errors.push({ field: name, message: 'must be given once' });
-  }
-  const limitText = raw.limit;
-  if (typeof limitText === 'string' && !/^\d{1,3}$/.test(limitText)) {
-    errors.push({ field: 'limit', message: `must be an integer between ${limits.listLimitMin} and ${limits.listLimitMax}` });
-  }
+  rawQueryProblems(raw, chargeListQueryNames, errors);
   if (errors.length > 0) throw new ValidationError(errors);
   return validateChargeListQuery({
+    ...pageQueryOf(raw),
     orderId: raw.order_id,
     payerAccountId: raw.payer_account_id,
     status: raw.status,
-    limit: typeof limitText === 'string' ? Number(limitText) : undefined,
-    startingAfter: raw.starting_after,
   });
 }

@@ -171,6 +171,12 @@ export const wireRefundSchema = z.object({
   currency: z.string(),
   status: z.enum(refundStatuses),
   failure_code: z.enum(refundFailureCodes).optional().describe('present when status is failed'),
+  provider_refund_id: z
+    .string()
+    .nullable()
+    .describe(
+      "a refund of a charge paid through a provider: the provider's own refund id (Stripe: re_…, not this refund's id) once the provider refunded it; null until then, and for a refund between ledger accounts",
+    ),
   created_by_key_id: z
     .string()
     .nullable()
@@ -191,14 +197,18 @@ export function refundToWire(refund: Refund, options: { audit?: boolean } = {}):
     currency: refund.currency,
     status: refund.status,
     ...(refund.failureCode ? { failure_code: refund.failureCode } : {}),
+    provider_refund_id: refund.providerRefundId ?? null,
     ...(options.audit && refund.createdByKeyId !== undefined ? { created_by_key_id: refund.createdByKeyId } : {}),
     created_at: refund.createdAt,
   };
 }
 
-/** A page of a list, newest first, as payment APIs return them. */
-export function listToWire<T>(data: T[], hasMore: boolean): { object: 'list'; data: T[]; has_more: boolean } {
-  return { object: 'list', data, has_more: hasMore };
+/**
+ * A page of a list, as Stripe's lists are: `url` is the list's path (without the query), which
+ * Stripe's clients page on with `starting_after`/`ending_before` and the ids in `data`.
+ */
+export function listToWire<T>(data: T[], hasMore: boolean, url: string): { object: 'list'; data: T[]; has_more: boolean; url: string } {
+  return { object: 'list', data, has_more: hasMore, url };
 }
 
 /** RFC 9457 problem details, with the offending fields for validation errors. */

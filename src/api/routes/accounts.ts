@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { depositToWire } from '../../service/accounts-service.js';
-import { accountToWire } from '../../service/wire.js';
+import { accountToWire, listToWire } from '../../service/wire.js';
 import type { ApiDeps } from '../deps.js';
 import { assertAccountId } from '../../service/validation.js';
 import {
@@ -9,12 +9,18 @@ import {
   commonProblems,
   idempotencyKeyParameter,
   jsonResponse,
+  listResponse,
+  pageQueryProperties,
   pathParameterSchemas,
   problemResponses,
   ref,
   replayHeaders,
 } from '../openapi.js';
-import { idempotencyKeyOf, requireIdempotencyKey } from '../request-headers.js';
+import { assertWellFormedQuery, idempotencyKeyOf, requireIdempotencyKey } from '../request-headers.js';
+import { authorize } from '../../auth/principal.js';
+import { permissionFor } from '../../domain/permissions.js';
+import { isSystemAccountId, systemAccountIdPattern } from '../../domain/providers.js';
+import { limits } from '../../domain/limits.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 const accountParams = {
@@ -23,9 +29,29 @@ const accountParams = {
   required: ['id'],
 } as const;
 
+/** A read may also name a system account (admin keys), whose id is outside the account id's characters. */
+const readAccountParams = {
+  type: 'object',
+  properties: {
+    id: {
+      type: 'string',
+      minLength: 1,
+      maxLength: limits.accountIdMaxLength,
+      // An account id, or a system account's (admin keys): either pattern, anchors taken off.
+      pattern: `^(?:${unanchored(limits.accountIdPattern)}|${unanchored(systemAccountIdPattern)})$`,
+      description: 'the account id, or for admin keys a system account\'s (e.g. @provider/stripe/USD); percent-encoded',
+    },
+  },
+  required: ['id'],
+} as const;
+
+function unanchored(pattern: RegExp): string {
+  return pattern.source.replace(/^\^/, '').replace(/\$$/, '');
+}
+
 export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { accounts } = deps;
-  refuseOtherMethods(app, '/v1/accounts', ['POST']);
+  refuseOtherMethods(app, '/v1/accounts', ['GET', 'POST']);
   refuseOtherMethods(app, '/v1/accounts/:id', ['GET']);
   refuseOtherMethods(app, '/v1/accounts/:id/deposits', ['POST']);
 
@@ -64,22 +90,66 @@ export function registerAccountRoutes(app: FastifyInstance, deps: ApiDeps): void
     },
   );
 
+  app.get<{ Querystring: Record<string, unknown> }>(
+    '/v1/accounts',
+    {
+      config: { operation: 'accounts.read' },
+      schema: {
+        summary: 'The tenant\'s accounts and their balances, newest first',
+        description:
+          'Pages of at most `limit` accounts. The next page: `starting_after` = the last account\'s `id`; the previous ' +
+          'one: `ending_before` = the first account\'s. A cursor that names no account of this list is refused (400 ' +
+          'naming the parameter). Admin keys also see the system accounts (`@provider/<provider>/<currency>`, ' +
+          '`@external/<currency>`); agent keys never do.',
+        tags: ['accounts'],
+        querystring: {
+          type: 'object',
+          properties: pageQueryProperties('an account id'),
+          additionalProperties: false,
+        },
+        response: {
+          200: listResponse('a page of accounts', 'Account'),
+          ...commonProblems,
+        },
+      },
+    },
+    async (request) => {
+      assertWellFormedQuery(request);
+      const includeSystem = permissionFor(request.principal.role, 'system_accounts.read').allowed;
+      const page = await accounts.listAccountsFromQuery(request.tenant, request.query, { includeSystem });
+      return listToWire(page.accounts.map(accountToWire), page.hasMore, '/v1/accounts');
+    },
+  );
+
   app.get<{ Params: { id: string } }>(
     '/v1/accounts/:id',
     {
       config: { operation: 'accounts.read' },
       schema: {
         summary: 'An account and its balances (posted, pending, available)',
+        description:
+          'Admin keys may also read the tenant\'s system accounts, percent-encoded: ' +
+          '`/v1/accounts/%40provider%2Fstripe%2FUSD` is the Stripe clearing account for USD (negative: what Stripe owes ' +
+          'the tenant). An agent key asking for one is refused (403 `forbidden`).',
         tags: ['accounts'],
-        params: accountParams,
+        params: readAccountParams,
         response: {
           200: jsonResponse('the account', 'Account'),
           ...commonProblems,
-          ...problemResponses({ 404: 'no account with this id for this tenant' }),
+          ...problemResponses({
+            403: 'a system account asked for with an agent key (`forbidden`, `operation: system_accounts.read`)',
+            404: 'no account with this id for this tenant',
+          }),
         },
       },
     },
-    async (request) => accountToWire(await accounts.getAccount(request.tenant, request.params.id, 'id')),
+    async (request) => {
+      const { id } = request.params;
+      // A system account's id is public (charges name it as their payer), its balance is not an agent's business.
+      const system = isSystemAccountId(id);
+      if (system) authorize(request.principal, 'system_accounts.read');
+      return accountToWire(await accounts.getAccount(request.tenant, id, 'id', { includeSystem: system }));
+    },
   );
 
   app.post<{ Params: { id: string }; Body: unknown }>(

@@ -9,6 +9,8 @@ import {
   commonProblems,
   idempotencyKeyOrTokenParameters,
   jsonResponse,
+  listResponse,
+  pageQueryProperties,
   pathParameterSchemas,
   problemResponses,
   ref,
@@ -129,7 +131,10 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       config: { operation: 'charges.read' },
       schema: {
         summary: 'Find charges by order, payer or status, newest first',
-        description: 'Pages of at most `limit` charges; pass the last idempotency_key as `starting_after` for the next page.',
+        description:
+          'Pages of at most `limit` charges. The next page: `starting_after` = the last charge\'s `id` (`ch_…`) or ' +
+          'its idempotency key; the previous one: `ending_before` = the first charge\'s. A cursor that names no charge ' +
+          'of this tenant is refused (400 naming the parameter), never answered with an empty page.',
         tags: ['charges'],
         querystring: {
           type: 'object',
@@ -137,23 +142,12 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
             order_id: singleLineText(limits.orderIdMaxLength),
             payer_account_id: pathParameterSchemas.accountId,
             status: { type: 'string', enum: [...chargeStatuses] },
-            limit: { type: 'integer', minimum: limits.listLimitMin, maximum: limits.listLimitMax, default: limits.listLimitDefault },
-            starting_after: { ...pathParameterSchemas.idempotencyKey, description: 'idempotency key of the last charge of the previous page' },
+            ...pageQueryProperties('a charge id, ch_…, or its idempotency key'),
           },
           additionalProperties: false,
         },
         response: {
-          200: {
-            description: 'a page of charges',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  properties: { object: { const: 'list' }, data: { type: 'array', items: ref('Charge') }, has_more: { type: 'boolean' } },
-                },
-              },
-            },
-          },
+          200: listResponse('a page of charges', 'Charge'),
           ...commonProblems,
         },
       },
@@ -161,7 +155,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
     async (request) => {
       assertWellFormedQuery(request);
       const page = await context.charges.listChargesFromQuery(request.tenant, request.query);
-      return listToWire(page.charges.map((charge) => chargeToWire(charge, auditFor(request))), page.hasMore);
+      return listToWire(page.charges.map((charge) => chargeToWire(charge, auditFor(request))), page.hasMore, '/v1/charges');
     },
   );
 

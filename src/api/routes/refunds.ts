@@ -7,13 +7,15 @@ import {
   commonProblems,
   idempotencyKeyParameter,
   jsonResponse,
+  listResponse,
+  pageQueryProperties,
   pathParameterSchemas,
   problemResponses,
   ref,
   replayHeaders,
 } from '../openapi.js';
-import { bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
-import { chargeKeyOf, chargeKeyParams } from './charges.js';
+import { assertWellFormedQuery, bodyOf, preferredWaitMs, requireIdempotencyKey } from '../request-headers.js';
+import { chargeKeyOf, chargeKeyParams, chargeLocation } from './charges.js';
 import { chargeActorOf } from '../../auth/principal.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
@@ -34,6 +36,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
   const { context } = deps;
   refuseOtherMethods(app, '/v1/charges/:key/refunds', ['GET', 'POST']);
   refuseOtherMethods(app, '/v1/charges/:key/refunds/:refundKey', ['GET']);
+  refuseOtherMethods(app, '/v1/refunds', ['GET']);
 
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/refunds',
@@ -93,34 +96,70 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     },
   );
 
-  app.get<{ Params: { key: string } }>(
+  app.get<{ Params: { key: string }; Querystring: Record<string, unknown> }>(
     '/v1/charges/:key/refunds',
     {
       config: { operation: 'refunds.read' },
       schema: {
-        summary: 'Every refund of a charge, refused ones included, oldest first',
+        summary: 'The refunds of a charge, refused ones included, oldest first',
+        description:
+          'Pages of at most `limit` refunds (20 unless asked). The next page: `starting_after` = the last refund\'s `id` ' +
+          '(`re_…`) or its refund key; the previous one: `ending_before` = the first refund\'s. A cursor that names no ' +
+          'refund of this charge is refused (400 naming the parameter).',
         tags: ['refunds'],
         params: chargeKeyParams,
+        querystring: {
+          type: 'object',
+          properties: pageQueryProperties('a refund id, re_…, or its refund key'),
+          additionalProperties: false,
+        },
         response: {
-          200: {
-            description: 'the refunds',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  properties: { object: { const: 'list' }, data: { type: 'array', items: ref('Refund') }, has_more: { type: 'boolean' } },
-                },
-              },
-            },
-          },
+          200: listResponse('a page of the charge\'s refunds', 'Refund'),
           ...commonProblems,
           ...problemResponses({ 404: 'no charge with this key for this tenant' }),
         },
       },
     },
     async (request) => {
-      const refunds = await context.charges.listRefunds(request.tenant, chargeKeyOf(request.params));
-      return listToWire(refunds.map((refund) => refundToWire(refund, { audit: request.principal.role === 'admin' })), false);
+      assertWellFormedQuery(request);
+      const chargeKey = chargeKeyOf(request.params);
+      const page = await context.charges.listRefundsFromQuery(request.tenant, chargeKey, request.query);
+      const audit = { audit: request.principal.role === 'admin' };
+      return listToWire(page.refunds.map((refund) => refundToWire(refund, audit)), page.hasMore, `${chargeLocation(chargeKey)}/refunds`);
+    },
+  );
+
+  app.get<{ Querystring: Record<string, unknown> }>(
+    '/v1/refunds',
+    {
+      config: { operation: 'refunds.read' },
+      schema: {
+        summary: 'The refunds of one charge, as Stripe\'s clients ask for them (`charge` required), oldest first',
+        description:
+          'The same list as `GET /v1/charges/{key}/refunds`, the charge named by its `id` (`ch_…`) or idempotency key. ' +
+          'A charge that is not this tenant\'s is refused (400 naming `charge`); so is a list without `charge`: ' +
+          'refunds are listed per charge.',
+        tags: ['refunds'],
+        querystring: {
+          type: 'object',
+          properties: {
+            charge: { ...pathParameterSchemas.idempotencyKey, description: "the charge's id (ch_…) or idempotency key" },
+            ...pageQueryProperties('a refund id, re_…, or its refund key'),
+          },
+          required: ['charge'],
+          additionalProperties: false,
+        },
+        response: {
+          200: listResponse('a page of the charge\'s refunds', 'Refund'),
+          ...commonProblems,
+        },
+      },
+    },
+    async (request) => {
+      assertWellFormedQuery(request);
+      const page = await context.charges.listRefundsOfChargeFromQuery(request.tenant, request.query);
+      const audit = { audit: request.principal.role === 'admin' };
+      return listToWire(page.refunds.map((refund) => refundToWire(refund, audit)), page.hasMore, '/v1/refunds');
     },
   );
 

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { createAccountBodySchema, depositToWire } from '../../service/accounts-service.js';
 import { assertAccountId, assertIdempotencyKey, parseOptionalAmount, parseWith } from '../../service/validation.js';
 import { loadConfig } from '../../config.js';
+import { isSystemAccountId } from '../../domain/providers.js';
 import { accountToWire, type WireAccount } from '../../service/wire.js';
 import { addOutputOption, addTenantOption, minorUnitsOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 
@@ -36,16 +37,21 @@ export function registerAccountsCommand(program: Command): void {
     }),
   );
 
-  const show = accounts.command('show').description('an account and its balances').argument('<account-id>');
+  const show = accounts
+    .command('show')
+    .description('an account and its balances; also a system account, e.g. @provider/stripe/USD (what the provider owes the tenant)')
+    .argument('<account-id>');
   addTenantOption(show);
   addOutputOption(show);
   show.action((id: string, options: { tenant?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
-      assertAccountId(id, '<account-id>');
+      // The operator reads system accounts too, as admin keys do (src/domain/permissions.ts).
+      const system = isSystemAccountId(id);
+      if (!system) assertAccountId(id, '<account-id>');
       const cli = await openCliLedger();
       try {
-        const wire = accountToWire(await cli.accounts.getAccount(tenant, id, '<account-id>'));
+        const wire = accountToWire(await cli.accounts.getAccount(tenant, id, '<account-id>', { includeSystem: system }));
         print(options, wire, describeAccount(wire));
       } finally {
         await cli.close();
