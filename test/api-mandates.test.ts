@@ -179,7 +179,7 @@ describe('mandates: what an agent key may charge', () => {
 
   it('MCP over HTTP: create_charge outside the mandate is a mandate_exceeded tool error, nothing recorded', async () => {
     const tenant = await fundedTenant(h, { label: 'mandate-mcp' });
-    const { key } = await agentKey(tenant, { maxAmountMinor: 100 });
+    const { key } = await agentKey(tenant, { maxAmountMinor: 100, dailyLimitMinor: 150 });
     const before = await countLedger(h.pool, tenant);
     const { client, transport } = mcpOverHttp(api.baseUrl, key);
     await client.connect(transport);
@@ -191,10 +191,19 @@ describe('mandates: what an agent key may charge', () => {
         rule: 'max_amount',
         detail: "amount 101 exceeds this key's largest charge of 100",
       });
+      expect(await countLedger(h.pool, tenant)).toEqual(before);
+
+      // The rolling total, judged by the same service call: 100 charged, 60 more does not fit.
+      const inside = await callTool(client, 'create_charge', { idempotency_key: newKey(), ...chargeBody({ amount: 100 }) });
+      expect((inside.structuredContent as any).charge).toMatchObject({ status: 'succeeded' });
+      const afterInside = await countLedger(h.pool, tenant);
+      const over = await callTool(client, 'create_charge', { idempotency_key: newKey(), ...chargeBody({ amount: 60 }) });
+      expect(over.isError).toBe(true);
+      expect((over.structuredContent as any).error).toMatchObject({ type: 'mandate_exceeded', rule: 'daily_limit' });
+      expect(await countLedger(h.pool, tenant)).toEqual(afterInside);
     } finally {
       await client.close();
     }
-    expect(await countLedger(h.pool, tenant)).toEqual(before);
   });
 
   it('MCP over stdio: the mandate holds, and a key that expires mid-session is refused on its next call', async () => {
