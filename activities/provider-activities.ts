@@ -187,6 +187,9 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
             currency: request.currency,
             paymentMethod: row.charge.provider.paymentMethod,
             idempotencyKey: providerIdempotencyKey(chargeId, 'authorize'),
+            // Part of the request's fingerprint (so the same on every attempt under this key, as the
+            // provider requires); a value that is not a string was never sent by the service.
+            ...(typeof request.returnUrl === 'string' ? { returnUrl: request.returnUrl } : {}),
           },
           { firstSentAtMs: row.providerSentAt?.authorizeMs ?? Date.now(), nowMs: Date.now(), chargeCreatedAtMs: Date.parse(row.charge.createdAt) },
         );

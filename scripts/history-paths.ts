@@ -248,7 +248,7 @@ async function startProviderCharge(
   ctx: RecordingContext,
   key: string,
   paymentMethod: string,
-  options: { amountMinor?: number; captureMode?: 'automatic' | 'manual'; policy?: Partial<ChargePolicy> } = {},
+  options: { amountMinor?: number; captureMode?: 'automatic' | 'manual'; policy?: Partial<ChargePolicy>; returnUrl?: string } = {},
 ) {
   const request = {
     orderId: `order-${key}`,
@@ -260,6 +260,7 @@ async function startProviderCharge(
     description: null,
     metadata: null,
     paymentMethod: { provider: 'stripe' as const, id: paymentMethod },
+    ...(options.returnUrl !== undefined ? { returnUrl: options.returnUrl } : {}),
   };
   const intent: ChargeIntent = {
     tenant: ctx.tenant,
@@ -912,6 +913,21 @@ export const historyPaths: HistoryPath[] = [
     async record(ctx, key) {
       const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required');
       const waiting = await untilStatus(ctx, key, (charge) => charge.status === 'requires_action');
+      ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
+      await handle.signal(providerEventSignal, { eventId: `evt_${key}`, type: 'payment_intent.amount_capturable_updated', paymentId: waiting.provider!.paymentId });
+      expectCharge(await handle.result(), { status: 'succeeded' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-requires-action-redirect',
+    about: '3-D Secure with a return_url (in the input and its fingerprint): the payer is redirected, a provider event wakes the charge, it is captured',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required', { returnUrl: 'https://shop.example/orders/back' });
+      const waiting = await untilStatus(ctx, key, (charge) => charge.status === 'requires_action');
+      if ((waiting.provider?.nextAction as { type?: unknown } | null)?.type !== 'redirect_to_url') {
+        throw new Error(`expected a redirect_to_url next action, got ${JSON.stringify(waiting.provider?.nextAction)}`);
+      }
       ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
       await handle.signal(providerEventSignal, { eventId: `evt_${key}`, type: 'payment_intent.amount_capturable_updated', paymentId: waiting.provider!.paymentId });
       expectCharge(await handle.result(), { status: 'succeeded' });

@@ -5,7 +5,17 @@ import { createApiKey } from '../src/auth/api-keys.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { noMandate, type Mandate } from '../src/domain/mandate.js';
 import { countLedger } from '../src/ledger/reports.js';
-import { balanceOf, chargeBody, expectLedgerInvariants, fundedTenant, newKey, testPayloadSettings, useHarness, workflowExists } from './support/harness.js';
+import {
+  balanceOf,
+  chargeBody,
+  expectLedgerInvariants,
+  fundedTenant,
+  newKey,
+  startTestWorker,
+  testPayloadSettings,
+  useHarness,
+  workflowExists,
+} from './support/harness.js';
 import { useApi } from './support/api.js';
 import { callTool, mcpOverHttp } from './support/mcp.js';
 import { runCli as cli } from './support/cli.js';
@@ -64,12 +74,35 @@ describe('mandates: what an agent key may charge', () => {
     expect((await api.request(`/v1/charges/${chargeKey}`, { apiKey: admin })).body).toMatchObject({ created_by_key_id: keyId });
     expect((await api.request(`/v1/charges/${chargeKey}`, { apiKey: key })).body).not.toHaveProperty('created_by_key_id');
 
-    // The rolling total: 1000 charged, so 600 more would exceed 1500; the ledger's Try declines it.
-    const overTotal = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 600 }), headers: { 'idempotency-key': newKey() } });
-    expect(overTotal.status, JSON.stringify(overTotal.body)).toBe(201);
-    expect(overTotal.body).toMatchObject({ status: 'declined', decline_code: 'mandate_exceeded' });
-    const fits = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 500 }), headers: { 'idempotency-key': newKey() } });
+    // The rolling total: 1000 charged, so 600 more would exceed 1500. Refused as the other rules
+    // are, before anything starts: a 403 naming daily_limit, nothing recorded, no workflow.
+    const afterInside = await countLedger(h.pool, tenant);
+    const overKey = newKey('over-total');
+    const overTotal = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 600 }), headers: { 'idempotency-key': overKey } });
+    expect(overTotal.status, JSON.stringify(overTotal.body)).toBe(403);
+    expect(overTotal.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(overTotal.body).toMatchObject({
+      type: 'mandate_exceeded',
+      status: 403,
+      rule: 'daily_limit',
+      detail: "amount 600 with the 1000 this key charged in the last 24 hours exceeds its daily limit of 1500 (500 left)",
+    });
+    expect(await workflowExists(h, chargeWorkflowId(tenant, overKey))).toBe(false);
+    expect(await countLedger(h.pool, tenant)).toEqual(afterInside);
+    // The key was not used up: the same key with a charge that fits is a new request, not a 422.
+    const fitsBody = chargeBody({ amount: 500 });
+    const fits = await api.request('/v1/charges', { apiKey: key, body: fitsBody, headers: { 'idempotency-key': overKey } });
+    expect(fits.status, JSON.stringify(fits.body)).toBe(201);
     expect(fits.body).toMatchObject({ status: 'succeeded' });
+    // The limit is now used up: a repeat of an admitted charge still answers as it did (a replay,
+    // not a refusal), and any new charge, however small, is refused.
+    const repeated = await api.request('/v1/charges', { apiKey: key, body: fitsBody, headers: { 'idempotency-key': overKey } });
+    expect(repeated.status, JSON.stringify(repeated.body)).toBe(200);
+    expect(repeated.headers.get('idempotent-replayed')).toBe('true');
+    expect(repeated.body).toMatchObject({ id: fits.body.id, status: 'succeeded' });
+    const one = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 1 }), headers: { 'idempotency-key': newKey() } });
+    expect(one.status).toBe(403);
+    expect(one.body).toMatchObject({ rule: 'daily_limit', detail: "amount 1 with the 1500 this key charged in the last 24 hours exceeds its daily limit of 1500 (0 left)" });
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 1_500);
     await expectLedgerInvariants(h.pool, tenant);
   });
@@ -92,25 +125,61 @@ describe('mandates: what an agent key may charge', () => {
     expect(await countLedger(h.pool, tenant)).toEqual(before);
   });
 
-  it('50 concurrent charges of 1 against a daily limit of 10: exactly 10 succeed, 40 are declined mandate_exceeded', async () => {
+  it('50 concurrent charges of 1 against a daily limit of 10: exactly 10 succeed; the rest are refused 403 before anything starts, or, having raced past that check together, declined by the ledger', async () => {
     const tenant = await fundedTenant(h, { label: 'mandate-race' });
     const { key } = await agentKey(tenant, { dailyLimitMinor: 10 });
+    const keys = Array.from({ length: 50 }, (_, i) => newKey(`race-${i}`));
     const answers = await Promise.all(
-      Array.from({ length: 50 }, (_, i) =>
-        api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 1 }), headers: { 'idempotency-key': newKey(`race-${i}`) } }),
-      ),
+      keys.map((idempotencyKey) => api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 1 }), headers: { 'idempotency-key': idempotencyKey } })),
     );
-    for (const answer of answers) expect(answer.status, JSON.stringify(answer.body)).toBe(201);
-    const statuses = answers.map((a) => `${a.body.status}${a.body.decline_code ? `:${a.body.decline_code}` : ''}`);
-    expect(statuses.filter((s) => s === 'succeeded')).toHaveLength(10);
-    expect(statuses.filter((s) => s === 'declined:mandate_exceeded')).toHaveLength(40);
+    const outcomes = answers.map((a) =>
+      a.status === 403 ? `403:${a.body.rule}` : `${a.status}:${a.body.status}${a.body.decline_code ? `:${a.body.decline_code}` : ''}`,
+    );
+    expect(outcomes.filter((o) => o === '201:succeeded')).toHaveLength(10);
+    const refused = outcomes.filter((o) => o === '403:daily_limit').length;
+    const declined = outcomes.filter((o) => o === '201:declined:mandate_exceeded').length;
+    expect(refused + declined, outcomes.join(' ')).toBe(40);
+    // A refused request recorded nothing: its key has no row and no workflow.
+    const refusedKeys = keys.filter((_, i) => answers[i]!.status === 403);
+    const rows = await h.pool.query('SELECT 1 FROM charges WHERE tenant = $1 AND idempotency_key = ANY($2)', [tenant, refusedKeys]);
+    expect(rows.rowCount).toBe(0);
+    for (const idempotencyKey of refusedKeys.slice(0, 5)) expect(await workflowExists(h, chargeWorkflowId(tenant, idempotencyKey))).toBe(false);
     expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 10);
+    await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it("two charges that each fit the daily limit but not together, admitted together: exactly one succeeds, the ledger's Try declines the other", async () => {
+    const tenant = await fundedTenant(h, { label: 'mandate-pair' });
+    const { key, id } = await agentKey(tenant, { dailyLimitMinor: 1_000 });
+    const mandate = { ...noMandate, dailyLimitMinor: 1_000 };
+    // Started on a queue no worker polls yet: both pass the service's check (nothing is held), both
+    // start, and only then does a worker run their Trys, which the ledger serialises per key.
+    const taskQueue = `mandate-pair-${newKey()}`;
+    const service = h.clientFor({ taskQueue });
+    const pair = [newKey('pair-a'), newKey('pair-b')];
+    const handles = await Promise.all(pair.map((k) => service.startCharge(tenant, k, chargeBody({ amount: 600 }), { actor: { keyId: id, mandate } })));
+    expect(handles.map((started) => started.replayed)).toEqual([false, false]);
+    const worker = await startTestWorker({ taskQueue, pool: h.pool });
+    try {
+      const charges = await Promise.all(handles.map((started) => started.handle.result()));
+      expect(charges.map((charge) => (charge.status === 'declined' ? `declined:${charge.declineCode}` : charge.status)).sort()).toEqual([
+        'declined:mandate_exceeded',
+        'succeeded',
+      ]);
+    } finally {
+      await worker.stop();
+    }
+    expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 600);
+    // 600 held or captured: 401 more does not fit, and is refused before anything starts.
+    const next = await api.request('/v1/charges', { apiKey: key, body: chargeBody({ amount: 401 }), headers: { 'idempotency-key': newKey() } });
+    expect(next.status).toBe(403);
+    expect(next.body).toMatchObject({ rule: 'daily_limit' });
     await expectLedgerInvariants(h.pool, tenant);
   });
 
   it('MCP over HTTP: create_charge outside the mandate is a mandate_exceeded tool error, nothing recorded', async () => {
     const tenant = await fundedTenant(h, { label: 'mandate-mcp' });
-    const { key } = await agentKey(tenant, { maxAmountMinor: 100 });
+    const { key } = await agentKey(tenant, { maxAmountMinor: 100, dailyLimitMinor: 150 });
     const before = await countLedger(h.pool, tenant);
     const { client, transport } = mcpOverHttp(api.baseUrl, key);
     await client.connect(transport);
@@ -122,10 +191,19 @@ describe('mandates: what an agent key may charge', () => {
         rule: 'max_amount',
         detail: "amount 101 exceeds this key's largest charge of 100",
       });
+      expect(await countLedger(h.pool, tenant)).toEqual(before);
+
+      // The rolling total, judged by the same service call: 100 charged, 60 more does not fit.
+      const inside = await callTool(client, 'create_charge', { idempotency_key: newKey(), ...chargeBody({ amount: 100 }) });
+      expect((inside.structuredContent as any).charge).toMatchObject({ status: 'succeeded' });
+      const afterInside = await countLedger(h.pool, tenant);
+      const over = await callTool(client, 'create_charge', { idempotency_key: newKey(), ...chargeBody({ amount: 60 }) });
+      expect(over.isError).toBe(true);
+      expect((over.structuredContent as any).error).toMatchObject({ type: 'mandate_exceeded', rule: 'daily_limit' });
+      expect(await countLedger(h.pool, tenant)).toEqual(afterInside);
     } finally {
       await client.close();
     }
-    expect(await countLedger(h.pool, tenant)).toEqual(before);
   });
 
   it('MCP over stdio: the mandate holds, and a key that expires mid-session is refused on its next call', async () => {

@@ -3,9 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { createApiKey } from '../src/auth/api-keys.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { noMandate } from '../src/domain/mandate.js';
-import { clearingAccountId, paymentMethodIdMaxLength } from '../src/domain/providers.js';
+import { clearingAccountId, paymentMethodIdMaxLength, returnUrlMaxLength } from '../src/domain/providers.js';
 import { countLedger } from '../src/ledger/reports.js';
 import { buildChargeIntent, chargeFingerprint } from '../src/service/intent.js';
+import { canonicalJson, sha256Hex } from '../src/domain/request-fingerprint.js';
 import { ValidationError } from '../src/service/errors.js';
 import { parseChargeRequest } from '../src/service/validation.js';
 import { chargeToWire, wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
@@ -72,6 +73,49 @@ describe('a provider charge names payment_method: refused bodies get a 400 namin
     }
     expect(await countLedger(h.pool, tenant)).toEqual(before);
     await expectLedgerInvariants(h.pool, tenant);
+  });
+
+  it('return_url: https only, no credentials, bounded, valid Unicode, no control characters, only with payment_method; 400 naming it', async () => {
+    const { tenant, apiKey } = await fundedApiTenant(api, { label: 'provider-return-url' });
+    const before = await countLedger(h.pool, tenant);
+    const longest = `https://shop.example/${'a'.repeat(returnUrlMaxLength - 'https://shop.example/'.length)}`;
+    const cases: Array<[string, unknown, Array<[string, RegExp]>]> = [
+      ['http', providerBody({ return_url: 'http://shop.example/back' }), [['return_url', /must be an https URL/]]],
+      ['another scheme', providerBody({ return_url: 'javascript:alert(1)' }), [['return_url', /must be an https URL/]]],
+      ['no host', providerBody({ return_url: 'https://' }), [['return_url', /must be an absolute https URL/]]],
+      ['user and password', providerBody({ return_url: 'https://user:secret@shop.example/back' }), [['return_url', /must not carry credentials/]]],
+      ['a user alone', providerBody({ return_url: 'https://user@shop.example/back' }), [['return_url', /must not carry credentials/]]],
+      ['an empty user', providerBody({ return_url: 'https://@shop.example/back' }), [['return_url', /must not carry credentials/]]],
+      ['one too long', providerBody({ return_url: `${longest}a` }), [['return_url', new RegExp(`is ${returnUrlMaxLength + 1} characters long; at most ${returnUrlMaxLength}$`)]]],
+      ['huge', providerBody({ return_url: `https://shop.example/${'a'.repeat(60_000)}` }), [['return_url', /characters long; at most 2048/]]],
+      ['a control character', providerBody({ return_url: 'https://shop.example/\u001b[31m' }), [['return_url', /control characters: U\+001B at position 21/]]],
+      ['NUL', providerBody({ return_url: 'https://shop.example/\u0000' }), [['return_url', /U\+0000 at position 21/]]],
+      ['a line break', providerBody({ return_url: 'https://shop.example/\nSet-Cookie: x' }), [['return_url', /U\+000A/]]],
+      ['a lone surrogate', providerBody({ return_url: 'https://shop.example/\ud800' }), [['return_url', /lone surrogate U\+D800/]]],
+      ['a space', providerBody({ return_url: 'https://shop.example/a b' }), [['return_url', /without spaces or backslashes.*U\+0020 at position 22/]]],
+      ['a backslash', providerBody({ return_url: 'https:\\\\evil.example' }), [['return_url', /U\+005C/]]],
+      ['empty', providerBody({ return_url: '' }), [['return_url', /must not be empty/]]],
+      ['null', providerBody({ return_url: null }), [['return_url', /null is not a value/]]],
+      ['a number', providerBody({ return_url: 42 }), [['return_url', /^must be a string$/]]],
+      ['with a payer account', withoutPaymentMethod({ payer_account_id: 'payer', return_url: 'https://shop.example/back' }), [['return_url', /allowed only with payment_method/]]],
+    ];
+    for (const [label, body, expected] of cases) {
+      const idempotencyKey = newKey('return-url-bad');
+      const response = await api.request('/v1/charges', { apiKey, body, headers: { 'idempotency-key': idempotencyKey } });
+      expect(response.status, label).toBe(400);
+      const problem = wireProblemSchema.parse(response.body);
+      expect(problem.type, label).toBe('validation_error');
+      expect((problem.errors ?? []).map((error) => error.field), `${label}: ${JSON.stringify(problem.errors)}`).toEqual(expected.map(([field]) => field));
+      for (const [field, message] of expected) {
+        expect(problem.errors!.find((error) => error.field === field)!.message, `${label}: ${field}`).toMatch(message);
+      }
+      expect(await workflowExists(h, chargeWorkflowId(tenant, idempotencyKey)), label).toBe(false);
+    }
+    expect(await countLedger(h.pool, tenant)).toEqual(before);
+    // The longest allowed, and an https URL with a port, query and fragment, are taken as sent.
+    for (const url of [longest, 'HTTPS://Shop.Example:8443/back?order=1005&x=%20#done', 'https://xn--bcher-kva.example/zurück']) {
+      expect(parseChargeRequest(providerBody({ return_url: url }), amountMinorMax).returnUrl).toBe(url);
+    }
   });
 
   it("the payee is checked as for any charge, the clearing account (the ledger's, opened on first use) is not", async () => {
@@ -154,6 +198,20 @@ describe('a provider charge request, as the service builds it', () => {
     const ledgerIntent = buildChargeIntent('t-fp', 'k-1', withoutPaymentMethod({ payer_account_id: 'payer' }), amountMinorMax);
     expect(ledgerIntent.fingerprint).not.toBe(intent.fingerprint);
     expect(buildChargeIntent('t-fp', 'k-1', providerBody({ payment_method: 'pm_card_mastercard' }), amountMinorMax).fingerprint).not.toBe(intent.fingerprint);
+  });
+
+  it('return_url is part of the fingerprint: with one, or another, it is another request; without, the fingerprint is as before it existed', () => {
+    const without = buildChargeIntent('t-fp', 'k-1', providerBody(), amountMinorMax);
+    const withUrl = buildChargeIntent('t-fp', 'k-1', providerBody({ return_url: 'https://shop.example/back' }), amountMinorMax);
+    expect(withUrl.request.returnUrl).toBe('https://shop.example/back');
+    expect(without.request).not.toHaveProperty('returnUrl');
+    expect(withUrl.fingerprint).toMatch(/^v2:[0-9a-f]{64}$/);
+    expect(withUrl.fingerprint).not.toBe(without.fingerprint);
+    expect(buildChargeIntent('t-fp', 'k-1', providerBody({ return_url: 'https://shop.example/other' }), amountMinorMax).fingerprint).not.toBe(withUrl.fingerprint);
+    // The v2 definition of a request without return_url, written out: keys recorded before it existed still compare equal.
+    expect(without.fingerprint).toBe(
+      `v2:${sha256Hex(canonicalJson({ order_id: 'order-p1', payment_method: 'pm_card_visa', provider: 'stripe', payee_account_id: 'payee', amount: 1_250, currency: 'USD', capture: 'automatic' }))}`,
+    );
   });
 
   it('every refusal names its field before anything is built', () => {
@@ -255,6 +313,8 @@ describe('the MCP create_charge tool takes payment_method', () => {
       const input = create.inputSchema as { properties: Record<string, any>; required?: string[] };
       expect(input.properties.payment_method).toMatchObject({ type: 'string' });
       expect(input.properties.provider).toMatchObject({ enum: ['stripe'] });
+      expect(input.properties.return_url).toMatchObject({ type: 'string' });
+      expect(input.required).not.toContain('return_url');
       expect(input.required).not.toContain('payer_account_id');
       expect(input.required).not.toContain('payment_method');
       expect(create.description).toMatch(/EXACTLY ONE of payer_account_id .* and payment_method/);
@@ -279,6 +339,9 @@ describe('the MCP create_charge tool takes payment_method', () => {
       const neitherPayer = await callTool(client, 'create_charge', { idempotency_key: newKey('mcp-neither'), ...withoutPaymentMethod() });
       expect((neitherPayer.structuredContent as any).error.errors.map((e: { field: string }) => e.field).sort()).toEqual(['payer_account_id', 'payment_method']);
       expect(validate(neitherPayer.structuredContent), JSON.stringify(validate.errors)).toBe(true);
+      // The same return_url rules as the HTTP body's, named as the tool names the argument.
+      const httpUrl = await callTool(client, 'create_charge', { idempotency_key: newKey('mcp-return-url'), ...providerBody({ return_url: 'http://shop.example/back' }) });
+      expect((httpUrl.structuredContent as any).error).toMatchObject({ type: 'validation_error', errors: [{ field: 'return_url', message: expect.stringMatching(/https/) }] });
     } finally {
       await client.close();
     }
@@ -292,6 +355,7 @@ describe('the CLI charge command takes --payment-method', () => {
       ['both', ['--payer', 'payer', '--payment-method', 'pm_card_visa'], ['--payer', '--payment-method']],
       ['neither', [], ['--payer', '--payment-method']],
       ['provider alone', ['--payer', 'payer', '--provider', 'stripe'], ['--provider']],
+      ['return url without a payment method', ['--payer', 'payer', '--return-url', 'https://shop.example/back'], ['--return-url']],
     ];
     // Nothing is reached: the servers named do not exist, so a refusal after connecting would be a 75, not a 2.
     const nowhere = { TEMPORAL_ADDRESS: '127.0.0.1:1', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' };

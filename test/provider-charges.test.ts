@@ -394,6 +394,8 @@ describe('a provider charge', () => {
       const reply = await h.clientFor({ taskQueue, policy }).charge(tenant, newKey(), body({ payment_method: 'pm_card_threeDSecure2Required' }));
       expect(reply.charge.status).toBe('requires_action');
       expect(reply.charge.provider?.nextAction).toMatchObject({ type: expect.any(String) });
+      // Answered at once, but not decided: every surface says "not completed" (HTTP: 202).
+      expect(reply.completed).toBe(false);
     });
 
     it('a payment method the provider does not know: the charge is cancelled (provider_rejected), nothing held', async () => {

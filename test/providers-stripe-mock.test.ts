@@ -4,6 +4,8 @@
  * allow. stripe-mock is stateless: answers are fixtures, so these tests check that each request is
  * accepted and each answer parses, not what it says.
  */
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerIdempotencyKey } from '../src/providers/connector.js';
@@ -14,11 +16,52 @@ let mock: StripeMock;
 let stripe: StripeConnector;
 const charge = { tenant: 'tenant-a', chargeId: 'ch_wire' };
 
+/** One request as it went over the wire to stripe-mock, and stripe-mock's answer. */
+interface WireExchange {
+  method: string;
+  path: string;
+  /** The form-encoded body, decoded: what Stripe would read. */
+  params: URLSearchParams;
+  status: number;
+}
+
+/**
+ * A loopback relay between the connector and stripe-mock that keeps every request's body: the SDK
+ * encodes parameters itself, so this is the one place to see which of them reach the wire (and
+ * stripe-mock's status says whether Stripe's schema accepts them).
+ */
+let relay: Server;
+const exchanges: WireExchange[] = [];
+
+async function startRelay(target: { host: string; port: number }): Promise<{ host: string; port: number; protocol: 'http' }> {
+  relay = createServer((incoming, outgoing) => {
+    const chunks: Buffer[] = [];
+    incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+    incoming.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const forward = httpRequest(
+        { host: target.host, port: target.port, method: incoming.method, path: incoming.url, headers: incoming.headers },
+        (answer) => {
+          exchanges.push({ method: incoming.method ?? '', path: incoming.url ?? '', params: new URLSearchParams(body.toString('utf8')), status: answer.statusCode ?? 0 });
+          outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(outgoing);
+        },
+      );
+      forward.on('error', (error) => outgoing.destroy(error));
+      forward.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  return { host: '127.0.0.1', port: (relay.address() as AddressInfo).port, protocol: 'http' };
+}
+
 beforeAll(async () => {
   mock = await startStripeMock();
-  stripe = new StripeConnector({ apiKey: 'sk_test_123', webhookSecrets: ['whsec_test'], endpoint: mock.endpoint, maxNetworkRetries: 0 });
+  const endpoint = await startRelay(mock.endpoint);
+  stripe = new StripeConnector({ apiKey: 'sk_test_123', webhookSecrets: ['whsec_test'], endpoint, maxNetworkRetries: 0 });
 });
 afterAll(async () => {
+  await new Promise<void>((resolve) => (relay ? relay.close(() => resolve()) : resolve()));
   await mock?.stop();
 });
 
@@ -40,6 +83,45 @@ describe('the Stripe connector against stripe-mock', () => {
     expect(result.outcome).not.toBe('rejected');
     expect(result.outcome).not.toBe('unknown');
     if ('payment' in result && result.payment) expect(result.payment.amountMinor).toBe(2_500);
+    // On the wire, accepted by Stripe's schema: a server-side confirm with manual capture and the
+    // caller's return URL as given, so a payer who must authenticate gets redirect_to_url.
+    const create = exchanges.filter((exchange) => exchange.method === 'POST' && exchange.path === '/v1/payment_intents').at(-1)!;
+    expect(create.status).toBe(200);
+    expect(Object.fromEntries(create.params)).toMatchObject({
+      amount: '2500',
+      currency: 'eur',
+      payment_method: 'pm_card_visa',
+      capture_method: 'manual',
+      confirm: 'true',
+      return_url: 'https://example.test/back',
+      'allowed_payment_method_types[0]': 'card',
+      'metadata[tenant]': 'tenant-a',
+      'metadata[charge_id]': 'ch_wire',
+      description: 'wire check',
+    });
+  });
+
+  it('authorize without a return URL sends none (the provider then answers use_stripe_sdk)', async () => {
+    const result = await stripe.authorize({
+      reference: charge,
+      amountMinor: 700,
+      currency: 'USD',
+      paymentMethod: 'pm_card_visa',
+      idempotencyKey: providerIdempotencyKey('ch_wire_plain', 'authorize'),
+    });
+    expect(result.outcome).not.toBe('rejected');
+    const create = exchanges.filter((exchange) => exchange.method === 'POST' && exchange.path === '/v1/payment_intents').at(-1)!;
+    expect(create.status).toBe(200);
+    expect(create.params.get('amount')).toBe('700');
+    expect(create.params.has('return_url')).toBe(false);
+    expect(create.params.get('confirm')).toBe('true');
+  });
+
+  it('stripe-mock refuses a return_url that is not a string of its schema, so the check above is a check', async () => {
+    const raw = new Stripe('sk_test_123', { apiVersion: stripeApiVersion, maxNetworkRetries: 0, ...mock.endpoint });
+    await expect(
+      raw.paymentIntents.create({ amount: 100, currency: 'eur', confirm: true, return_url: { nested: 'x' } } as unknown as Stripe.PaymentIntentCreateParams),
+    ).rejects.toMatchObject({ statusCode: 400 });
   });
 
   it('capture, whole and partial (amount_to_capture)', async () => {

@@ -45,6 +45,12 @@ export interface ChargeRequest {
   metadata: Record<string, string> | null;
   /** Present for a charge paid through a provider: the payer's instrument there. */
   paymentMethod?: ProviderPaymentMethod;
+  /**
+   * A provider charge's return page (https, validated): the provider sends the payer there after
+   * authenticating (3-D Secure by redirect), so its `next_action` is a URL a person can open.
+   * Absent: the provider's next action is whatever it gives without one (Stripe: `use_stripe_sdk`).
+   */
+  returnUrl?: string;
 }
 
 /** A charge as stored: the ledger row is the source of truth once Try has run. */

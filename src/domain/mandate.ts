@@ -42,9 +42,10 @@ export interface MandateRefusal {
 }
 
 /**
- * Why this charge is outside the mandate, or null when it is inside. The daily limit is not judged
- * here (it needs the key's recent charges; the ledger's Try judges it) except that a single charge
- * larger than the whole limit can never fit.
+ * Why this charge is outside the mandate, or null when it is inside. The daily limit's rolling total
+ * is not judged here (it needs the key's recent charges: `dailyLimitRefusal`, with the total the
+ * service reads from the ledger before starting anything) except that a single charge larger than
+ * the whole limit can never fit.
  */
 export function mandateRefusal(mandate: Mandate, request: ChargeRequest, nowMs: number): MandateRefusal | null {
   if (mandate.expiresAt !== null && Date.parse(mandate.expiresAt) <= nowMs) {
@@ -72,4 +73,21 @@ export function mandateRefusal(mandate: Mandate, request: ChargeRequest, nowMs: 
     };
   }
   return null;
+}
+
+/**
+ * Why this charge does not fit the key's rolling 24 h total, or null when it fits. `usedMinor` is
+ * what the key's other charges of the last 24 h hold or captured, summed as the ledger's Try sums it
+ * (held plus captured; declined and cancelled charges count zero). Judged by the service before
+ * anything starts; the ledger's Try judges it again, serialised per key, for charges that raced
+ * each other past this check.
+ */
+export function dailyLimitRefusal(dailyLimitMinor: number, usedMinor: number, amountMinor: number): MandateRefusal | null {
+  if (usedMinor + amountMinor <= dailyLimitMinor) return null;
+  return {
+    rule: 'daily_limit',
+    detail:
+      `amount ${amountMinor} with the ${usedMinor} this key charged in the last 24 hours exceeds its daily limit of ${dailyLimitMinor} ` +
+      `(${Math.max(0, dailyLimitMinor - usedMinor)} left)`,
+  };
 }

@@ -18,6 +18,13 @@ export const paymentMethodIdMaxLength = 255;
 /** A provider token: letters, digits and underscores (Stripe: `pm_…`, shared payment tokens `spt_…`). */
 export const paymentMethodIdPattern = /^[A-Za-z0-9_]{1,255}$/;
 
+/**
+ * The page a payer comes back to after authenticating at the provider (3-D Secure by redirect), in
+ * characters. Stripe takes up to 5,000; 2,048 is what browsers and proxies reliably carry in a URL,
+ * and a bound keeps a hostile value out of the provider's request and the workflow's input.
+ */
+export const returnUrlMaxLength = 2_048;
+
 /** The payer's instrument at the provider, as the caller named it. */
 export interface ProviderPaymentMethod {
   provider: ProviderName;

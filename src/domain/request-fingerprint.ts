@@ -11,8 +11,9 @@
  *
  * - v1 (recorded as bare 64-hex): the charge's business fields only; a refund's `{amount}` with
  *   null for "the rest".
- * - v2 (recorded as `v2:<64-hex>`): the whole validated body, description and metadata included,
- *   as Stripe compares every parameter; absent optional fields are left out.
+ * - v2 (recorded as `v2:<64-hex>`): the whole validated body, description, metadata and
+ *   return_url included, as Stripe compares every parameter; absent optional fields are left out
+ *   (so a field added later, such as return_url, changes no fingerprint of a request without it).
  *
  * Both are SHA-256 of RFC 8785 canonical JSON.
  */
@@ -65,6 +66,8 @@ function chargeBodyOf(request: ChargeRequest): Record<string, unknown> {
     capture: request.captureMode,
     ...(request.description !== null ? { description: request.description } : {}),
     ...(request.metadata !== null ? { metadata: request.metadata } : {}),
+    // Left out when absent, so every v2 fingerprint recorded before return_url existed still matches.
+    ...(request.returnUrl !== undefined ? { return_url: request.returnUrl } : {}),
   };
 }
 

@@ -238,6 +238,27 @@ export async function readCharge(pool: LedgerPool, tenant: string, idempotencyKe
   return row ? fromRow(row) : null;
 }
 
+/**
+ * What the key's charges other than `excludingChargeId` hold or captured, created in the last 24 h:
+ * the rolling total its daily limit bounds, summed exactly as ledger_try sums it (the same
+ * predicate, the same clock: the database's now()), on the same index (charges_created_by_key_recent).
+ * Read by the service before a charge starts; ledger_try's own sum, under its per-key lock, stays
+ * the judge for charges that race each other.
+ */
+export async function keyDailyTotalMinor(pool: LedgerPool, keyId: string, excludingChargeId: string): Promise<number> {
+  const result = await pool
+    .query<{ total_minor: string }>({
+      name: 'chargeguard_key_daily_total',
+      text: `SELECT coalesce(sum(c.held_minor + c.captured_minor), 0) AS total_minor FROM charges c
+              WHERE c.created_by_key_id = $1 AND c.created_at > now() - interval '24 hours' AND c.id <> $2`,
+      values: [keyId, excludingChargeId],
+    })
+    .catch((error: unknown) => {
+      throw classifyLedgerError(error);
+    });
+  return Number(result.rows[0]?.total_minor ?? 0);
+}
+
 /** The rows of the given keys (those the ledger has), in one query. */
 export async function readChargesByKeys(
   pool: LedgerPool,

@@ -35,7 +35,7 @@ export const toolErrorSchema = z
   .describe('present only when the result is an error (isError), and then alone');
 
 const replayed = z.boolean().describe('true when this key was already used for this request: nothing new was done');
-const completed = z.boolean().describe('false when the outcome was not known within the wait: call again with the same keys');
+const completed = z.boolean().describe('false while the outcome is not decided (not known within the wait, or the payer must act): call again with the same keys');
 
 const wireOutputSchemas = {
   /** create_charge */

@@ -7,7 +7,7 @@ import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validatio
 import { accountToWire, chargeToWire, refundToWire, type WireCharge } from '../service/wire.js';
 import { captureModes } from '../domain/capture-modes.js';
 import { limits } from '../domain/limits.js';
-import { paymentMethodIdMaxLength, providerNames } from '../domain/providers.js';
+import { paymentMethodIdMaxLength, providerNames, returnUrlMaxLength } from '../domain/providers.js';
 import type { Operation } from '../domain/permissions.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
 import { outputSchemas } from './output-schemas.js';
@@ -121,10 +121,11 @@ export function createMcpServer(deps: McpDeps): McpServer {
         'this ledger) and payment_method (a card or other instrument at a payment provider, e.g. Stripe\'s ' +
         '"pm_card_visa"; `provider` defaults to "stripe"). Safe to retry: with the same idempotency_key and ' +
         'arguments it returns the original charge instead of charging again. Amounts are integers in minor units ' +
-        '(cents). Status "declined" is a final answer for that key. When `completed` is false the charge is still ' +
-        'processing: call create_charge again with the same key, or get_charge. Status "requires_action" means the ' +
-        'payer must authenticate (3-D Secure): hand `next_action` to the payer, then call get_charge; unanswered, ' +
-        'the charge is cancelled when its hold expires.',
+        '(cents). Status "declined" is a final answer for that key. When `completed` is false the charge is not ' +
+        'decided yet: call create_charge again with the same key, or get_charge. Status "requires_action" (completed ' +
+        'false) means the payer must authenticate (3-D Secure): hand `next_action` to the payer (with return_url, ' +
+        'next_action.redirect_to_url.url is a page the person opens), then call get_charge until it is decided; ' +
+        'unanswered, the charge is cancelled when its hold expires.',
       inputSchema: z
         .object({
           idempotency_key: idempotencyKey,
@@ -138,6 +139,13 @@ export function createMcpServer(deps: McpDeps): McpServer {
                 `at most ${paymentMethodIdMaxLength}); give this or payer_account_id, not both`,
             ),
           provider: z.enum(providerNames).optional().describe('the provider of payment_method (default "stripe"); only with payment_method'),
+          return_url: z
+            .string()
+            .optional()
+            .describe(
+              `an https page the payer returns to after authenticating (3-D Secure), at most ${returnUrlMaxLength} characters, no credentials; ` +
+                'only with payment_method. With it, next_action is a redirect_to_url a person opens in a browser',
+            ),
           payee_account_id: z.string().describe('account to credit'),
           amount: z.number().describe('integer amount in minor units, e.g. 1250 for 12.50'),
           currency: z.string().describe('ISO 4217 code, upper case, e.g. "USD"; must be both accounts\' currency'),
@@ -162,7 +170,9 @@ export function createMcpServer(deps: McpDeps): McpServer {
         const actor = chargeActorOf(principal);
         const answer = await charges.charge(tenant, idempotency_key, body, { waitMs: deps.waitBudgetMs, ...(actor ? { actor } : {}) });
         const charge = chargeToWire(answer.charge);
-        const summary = !answer.completed
+        const summary = charge.status === 'requires_action'
+          ? `Charge ${charge.id} is not decided: it waits for the payer (status requires_action).`
+          : !answer.completed
           ? `Charge ${charge.id} is still processing (status ${charge.status}). Call create_charge again with the same idempotency_key, or get_charge.`
           : `${answer.replayed ? 'Replayed: this key was already used for this charge; no new charge was made. ' : ''}Charge ${charge.id} is ${charge.status}.`;
         return okResult(`${summary}${payerActionNote(charge)}`, { charge, replayed: answer.replayed, completed: answer.completed });

@@ -16,7 +16,11 @@ export interface ChargeReply {
   charge: Charge;
   /** True when the key was already known: this call started nothing. */
   replayed: boolean;
-  /** False when the wait budget ran out first; the charge goes on and the same call later returns it. */
+  /**
+   * False while the charge is not decided: the wait budget ran out first, or the payer must act
+   * (`requires_action`, 3-D Secure). The charge goes on and the same call later returns it; the
+   * HTTP API answers 202 + Location + Retry-After for it, on the first request and every repeat.
+   */
   completed: boolean;
 }
 
@@ -33,7 +37,9 @@ export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: 
       : intent.request.paymentMethod
         ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs, payerActionNeeded)
         : await waitForOutcome(ctx, handle, waitMs);
-  if (outcome) return { charge: outcome, replayed: !started, completed: true };
+  // A charge waiting for its payer is answered at once (the caller must hand next_action on) but is
+  // not decided: a client following the status table must not take an unauthenticated charge as final.
+  if (outcome) return { charge: outcome, replayed: !started, completed: outcome.status !== 'requires_action' };
   return { charge: await handle.query(chargeStatusQuery), replayed: !started, completed: false };
 }
 

@@ -1,9 +1,10 @@
-import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import type { Charge, ChargeIntent, ChargeRequest } from '../domain/charge.js';
 import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
 import { refundWorkflowId, type Refund, type RefundIntent } from '../domain/refund.js';
 import { getAccountCurrencies } from '../ledger/accounts.js';
-import { readCharge, type LedgerCharge } from '../ledger/charges.js';
+import { keyDailyTotalMinor, readCharge, type LedgerCharge } from '../ledger/charges.js';
+import { dailyLimitRefusal } from '../domain/mandate.js';
 import { readRefund } from '../ledger/refunds.js';
 import {
   refundWorkflowType,
@@ -17,7 +18,7 @@ import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
 import { chargeSearchAttributeKeys, startSearchAttributes } from '../../workflows/search-attributes.js';
 import type { SearchAttributePair } from '@temporalio/common';
 import type { ServiceContext } from './context.js';
-import { IdempotencyConflictError, ValidationError, type FieldError } from './errors.js';
+import { IdempotencyConflictError, MandateExceededError, ValidationError, type FieldError } from './errors.js';
 import { chargeFingerprint, fingerprintLike, refundFingerprint } from './intent.js';
 
 /**
@@ -56,8 +57,16 @@ export async function startOrAttachCharge(ctx: ServiceContext, built: ChargeInte
 
 async function startOrAttachChargeUnbounded(ctx: ServiceContext, built: ChargeIntent): Promise<Attached<ChargeHandle, Charge>> {
   const { tenant, idempotencyKey } = built;
-  // Both at once: a new charge needs the accounts checked, a replay needs only the row.
-  const [recorded] = await Promise.all([readCharge(ctx.ledger, tenant, idempotencyKey), assertAccountsUsable(ctx, tenant, built.request)]);
+  // All at once: a new charge needs the accounts checked and its key's daily total read, a replay
+  // needs only the row (the total is then not judged: a key's recorded charge is answered as it is).
+  const [recorded, , keyDailyTotal] = await Promise.all([
+    readCharge(ctx.ledger, tenant, idempotencyKey),
+    assertAccountsUsable(ctx, tenant, built.request),
+    built.actingKeyId !== undefined && built.dailyLimitMinor !== undefined
+      ? keyDailyTotalMinor(ctx.ledger, built.actingKeyId, built.chargeId)
+      : null,
+  ]);
+  if (recorded === null && keyDailyTotal !== null) await assertWithinDailyLimit(ctx, built, keyDailyTotal);
   // A key recorded under an earlier fingerprint definition is compared under that definition,
   // and the intent carries that fingerprint so the ledger's own comparison in Try agrees.
   const like = (first: string | undefined): string => fingerprintLike(first, (version) => chargeFingerprint(built.request, version));
@@ -145,6 +154,26 @@ export async function startOrAttachRefund(
   if (firstFingerprint !== undefined && firstFingerprint === like(firstFingerprint)) return { handle, started: false };
   // No row was read (a row would have answered above), so nothing outranks the memo here.
   throw refundKeyConflict(chargeKey, refundKey);
+}
+
+/**
+ * The mandate's rolling 24 h total, judged before anything starts: a charge that does not fit is a
+ * MandateExceededError (403 naming `daily_limit`), nothing recorded, its key free for another
+ * request. The one exception is a key whose workflow an earlier request already started and whose
+ * Try has not run yet (so no row): that request was admitted, and this repeat attaches to it rather
+ * than answering differently; the ledger's Try decides it. The ledger's Try also sums again, under a
+ * per-key lock, for charges that passed this check together and do not fit together.
+ */
+async function assertWithinDailyLimit(ctx: ServiceContext, intent: ChargeIntent, keyDailyTotal: number): Promise<void> {
+  const refusal = dailyLimitRefusal(intent.dailyLimitMinor!, keyDailyTotal, intent.request.amountMinor);
+  if (refusal === null) return;
+  try {
+    await chargeHandle(ctx, intent.tenant, intent.idempotencyKey).describe();
+    return; // started by an earlier request: attach
+  } catch (error) {
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+  }
+  throw new MandateExceededError(refusal.rule, refusal.detail);
 }
 
 /**

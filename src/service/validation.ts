@@ -7,6 +7,7 @@ import {
   paymentMethodIdMaxLength,
   paymentMethodIdPattern,
   providerNames,
+  returnUrlMaxLength,
   type ProviderName,
 } from '../domain/providers.js';
 import { ValidationError, type FieldError } from './errors.js';
@@ -132,6 +133,45 @@ export const paymentMethodIdSchema = z
   })
   .meta({ minLength: 1, maxLength: paymentMethodIdMaxLength, pattern: paymentMethodIdPattern.source });
 
+/**
+ * Why `text` cannot be a provider charge's return_url, or null. The payer's browser is sent there
+ * with the provider's answer in the query (Stripe appends `payment_intent`,
+ * `payment_intent_client_secret` and `redirect_status`), so it must be an https page: never plain
+ * http, where that secret would travel in the clear, and never with credentials, which the provider
+ * would keep and show in the redirect. The value is sent to the provider exactly as given, so it
+ * must already be a URL as written (no spaces or backslashes a parser would silently rewrite).
+ */
+export function returnUrlProblem(text: string): string | null {
+  const textual = textProblem(text, { minLength: 1, maxLength: returnUrlMaxLength });
+  if (textual) return textual;
+  const blank = /[\s\\]/u.exec(text);
+  if (blank) {
+    return `must be a URL as sent, without spaces or backslashes (percent-encode them): ${codePoint(text, blank.index)} at position ${positionOf(text, blank.index)}`;
+  }
+  if (!/^https:\/\//i.test(text)) return 'must be an https URL (https://…): the payer comes back there with the provider\'s answer';
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'must be an absolute https URL';
+  }
+  // The authority as written: WHATWG parsing drops an empty "user@" part, which the provider would still receive.
+  const authority = text.slice('https://'.length).split(/[/?#]/u, 1)[0] ?? '';
+  if (url.username !== '' || url.password !== '' || authority.includes('@')) {
+    return 'must not carry credentials (user:password@): the provider shows the URL to the payer';
+  }
+  if (url.hostname === '') return 'must name a host';
+  return null;
+}
+
+export const returnUrlSchema = z
+  .string({ error: notNull('a string') })
+  .superRefine((text, context) => {
+    const problem = returnUrlProblem(text);
+    if (problem) context.addIssue({ code: 'custom', message: problem });
+  })
+  .meta({ minLength: 1, maxLength: returnUrlMaxLength, format: 'uri', pattern: '^[Hh][Tt][Tt][Pp][Ss]://[^\\s@\\\\/?#]+([/?#][^\\s\\\\]*)?$' });
+
 export const providerNameSchema = z.enum(providerNames, { error: notNull(`one of ${providerNames.map((name) => `"${name}"`).join(', ')}`) });
 
 /** The provider a charge naming a payment method goes to when it names none. */
@@ -196,6 +236,13 @@ export function chargeFieldSchemas(amountMinorMax: number) {
     provider: providerNameSchema
       .optional()
       .describe(`the provider payment_method belongs to (default "${defaultProviderName}"); only with payment_method`),
+    return_url: returnUrlSchema
+      .optional()
+      .describe(
+        `where the provider sends the payer back after authenticating (3-D Secure): an https page of yours, at most ${returnUrlMaxLength} ` +
+          'characters, no credentials; only with payment_method. With it, a charge that needs the payer answers next_action ' +
+          '{type: "redirect_to_url", redirect_to_url: {url, return_url}}: a URL a person opens in a browser',
+      ),
     payee_account_id: accountIdSchema,
     amount: amountSchema(amountMinorMax),
     currency: currencySchema,
@@ -223,7 +270,7 @@ export function chargeRequestSchema(amountMinorMax: number) {
         'provider; provider, default "stripe", only with it) is required: both, or neither, is refused (400).',
       // JSON Schema can state both rules, so schema-driven clients see them too.
       oneOf: [{ required: ['payer_account_id'] }, { required: ['payment_method'] }],
-      dependentRequired: { provider: ['payment_method'] },
+      dependentRequired: { provider: ['payment_method'], return_url: ['payment_method'] },
     });
 }
 
@@ -249,6 +296,9 @@ function payerProblems(body: Record<string, unknown>): Array<{ path: string[]; m
   }
   if (given('provider') && body.payment_method === undefined) {
     problems.push({ path: ['provider'], message: 'is allowed only with payment_method: it names the provider of that payment method' });
+  }
+  if (given('return_url') && body.payment_method === undefined) {
+    problems.push({ path: ['return_url'], message: 'is allowed only with payment_method: the payer comes back there from the provider' });
   }
   return problems;
 }
@@ -304,6 +354,7 @@ export function parseChargeRequest(body: unknown, amountMinorMax: number): Charg
     ...common,
     payerAccountId: clearingAccountId(provider, b.currency),
     paymentMethod: { provider, id: b.payment_method },
+    ...(b.return_url !== undefined ? { returnUrl: b.return_url } : {}),
   };
 }
 

@@ -6,7 +6,9 @@ import { createApiKey } from '../../src/auth/api-keys.js';
 import type { Role } from '../../src/domain/permissions.js';
 import { loadConfig } from '../../src/config.js';
 import type { LedgerPool } from '../../src/ledger/pool.js';
-import { openAppContext, type AppContext } from '../../src/runtime/app-context.js';
+import { openAppContext, policyFromConfig, type AppContext } from '../../src/runtime/app-context.js';
+import { ChargeService } from '../../src/service/charge-service.js';
+import type { ChargePolicy } from '../../workflows/definitions.js';
 import { fundedTenant, lateBound, testPayloadSettings, type FundedTenantOptions } from './harness.js';
 
 /** A real API on a loopback port in front of the shared test stack (or another Temporal). */
@@ -34,6 +36,11 @@ export type TestApiOptions = Partial<Omit<ApiOptions, 'context'>> & HttpAppOptio
   env?: Record<string, string>;
   /** Compare the payload keys with the shared worker's at start (openAppContext); default true. */
   checkWorkerKeys?: boolean;
+  /**
+   * Charges go to this task queue (a worker of the test's own, e.g. with a provider connector)
+   * with this policy, instead of the shared worker's queue and the configuration's policy.
+   */
+  charges?: { taskQueue: string; policy?: ChargePolicy };
 };
 
 const payloadSettingNames = ['CHARGEGUARD_PAYLOAD_KEYS', 'CHARGEGUARD_PAYLOAD_KEYS_FILE', 'CHARGEGUARD_PAYLOAD_PLAINTEXT'];
@@ -70,11 +77,24 @@ export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi
     ...(ownPayloadSettings ? {} : testPayloadSettings()),
     ...options.env,
   });
-  const context = await openAppContext(
+  const shared = await openAppContext(
     config,
     { temporalAddress: options.temporalAddress ?? stack.temporalAddress, databaseUrl: stack.databaseUrl },
     { checkWorkerKeys: options.checkWorkerKeys },
   );
+  const context: AppContext = options.charges
+    ? {
+        ...shared,
+        charges: new ChargeService({
+          temporal: shared.temporal,
+          ledger: shared.ledger,
+          policy: options.charges.policy ?? policyFromConfig(config),
+          amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
+          waitBudgetMs: config.CHARGE_WAIT_BUDGET_MS,
+          taskQueue: options.charges.taskQueue,
+        }),
+      }
+    : shared;
   const app = await buildHttpApp({ ...options, context });
   const baseUrl = await listenOnLoopback(app);
   return {

@@ -67,8 +67,10 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
           'and body made it; the body is that request\'s outcome. 202: still processing, poll `Location` or retry.\n\n' +
           'The payer is a ledger account (`payer_account_id`) or an instrument at a payment provider (`payment_method`, ' +
           'with `provider`, default "stripe"): exactly one of the two. A provider charge whose payer must authenticate ' +
-          '(3-D Secure) answers 202 with status `requires_action` and `next_action` (the provider\'s, untouched): have ' +
-          'the payer complete it, then poll `Location`; left undone, the charge is cancelled when its hold expires.',
+          '(3-D Secure) is not decided: it answers 202 with status `requires_action` and `next_action` (the provider\'s, ' +
+          'untouched), and so does every repeat of the request until the payer has acted. Send `return_url` (https) so that ' +
+          '`next_action` is a `redirect_to_url` whose `url` a person opens; then poll `Location` every `Retry-After` seconds. ' +
+          'Left undone, the charge is cancelled when its hold expires.',
         tags: ['charges'],
         headers: idempotencyKeyOrTokenParameters('reuse verbatim on every retry of this charge'),
         body: ref('CreateChargeRequest'),

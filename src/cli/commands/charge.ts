@@ -25,6 +25,7 @@ interface ChargeOptions {
   payer?: string;
   paymentMethod?: string;
   provider?: string;
+  returnUrl?: string;
   payee: string;
   amount: string;
   currency: string;
@@ -39,7 +40,7 @@ interface ChargeOptions {
  * refusal leaves by commander's own exit path (exit 1, no --json), so that this refusal is printed
  * and exits as every other invalid flag does. The service judges the same rule on the body.
  */
-export function assertOnePayer(options: Pick<ChargeOptions, 'payer' | 'paymentMethod' | 'provider'>): void {
+export function assertOnePayer(options: Pick<ChargeOptions, 'payer' | 'paymentMethod' | 'provider' | 'returnUrl'>): void {
   const errors: FieldError[] = [];
   if (options.payer !== undefined && options.paymentMethod !== undefined) {
     const both = 'a charge names one payer: --payer (a ledger account) or --payment-method (through a provider), not both';
@@ -50,6 +51,9 @@ export function assertOnePayer(options: Pick<ChargeOptions, 'payer' | 'paymentMe
   }
   if (options.provider !== undefined && options.paymentMethod === undefined) {
     errors.push({ field: '--provider', message: 'is allowed only with --payment-method: it names the provider of that payment method' });
+  }
+  if (options.returnUrl !== undefined && options.paymentMethod === undefined) {
+    errors.push({ field: '--return-url', message: 'is allowed only with --payment-method: the payer comes back there from the provider' });
   }
   if (errors.length > 0) throw new ValidationError(errors);
 }
@@ -67,6 +71,7 @@ export function registerChargeCommand(program: Command): void {
     .requiredOption('--amount <minor-units>', 'integer amount in minor units (cents)')
     .requiredOption('--currency <code>', 'ISO 4217 code, e.g. USD')
     .option('--manual', 'only reserve the money; `capture` moves it')
+    .option('--return-url <url>', 'with --payment-method: the https page the payer returns to after authenticating (3-D Secure)')
     .option('--description <text>', 'free text kept with the charge')
     .option('--wait-ms <ms>', 'how long to wait for the outcome before reporting "still processing"');
   addIdentityOptions(command);
@@ -80,6 +85,7 @@ export function registerChargeCommand(program: Command): void {
         ...(options.payer !== undefined ? { payer_account_id: options.payer } : {}),
         ...(options.paymentMethod !== undefined ? { payment_method: options.paymentMethod } : {}),
         ...(options.provider !== undefined ? { provider: options.provider } : {}),
+        ...(options.returnUrl !== undefined ? { return_url: options.returnUrl } : {}),
         payee_account_id: options.payee,
         amount: minorUnitsOption(options.amount, 'amount'),
         currency: options.currency,
@@ -97,7 +103,14 @@ export function registerChargeCommand(program: Command): void {
         const actor = chargeActorOf(principal);
         const answer = await context.charges.charge(tenant, options.key, body, { ...(waitMs === undefined ? {} : { waitMs }), ...(actor ? { actor } : {}) });
         const charge = chargeToWire(answer.charge);
-        const note = !answer.completed ? '  (still processing: rerun with the same --key)' : answer.replayed ? '  (replayed: nothing new was charged)' : '';
+        const note =
+          charge.status === 'requires_action'
+            ? '  (waiting for the payer: hand next_action to them, then `status` or rerun with the same --key)'
+            : !answer.completed
+              ? '  (still processing: rerun with the same --key)'
+              : answer.replayed
+                ? '  (replayed: nothing new was charged)'
+                : '';
         print(options, { charge, replayed: answer.replayed, completed: answer.completed }, `${describeCharge(charge)}${note}`);
       } finally {
         await context.close();
