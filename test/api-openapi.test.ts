@@ -1,7 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseSignatureHeader, webhookSignatureHeaderValue } from '../src/domain/webhook-signature.js';
-import { useApi } from './support/api.js';
+import { fundedApiTenant, useApi } from './support/api.js';
 import { testPayloadSettings } from './support/harness.js';
 
 const api = useApi();
@@ -272,6 +272,71 @@ describe('the OpenAPI document', () => {
       expect(neither.status).toBe(400);
       expect(JSON.stringify(neither.body)).toMatch(/idempotency-key|Idempotency-Key/i);
     });
+  });
+
+  it('names every operation with a unique camelCase operationId, the ones clients already call unchanged', () => {
+    const ids: string[] = [];
+    for (const [path, operations] of Object.entries<any>(document.paths)) {
+      for (const [method, operation] of Object.entries<any>(operations)) {
+        expect(operation.operationId, `${method.toUpperCase()} ${path} has no operationId: add it to operationIds (src/api/openapi.ts)`).toMatch(/^[a-z][A-Za-z0-9]*$/);
+        ids.push(operation.operationId);
+      }
+    }
+    expect(new Set(ids).size).toBe(ids.length);
+    const named = (method: string, path: string) => document.paths[path][method].operationId;
+    expect(named('post', '/v1/charges')).toBe('createCharge');
+    expect(named('get', '/v1/charges/{key}')).toBe('getCharge');
+    expect(named('post', '/v1/charges/{key}/cancel')).toBe('cancelCharge');
+    expect(named('post', '/v1/charges/{key}/capture')).toBe('captureCharge');
+    expect(named('post', '/v1/charges/{key}/refunds')).toBe('createRefund');
+    expect(named('post', '/v1/accounts')).toBe('createAccount');
+    expect(named('get', '/v1/accounts/{id}')).toBe('getAccount');
+    expect(named('post', '/v1/accounts/{id}/deposits')).toBe('createDeposit');
+  });
+
+  it('states the rules JSON Schema cannot: integers written without a fraction, the deposit key rule, /mcp\'s Accept', async () => {
+    const schemas = document.components.schemas;
+    const amounts = [
+      schemas.CreateChargeRequest.properties.amount,
+      schemas.DepositRequest.properties.amount,
+      schemas.CaptureRequest.properties.amount,
+      schemas.RefundRequest.properties.amount,
+    ];
+    for (const amount of amounts) {
+      expect(amount).toMatchObject({ type: 'integer', minimum: 1, maximum: 1_000_000_000_000 });
+      expect(amount.description).toMatch(/minor unit/);
+      expect(amount.description).toMatch(/`32\.0`/);
+    }
+    expect(schemas.IssueIdempotencyTokenRequest.properties.ttl_seconds.description).toMatch(/`32\.0`/);
+    // What the descriptions say is what the program does: 32.0 is refused naming the field.
+    const { apiKey } = await fundedApiTenant(api, { label: 'openapi-integer' });
+    const fraction = await api.request('/v1/charges', {
+      apiKey,
+      rawBody: '{"order_id":"o-1","payer_account_id":"payer","payee_account_id":"payee","amount":32.0,"currency":"USD"}',
+      headers: { 'idempotency-key': `openapi-fraction-${Date.now().toString(36)}` },
+    });
+    expect(fraction.status).toBe(400);
+    expect(fraction.body.errors).toContainEqual(expect.objectContaining({ field: 'amount' }));
+
+    const deposit = document.paths['/v1/accounts/{id}/deposits'].post;
+    const keyParameter = deposit.parameters.find((p: any) => p.name === 'idempotency-key');
+    expect(keyParameter.required).toBe(false);
+    expect(keyParameter.description).toMatch(/unless the body carries `external_id`.*must be equal/);
+    expect(schemas.DepositRequest.description).toMatch(/one of the two is required/);
+
+    const mcp = document.paths['/mcp'].post;
+    expect(mcp.description).toMatch(/Accept: application\/json, text\/event-stream/);
+    expect(mcp.requestBody.content['application/json'].example).toMatchObject({ jsonrpc: '2.0' });
+  });
+
+  it('states who pays as a oneOf of two object shapes, each forbidding the other payer field', () => {
+    const request = document.components.schemas.CreateChargeRequest;
+    expect(request.oneOf.map((branch: any) => branch.required)).toEqual([['payer_account_id'], ['payment_method']]);
+    expect(request.oneOf[0].properties).toMatchObject({ payment_method: false, provider: false });
+    expect(request.oneOf[1].properties).toMatchObject({ payer_account_id: false });
+    // capture has a default: never required, so generated request types leave it optional.
+    expect(request.required).not.toContain('capture');
+    expect(request.properties.capture.default).toBe('automatic');
   });
 
   it('is browsable at /docs', async () => {
