@@ -102,7 +102,9 @@ export class ChargeguardClient {
       this.raw.POST('/v1/charges', { params: { header: { 'idempotency-key': idempotencyKey } }, body, headers: prefer, signal }),
     );
     let charge = answer.data as Charge;
-    if (answer.response.status === 202 && charge.status === 'pending') {
+    // 202: not decided when the server's wait ended (whatever the body's status says by then), or
+    // waiting for the payer (requires_action: returned, for the caller to hand next_action on).
+    if (answer.response.status === 202 && charge.status !== 'requires_action') {
       charge = await this.pollCharge(answer.response.headers.get('location') ?? chargePath(idempotencyKey), retryAfterMsOf(answer.response, this.limits));
     }
     if (charge.status === 'declined') throw new ChargeDeclinedError(charge);
