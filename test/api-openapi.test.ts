@@ -212,6 +212,25 @@ describe('the OpenAPI document', () => {
       expect(issued.status).toBe(201);
     });
 
+    it('cancel, capture and refund take no body: their bodies are optional, and none is accepted', async () => {
+      for (const path of ['/v1/charges/{key}/cancel', '/v1/charges/{key}/capture', '/v1/charges/{key}/refunds']) {
+        expect(document.paths[path].post.requestBody.required, path).toBe(false);
+      }
+      const { apiKey } = await fundedApiTenant(api, { label: 'openapi-no-body' });
+      const charge = async (key: string, capture: string) => {
+        const made = await api.request('/v1/charges', { apiKey, body: { order_id: key, payer_account_id: 'payer', payee_account_id: 'payee', amount: 100, currency: 'USD', capture }, headers: { 'idempotency-key': key } });
+        expect(made.status).toBe(201);
+      };
+      await charge('nobody-cancel', 'manual');
+      await charge('nobody-capture', 'manual');
+      await charge('nobody-refund', 'automatic');
+      expect((await api.request('/v1/charges/nobody-cancel/cancel', { method: 'POST', apiKey })).body).toMatchObject({ status: 'cancelled' });
+      expect((await api.request('/v1/charges/nobody-capture/capture', { method: 'POST', apiKey })).body).toMatchObject({ status: 'succeeded', amount_captured: 100 });
+      const refund = await api.request('/v1/charges/nobody-refund/refunds', { method: 'POST', apiKey, headers: { 'idempotency-key': 'nobody-refund-1' } });
+      expect(refund.status).toBe(201);
+      expect(refund.body).toMatchObject({ amount: 100, status: 'succeeded' });
+    });
+
     it('POST /mcp documents what the transport and the API hooks answer, not only 200', async () => {
       const responses = document.paths['/mcp'].post.responses;
       expect(Object.keys(responses)).toEqual(expect.arrayContaining(['200', '401', '406', '429']));
@@ -224,7 +243,7 @@ describe('the OpenAPI document', () => {
       // The streamable HTTP transport wants both media types in Accept.
       expect((await api.request('/mcp', { method: 'POST', body: call, apiKey, headers: { accept: 'application/json' } })).status).toBe(406);
       // A method the endpoint does not take is 405 with Allow, never 404 (schemathesis asked TRACE).
-      for (const method of ['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE'] as const) {
+      for (const method of ['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE', 'QUERY'] as const) {
         // Injected: fetch refuses to send TRACE at all.
         const refused = await api.app.inject({ method, url: '/mcp', headers: { authorization: `Bearer ${apiKey}` } });
         expect(refused.statusCode, method).toBe(405);

@@ -292,7 +292,7 @@ export const mcpResponses: Record<string, JsonSchema> = {
 /**
  * Facts of the program the route schemas cannot state, or that routes registered elsewhere leave
  * out, applied to the generated document:
- * - POST /v1/idempotency-tokens takes no body or `{}` (fastify-swagger marks every body required);
+ * - POST /v1/idempotency-tokens, cancel, capture and refund take no body or `{}` (fastify-swagger marks every body required);
  * - POST /mcp answers more than 200 (mcpResponses);
  * - the payload codec (/codec/encode, /codec/decode) is hidden, both methods: it is Temporal's
  *   remote-codec protocol for the Web UI and CLI, behind its own token (CHARGEGUARD_CODEC_TOKEN),
@@ -332,8 +332,12 @@ export function amendDocument(document: { paths?: Record<string, Record<string, 
     };
   }
   for (const path of Object.keys(paths)) if (path.startsWith(codecPathPrefix)) delete paths[path];
-  const issueToken = paths['/v1/idempotency-tokens']?.post;
-  if (issueToken?.requestBody) issueToken.requestBody.required = false;
+  // Bodies whose every field is optional may be left out entirely (the route reads no body as `{}`):
+  // fastify-swagger marks every body required, which a fuzzer found untrue of these four.
+  for (const [path, method] of optionalBodies) {
+    const operation = paths[path]?.[method];
+    if (operation?.requestBody) operation.requestBody.required = false;
+  }
   const mcp = paths['/mcp']?.post;
   if (mcp) mcp.responses = mcpResponses;
   for (const operation of Object.values(paths['/v1/webhooks/{provider}'] ?? {})) {
@@ -346,6 +350,14 @@ export function amendDocument(document: { paths?: Record<string, Record<string, 
 }
 
 const codecPathPrefix = '/codec/';
+
+/** Operations whose body is optional: none is read as `{}` (no amount: all of it; no ttl: the default). */
+const optionalBodies: Array<[string, string]> = [
+  ['/v1/idempotency-tokens', 'post'],
+  ['/v1/charges/{key}/cancel', 'post'],
+  ['/v1/charges/{key}/capture', 'post'],
+  ['/v1/charges/{key}/refunds', 'post'],
+];
 
 /**
  * Each operation's stable name (`<method> <path>` as the document spells it): what generated
