@@ -69,8 +69,45 @@ for key in order-1002 order-1003; do
     -d "{\"order_id\": \"${key#order-}\", \"payer_account_id\": \"payer\", \"payee_account_id\": \"payee\", \"amount\": 2500, \"currency\": \"USD\", \"capture\": \"manual\"}" > /dev/null
 done
 
+# The seeded run's document: the served one, with the create-charge body narrowed to what this
+# stack holds (payer pays payee, in USD; no payment provider is configured here), so generated
+# charges reach the workflow instead of stopping at "unknown account" (400). Every other field
+# (amounts, metadata, descriptions, keys) is fuzzed as the document states it.
+if [ -z "${SPEC:-}" ]; then
+  spec="${data_dir}/openapi.seeded.json"
+  curl -sf "${api}/openapi.json" | node -e '
+    let text = "";
+    process.stdin.on("data", (d) => (text += d)).on("end", () => {
+      const document = JSON.parse(text);
+      const create = document.components.schemas.CreateChargeRequest;
+      create.properties.payer_account_id = { ...create.properties.payer_account_id, enum: ["payer"] };
+      create.properties.payee_account_id = { ...create.properties.payee_account_id, enum: ["payee"] };
+      create.properties.currency = { ...create.properties.currency, enum: ["USD"] };
+      create.oneOf = create.oneOf.filter((branch) => branch.required.includes("payer_account_id"));
+      create.oneOf[0].properties.payer_account_id = create.properties.payer_account_id;
+      process.stdout.write(JSON.stringify(document));
+    });
+  ' > "$spec"
+fi
+
 status=0
 # /mcp requires this Accept (its description says so; OpenAPI cannot declare Accept as a parameter); the other routes ignore it.
 "$st" run "$spec" --url "$api" --checks all -H "$auth" -H "Accept: application/json, text/event-stream" --max-examples "$max_examples" --workers 1 \
-  --report junit --report-dir "${data_dir}/report" --no-color || status=$?
+  --report junit,har --report-dir "${data_dir}/report" --no-color || status=$?
+
+# What the money path saw: the answers to creates, from the run's HAR file.
+node -e '
+  const fs = require("node:fs");
+  const dir = process.argv[1];
+  const har = fs.readdirSync(dir).filter((f) => f.startsWith("har-")).map((f) => JSON.parse(fs.readFileSync(`${dir}/${f}`, "utf8")));
+  const counts = {};
+  for (const { log } of har) for (const { request, response } of log.entries) {
+    const path = new URL(request.url).pathname.replace(/\/v1\/(charges|accounts)\/[^/]+/, "/v1/$1/{}").replace(/refunds\/[^/]+$/, "refunds/{}");
+    const name = `${request.method} ${path}`;
+    counts[name] ??= {};
+    const status = String(response.status);
+    counts[name][status] = (counts[name][status] ?? 0) + 1;
+  }
+  for (const name of Object.keys(counts).sort()) console.log(name.padEnd(42), JSON.stringify(counts[name]));
+' "${data_dir}/report"
 exit "$status"

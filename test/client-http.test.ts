@@ -121,6 +121,24 @@ async function payerPosted(apiKey: string): Promise<number> {
 
 const body = (orderId: string, amount = 1_500) => ({ order_id: orderId, payer_account_id: 'payer', payee_account_id: 'payee', amount, currency: 'USD' as const });
 
+/**
+ * Checked by `tsc` (never run): the generated request type takes exactly one payer, and leaves
+ * `capture` (which has a default) optional. A regression here fails the typecheck.
+ */
+export function createChargeTypeChecks(client: ChargeguardClient): Array<Promise<unknown>> {
+  const base = { order_id: 'o', payee_account_id: 'payee', amount: 1, currency: 'USD' as const };
+  return [
+    client.createCharge({ ...base, payer_account_id: 'payer' }),
+    client.createCharge({ ...base, payment_method: 'pm_card_visa', provider: 'stripe' }),
+    // @ts-expect-error both payers
+    client.createCharge({ ...base, payer_account_id: 'payer', payment_method: 'pm_card_visa' }),
+    // @ts-expect-error neither payer
+    client.createCharge({ ...base }),
+    // @ts-expect-error provider belongs to payment_method
+    client.createCharge({ ...base, payer_account_id: 'payer', provider: 'stripe' }),
+  ];
+}
+
 describe('the typed HTTP client', () => {
   it('repeats a create whose connection was lost after the API ran it, with the same key: one charge, charged once', async () => {
     const { apiKey } = await fundedApiTenant(api, { label: 'client-drop', payerMinor: 10_000 });

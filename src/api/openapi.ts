@@ -221,7 +221,9 @@ export const idempotencyKeyParameter = (required: boolean, description: string):
 });
 
 /** What the key and the token each say of the other: OpenAPI cannot require one of two headers. */
-export const oneOfKeyOrToken = 'One of Idempotency-Key and Idempotency-Token is required (not both)';
+export const oneOfKeyOrToken =
+  'One of Idempotency-Key and Idempotency-Token is required (not both): neither, or both, is refused with 400 naming them. ' +
+  'OpenAPI cannot require one of two headers (oneOf applies to schemas, not parameters), so neither is marked required';
 
 /**
  * A create's Idempotency-Key, or instead a server-issued Idempotency-Token (never both). OpenAPI
@@ -286,6 +288,7 @@ export const mcpResponses: Record<string, JsonSchema> = {
   401: commonProblems[401]!,
   403: problemResponse('an `Origin` not allowed by MCP_ALLOWED_ORIGINS'),
   406: jsonRpcError('`Accept` must list both application/json and text/event-stream (the streamable HTTP transport)'),
+  415: jsonRpcError('`Content-Type` must be application/json'),
   429: commonProblems[429]!,
 };
 

@@ -947,11 +947,11 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description One of Idempotency-Key and Idempotency-Token is required (not both). The key: reuse verbatim on every retry of this charge
+                 * @description One of Idempotency-Key and Idempotency-Token is required (not both): neither, or both, is refused with 400 naming them. OpenAPI cannot require one of two headers (oneOf applies to schemas, not parameters), so neither is marked required. The key: reuse verbatim on every retry of this charge
                  * @example order-1001
                  */
                 "idempotency-key"?: string;
-                /** @description One of Idempotency-Key and Idempotency-Token is required (not both). The token, instead of Idempotency-Key: one from POST /v1/idempotency-tokens. Its first use makes it this charge's key; repeats replay the charge. Unknown, another tenant's, or expired before its first use: 400 */
+                /** @description One of Idempotency-Key and Idempotency-Token is required (not both): neither, or both, is refused with 400 naming them. OpenAPI cannot require one of two headers (oneOf applies to schemas, not parameters), so neither is marked required. The token, instead of Idempotency-Key: one from POST /v1/idempotency-tokens. Its first use makes it this charge's key; repeats replay the charge. Unknown, another tenant's, or expired before its first use: 400 */
                 "idempotency-token"?: string;
             };
             path?: never;
@@ -2147,6 +2147,23 @@ export interface operations {
             };
             /** @description `Accept` must list both application/json and text/event-stream (the streamable HTTP transport) */
             406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        jsonrpc: "2.0";
+                        error: {
+                            code: number;
+                            message: string;
+                        };
+                        id?: unknown;
+                    };
+                };
+            };
+            /** @description `Content-Type` must be application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
