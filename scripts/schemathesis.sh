@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 port="${PORT:-3300}"
 max_examples="${MAX_EXAMPLES:-30}"
 st="${ST:-st}"
-data_dir="${CHARGEGUARD_DATA_DIR:-.data/schemathesis}"
+data_dir="$(realpath -m "${CHARGEGUARD_DATA_DIR:-.data/schemathesis}")"
 api="http://127.0.0.1:${port}"
 spec="${SPEC:-${api}/openapi.json}"
 startup_wait_s=300
@@ -92,8 +92,11 @@ fi
 
 status=0
 # /mcp requires this Accept (its description says so; OpenAPI cannot declare Accept as a parameter); the other routes ignore it.
-"$st" run "$spec" --url "$api" --checks all -H "$auth" -H "Accept: application/json, text/event-stream" --max-examples "$max_examples" --workers 1 \
-  --report junit,har --report-dir "${data_dir}/report" --no-color || status=$?
+[ -f "$spec" ] && spec="$(realpath "$spec")"
+# Run in the data dir: schemathesis keeps a cache of past failures (.schemathesis/) in its working
+# directory and replays them first; each run starts without one, so runs compare.
+(cd "$data_dir" && "$st" run "$spec" --url "$api" --checks all -H "$auth" -H "Accept: application/json, text/event-stream" \
+  --max-examples "$max_examples" --workers 1 --report junit,har --report-dir "${data_dir}/report" --no-color) || status=$?
 
 # What the money path saw: the answers to creates, from the run's HAR file.
 node -e '
