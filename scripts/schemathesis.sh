@@ -70,9 +70,10 @@ for key in order-1002 order-1003; do
 done
 
 # The seeded run's document: the served one, with the create-charge body narrowed to what this
-# stack holds (payer pays payee, in USD; no payment provider is configured here), so generated
-# charges reach the workflow instead of stopping at "unknown account" (400). Every other field
-# (amounts, metadata, descriptions, keys) is fuzzed as the document states it.
+# stack holds (payer pays payee, in USD; no payment provider is configured here) and the one-of
+# headers to the key, so generated charges reach the workflow instead of stopping at "unknown
+# account" or "neither/both headers" (400). Every other field (amounts, metadata, descriptions,
+# keys) is fuzzed as the document states it.
 if [ -z "${SPEC:-}" ]; then
   spec="${data_dir}/openapi.seeded.json"
   curl -sf "${api}/openapi.json" | node -e '
@@ -85,6 +86,13 @@ if [ -z "${SPEC:-}" ]; then
       create.properties.currency = { ...create.properties.currency, enum: ["USD"] };
       create.oneOf = create.oneOf.filter((branch) => branch.required.includes("payer_account_id"));
       create.oneOf[0].properties.payer_account_id = create.properties.payer_account_id;
+      // OpenAPI cannot say "one of these two headers" (the descriptions do; a fuzzer reads no
+      // descriptions): the key alone, required, on the creates that take one.
+      for (const [path, method] of [["/v1/charges", "post"], ["/v1/accounts/{id}/deposits", "post"]]) {
+        const operation = document.paths[path][method];
+        operation.parameters = operation.parameters.filter((p) => p.name !== "idempotency-token");
+        for (const p of operation.parameters) if (p.name === "idempotency-key") p.required = true;
+      }
       process.stdout.write(JSON.stringify(document));
     });
   ' > "$spec"
