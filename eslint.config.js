@@ -132,6 +132,25 @@ export default tseslint.config(
     },
   },
   {
+    // The typed client is for callers of the API, in their own programs: it imports none of the
+    // server's code, only its own files and the generated types.
+    files: ['src/client/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../../*', '!../../client', '../../client/*', '!../../client/**'],
+              message: 'the client imports none of the server\'s code: a caller copies or installs it alone',
+            },
+            { group: ['**/api/*', '**/service/*', '**/domain/*', '**/ledger/*', '**/runtime/*', '**/support/*', '**/mcp/*', '**/providers/*'], message: 'the client imports none of the server\'s code' },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The ledger knows nothing of its callers; activities never start workflows.
     files: ['src/ledger/**/*.ts'],
     rules: {

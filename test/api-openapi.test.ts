@@ -1,7 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseSignatureHeader, webhookSignatureHeaderValue } from '../src/domain/webhook-signature.js';
-import { useApi } from './support/api.js';
+import { fundedApiTenant, useApi } from './support/api.js';
 import { testPayloadSettings } from './support/harness.js';
 
 const api = useApi();
@@ -213,6 +213,25 @@ describe('the OpenAPI document', () => {
       expect(issued.status).toBe(201);
     });
 
+    it('cancel, capture and refund take no body: their bodies are optional, and none is accepted', async () => {
+      for (const path of ['/v1/charges/{key}/cancel', '/v1/charges/{key}/capture', '/v1/charges/{key}/refunds']) {
+        expect(document.paths[path].post.requestBody.required, path).toBe(false);
+      }
+      const { apiKey } = await fundedApiTenant(api, { label: 'openapi-no-body' });
+      const charge = async (key: string, capture: string) => {
+        const made = await api.request('/v1/charges', { apiKey, body: { order_id: key, payer_account_id: 'payer', payee_account_id: 'payee', amount: 100, currency: 'USD', capture }, headers: { 'idempotency-key': key } });
+        expect(made.status).toBe(201);
+      };
+      await charge('nobody-cancel', 'manual');
+      await charge('nobody-capture', 'manual');
+      await charge('nobody-refund', 'automatic');
+      expect((await api.request('/v1/charges/nobody-cancel/cancel', { method: 'POST', apiKey })).body).toMatchObject({ status: 'cancelled' });
+      expect((await api.request('/v1/charges/nobody-capture/capture', { method: 'POST', apiKey })).body).toMatchObject({ status: 'succeeded', amount_captured: 100 });
+      const refund = await api.request('/v1/charges/nobody-refund/refunds', { method: 'POST', apiKey, headers: { 'idempotency-key': 'nobody-refund-1' } });
+      expect(refund.status).toBe(201);
+      expect(refund.body).toMatchObject({ amount: 100, status: 'succeeded' });
+    });
+
     it('POST /mcp documents what the transport and the API hooks answer, not only 200', async () => {
       const responses = document.paths['/mcp'].post.responses;
       expect(Object.keys(responses)).toEqual(expect.arrayContaining(['200', '401', '406', '429']));
@@ -225,7 +244,7 @@ describe('the OpenAPI document', () => {
       // The streamable HTTP transport wants both media types in Accept.
       expect((await api.request('/mcp', { method: 'POST', body: call, apiKey, headers: { accept: 'application/json' } })).status).toBe(406);
       // A method the endpoint does not take is 405 with Allow, never 404 (schemathesis asked TRACE).
-      for (const method of ['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE'] as const) {
+      for (const method of ['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE', 'QUERY'] as const) {
         // Injected: fetch refuses to send TRACE at all.
         const refused = await api.app.inject({ method, url: '/mcp', headers: { authorization: `Bearer ${apiKey}` } });
         expect(refused.statusCode, method).toBe(405);
@@ -273,6 +292,71 @@ describe('the OpenAPI document', () => {
       expect(neither.status).toBe(400);
       expect(JSON.stringify(neither.body)).toMatch(/idempotency-key|Idempotency-Key/i);
     });
+  });
+
+  it('names every operation with a unique camelCase operationId, the ones clients already call unchanged', () => {
+    const ids: string[] = [];
+    for (const [path, operations] of Object.entries<any>(document.paths)) {
+      for (const [method, operation] of Object.entries<any>(operations)) {
+        expect(operation.operationId, `${method.toUpperCase()} ${path} has no operationId: add it to operationIds (src/api/openapi.ts)`).toMatch(/^[a-z][A-Za-z0-9]*$/);
+        ids.push(operation.operationId);
+      }
+    }
+    expect(new Set(ids).size).toBe(ids.length);
+    const named = (method: string, path: string) => document.paths[path][method].operationId;
+    expect(named('post', '/v1/charges')).toBe('createCharge');
+    expect(named('get', '/v1/charges/{key}')).toBe('getCharge');
+    expect(named('post', '/v1/charges/{key}/cancel')).toBe('cancelCharge');
+    expect(named('post', '/v1/charges/{key}/capture')).toBe('captureCharge');
+    expect(named('post', '/v1/charges/{key}/refunds')).toBe('createRefund');
+    expect(named('post', '/v1/accounts')).toBe('createAccount');
+    expect(named('get', '/v1/accounts/{id}')).toBe('getAccount');
+    expect(named('post', '/v1/accounts/{id}/deposits')).toBe('createDeposit');
+  });
+
+  it('states the rules JSON Schema cannot: integers written without a fraction, the deposit key rule, /mcp\'s Accept', async () => {
+    const schemas = document.components.schemas;
+    const amounts = [
+      schemas.CreateChargeRequest.properties.amount,
+      schemas.DepositRequest.properties.amount,
+      schemas.CaptureRequest.properties.amount,
+      schemas.RefundRequest.properties.amount,
+    ];
+    for (const amount of amounts) {
+      expect(amount).toMatchObject({ type: 'integer', minimum: 1, maximum: 1_000_000_000_000 });
+      expect(amount.description).toMatch(/minor unit/);
+      expect(amount.description).toMatch(/`32\.0`/);
+    }
+    expect(schemas.IssueIdempotencyTokenRequest.properties.ttl_seconds.description).toMatch(/`32\.0`/);
+    // What the descriptions say is what the program does: 32.0 is refused naming the field.
+    const { apiKey } = await fundedApiTenant(api, { label: 'openapi-integer' });
+    const fraction = await api.request('/v1/charges', {
+      apiKey,
+      rawBody: '{"order_id":"o-1","payer_account_id":"payer","payee_account_id":"payee","amount":32.0,"currency":"USD"}',
+      headers: { 'idempotency-key': `openapi-fraction-${Date.now().toString(36)}` },
+    });
+    expect(fraction.status).toBe(400);
+    expect(fraction.body.errors).toContainEqual(expect.objectContaining({ field: 'amount' }));
+
+    const deposit = document.paths['/v1/accounts/{id}/deposits'].post;
+    const keyParameter = deposit.parameters.find((p: any) => p.name === 'idempotency-key');
+    expect(keyParameter.required).toBe(false);
+    expect(keyParameter.description).toMatch(/unless the body carries `external_id`.*must be equal/);
+    expect(schemas.DepositRequest.description).toMatch(/one of the two is required/);
+
+    const mcp = document.paths['/mcp'].post;
+    expect(mcp.description).toMatch(/Accept: application\/json, text\/event-stream/);
+    expect(mcp.requestBody.content['application/json'].example).toMatchObject({ jsonrpc: '2.0' });
+  });
+
+  it('states who pays as a oneOf of two object shapes, each forbidding the other payer field', () => {
+    const request = document.components.schemas.CreateChargeRequest;
+    expect(request.oneOf.map((branch: any) => branch.required)).toEqual([['payer_account_id'], ['payment_method']]);
+    expect(request.oneOf[0].properties).toMatchObject({ payment_method: false, provider: false });
+    expect(request.oneOf[1].properties).toMatchObject({ payer_account_id: false });
+    // capture has a default: never required, so generated request types leave it optional.
+    expect(request.required).not.toContain('capture');
+    expect(request.properties.capture.default).toBe('automatic');
   });
 
   it('is browsable at /docs', async () => {

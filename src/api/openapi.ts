@@ -27,18 +27,88 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
   return rest;
 }
 
+/**
+ * What JSON Schema cannot say about a number in a request: `"type": "integer"` accepts `32.0` and
+ * `3.2e1`, the strict JSON decoder (src/support/strict-json.ts) refuses them, so every integer field
+ * a request takes says so in words.
+ */
+export const integerWrittenAsOne =
+  'Written as an integer literal: a fraction or exponent (`32.0`, `3.2e1`) is refused with 400 naming the field, ' +
+  'though JSON Schema counts such numbers as integers; numbers are never rounded.';
+
+/** An amount a request takes: what it counts, its bounds, and how it must be written. */
+export const amountMinorDescription = (amountMinorMax: number, what: string): string =>
+  `${what} An integer in the currency's minor unit (cents for USD: 2500 is $25.00), from 1 to ${amountMinorMax} ` +
+  `(CHARGE_AMOUNT_MINOR_MAX). ${integerWrittenAsOne}`;
+
+/** A component schema with a property's description replaced (the zod schemas say less, or other things, to the MCP tools). */
+function describeProperty(schema: JsonSchema, property: string, description: string): JsonSchema {
+  const properties = schema.properties as Record<string, JsonSchema>;
+  return { ...schema, properties: { ...properties, [property]: { ...properties[property], description } } };
+}
+
+/**
+ * The create-charge body: the fields, and who pays as a oneOf of the two shapes, each naming the
+ * payer field it requires and forbidding the other. Schema-driven clients (openapi-typescript)
+ * turn this into a union of two object types; validators judge it as the program does.
+ */
+function createChargeRequestSchema(amountMinorMax: number): JsonSchema {
+  const { oneOf: _presenceOnly, ...base } = jsonSchema(chargeRequestSchema(amountMinorMax), 'input') as JsonSchema & { oneOf?: unknown };
+  const described = describeProperty(
+    describeProperty(base, 'amount', amountMinorDescription(amountMinorMax, 'What the payer pays.')),
+    'capture',
+    '"automatic" (the default: leave it out) captures at once; "manual" reserves the amount until POST /v1/charges/{key}/capture or cancel, or until the hold expires',
+  );
+  const properties = described.properties as Record<string, JsonSchema>;
+  // `false`: the field must be absent. Generators read it as `never`, so the two branches become a
+  // union in which setting both payer fields does not type-check.
+  return {
+    ...described,
+    oneOf: [
+      {
+        title: 'LedgerPayer',
+        description: 'a ledger account pays: payer_account_id, and neither payment_method nor provider',
+        type: 'object',
+        properties: { payer_account_id: properties.payer_account_id, payment_method: false, provider: false },
+        required: ['payer_account_id'],
+      },
+      {
+        title: 'ProviderPayer',
+        description: 'the payer pays through a provider: payment_method (and provider, default "stripe"), no payer_account_id',
+        type: 'object',
+        properties: { payment_method: properties.payment_method, provider: properties.provider, payer_account_id: false },
+        required: ['payment_method'],
+      },
+    ],
+  };
+}
+
 export function componentSchemas(amountMinorMax: number): Record<string, JsonSchema> {
+  const deposit = jsonSchema(depositBodySchema(amountMinorMax), 'input');
+  const token = jsonSchema(issueTokenBodySchema, 'input');
+  const tokenTtl = ((token.properties as Record<string, JsonSchema>).ttl_seconds ?? {}).description as string | undefined;
   return {
     Charge: jsonSchema(wireChargeSchema, 'output'),
     Account: jsonSchema(wireAccountSchema, 'output'),
     Deposit: jsonSchema(wireDepositSchema, 'output'),
     Refund: jsonSchema(wireRefundSchema, 'output'),
     Problem: jsonSchema(wireProblemSchema, 'output'),
-    CreateChargeRequest: jsonSchema(chargeRequestSchema(amountMinorMax), 'input'),
+    CreateChargeRequest: createChargeRequestSchema(amountMinorMax),
     CreateAccountRequest: jsonSchema(createAccountBodySchema(), 'input'),
-    DepositRequest: jsonSchema(depositBodySchema(amountMinorMax), 'input'),
+    DepositRequest: describeProperty(
+      {
+        ...describeProperty(deposit, 'amount', amountMinorDescription(amountMinorMax, 'What the account receives.')),
+        description:
+          'Exactly once per Idempotency-Key header or per `external_id`: one of the two is required. When both are given they ' +
+          'must be equal, else 400 naming both. (JSON Schema cannot relate a header to a body field: the rule is stated here and ' +
+          'on the Idempotency-Key parameter.)',
+      },
+      'external_id',
+      "the payment provider's id for this deposit, so a redelivered webhook deposits once: it then serves as the deposit's " +
+        'idempotency key (send no Idempotency-Key, or one equal to it)',
+    ),
     IdempotencyToken: jsonSchema(wireIdempotencyTokenSchema, 'output'),
-    IssueIdempotencyTokenRequest: jsonSchema(issueTokenBodySchema, 'input'),
+    IssueIdempotencyTokenRequest: describeProperty(token, 'ttl_seconds', `${tokenTtl ?? 'seconds'}. ${integerWrittenAsOne}`),
     CaptureRequest: {
       type: 'object',
       properties: {
@@ -46,7 +116,10 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
           type: 'integer',
           minimum: 1,
           maximum: amountMinorMax,
-          description: 'capture less than authorised; the rest is released. Leave it out to capture all: null is refused',
+          description: amountMinorDescription(
+            amountMinorMax,
+            'Capture less than authorised; the rest is released. Leave it out to capture all: null is refused.',
+          ),
         },
       },
       additionalProperties: false,
@@ -58,7 +131,7 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
           type: 'integer',
           minimum: 1,
           maximum: amountMinorMax,
-          description: 'leave it out to refund all that is left: null is refused',
+          description: amountMinorDescription(amountMinorMax, 'Leave it out to refund all that is left: null is refused.'),
         },
       },
       additionalProperties: false,
@@ -188,7 +261,9 @@ export const idempotencyKeyParameter = (required: boolean, description: string):
 });
 
 /** What the key and the token each say of the other: OpenAPI cannot require one of two headers. */
-export const oneOfKeyOrToken = 'One of Idempotency-Key and Idempotency-Token is required (not both)';
+export const oneOfKeyOrToken =
+  'One of Idempotency-Key and Idempotency-Token is required (not both): neither, or both, is refused with 400 naming them. ' +
+  'OpenAPI cannot require one of two headers (oneOf applies to schemas, not parameters), so neither is marked required';
 
 /**
  * A create's Idempotency-Key, or instead a server-issued Idempotency-Token (never both). OpenAPI
@@ -253,13 +328,14 @@ export const mcpResponses: Record<string, JsonSchema> = {
   401: commonProblems[401]!,
   403: problemResponse('an `Origin` not allowed by MCP_ALLOWED_ORIGINS'),
   406: jsonRpcError('`Accept` must list both application/json and text/event-stream (the streamable HTTP transport)'),
+  415: jsonRpcError('`Content-Type` must be application/json'),
   429: commonProblems[429]!,
 };
 
 /**
  * Facts of the program the route schemas cannot state, or that routes registered elsewhere leave
  * out, applied to the generated document:
- * - POST /v1/idempotency-tokens takes no body or `{}` (fastify-swagger marks every body required);
+ * - POST /v1/idempotency-tokens, cancel, capture and refund take no body or `{}` (fastify-swagger marks every body required);
  * - POST /mcp answers more than 200 (mcpResponses);
  * - the payload codec (/codec/encode, /codec/decode) is hidden, both methods: it is Temporal's
  *   remote-codec protocol for the Web UI and CLI, behind its own token (CHARGEGUARD_CODEC_TOKEN),
@@ -269,9 +345,42 @@ export const mcpResponses: Record<string, JsonSchema> = {
  */
 export function amendDocument(document: { paths?: Record<string, Record<string, any>> }): void {
   const paths = document.paths ?? {};
+  for (const [path, operations] of Object.entries(paths)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      const operationId = operationIds[`${method} ${path}`];
+      if (operationId === undefined) continue;
+      operation.operationId = operationId;
+      applyExample(operation, requestExamples[operationId]);
+      const note = parameterNotes[operationId];
+      for (const parameter of operation.parameters ?? []) {
+        if (note?.[parameter.name] !== undefined) parameter.description = note[parameter.name];
+      }
+    }
+  }
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) requireListFields(operation);
+  }
+  const mcpOperation = paths['/mcp']?.post;
+  if (mcpOperation) {
+    mcpOperation.description = mcpDescription;
+    // The route takes its body unvalidated (the transport judges it), so fastify-swagger lists none.
+    mcpOperation.requestBody = {
+      required: true,
+      content: {
+        'application/json': {
+          schema: { description: 'a JSON-RPC 2.0 message (an object) or a batch of them (an array)', type: ['object', 'array'] },
+          example: requestExamples.mcp?.body,
+        },
+      },
+    };
+  }
   for (const path of Object.keys(paths)) if (path.startsWith(codecPathPrefix)) delete paths[path];
-  const issueToken = paths['/v1/idempotency-tokens']?.post;
-  if (issueToken?.requestBody) issueToken.requestBody.required = false;
+  // Bodies whose every field is optional may be left out entirely (the route reads no body as `{}`):
+  // fastify-swagger marks every body required, which a fuzzer found untrue of these four.
+  for (const [path, method] of optionalBodies) {
+    const operation = paths[path]?.[method];
+    if (operation?.requestBody) operation.requestBody.required = false;
+  }
   const mcp = paths['/mcp']?.post;
   if (mcp) mcp.responses = mcpResponses;
   for (const operation of Object.values(paths['/v1/webhooks/{provider}'] ?? {})) {
@@ -284,6 +393,118 @@ export function amendDocument(document: { paths?: Record<string, Record<string, 
 }
 
 const codecPathPrefix = '/codec/';
+
+/** Operations whose body is optional: none is read as `{}` (no amount: all of it; no ttl: the default). */
+const optionalBodies: Array<[string, string]> = [
+  ['/v1/idempotency-tokens', 'post'],
+  ['/v1/charges/{key}/cancel', 'post'],
+  ['/v1/charges/{key}/capture', 'post'],
+  ['/v1/charges/{key}/refunds', 'post'],
+];
+
+/**
+ * Each operation's stable name (`<method> <path>` as the document spells it): what generated
+ * clients name their functions, so renaming one breaks callers. A route added without an entry
+ * here has no operationId, which test/api-openapi.test.ts refuses.
+ */
+export const operationIds: Record<string, string> = {
+  'get /healthz': 'getHealth',
+  'get /readyz': 'getReadiness',
+  'get /metrics': 'getMetrics',
+  'post /v1/webhooks/{provider}': 'receiveWebhook',
+  'post /v1/provider-events/{provider}': 'receiveProviderEvent',
+  'post /v1/charges': 'createCharge',
+  'get /v1/charges': 'listCharges',
+  'get /v1/charges/{key}': 'getCharge',
+  'post /v1/charges/{key}/cancel': 'cancelCharge',
+  'post /v1/charges/{key}/capture': 'captureCharge',
+  'post /v1/idempotency-tokens': 'createIdempotencyToken',
+  'post /v1/charges/{key}/refunds': 'createRefund',
+  'get /v1/charges/{key}/refunds': 'listRefunds',
+  'get /v1/charges/{key}/refunds/{refundKey}': 'getRefund',
+  'post /v1/accounts': 'createAccount',
+  'get /v1/accounts/{id}': 'getAccount',
+  'post /v1/accounts/{id}/deposits': 'createDeposit',
+  'post /mcp': 'mcp',
+};
+
+interface RequestExample {
+  /** By parameter name as the document spells it (header names lower case). */
+  parameters?: Record<string, string | number>;
+  body?: unknown;
+}
+
+/**
+ * The example of each operation that takes input: what Swagger UI's "Try it out" sends, and
+ * what schema fuzzers send first. They follow docs/api.md, "Fund an account and charge it with
+ * curl", so each succeeds on `npm start` once that walk-through's accounts exist (payer and
+ * payee, USD, payer funded): the create-charge example is its charge (a replay answers 200), the
+ * refund refunds part of it. Cancel and capture name charges made with `"capture": "manual"`
+ * (order-1002, order-1003), as their parameter descriptions say. test/api-openapi-examples.test.ts
+ * sends every one of them to a real app and expects 2xx.
+ */
+export const requestExamples: Record<string, RequestExample> = {
+  createAccount: { parameters: { 'idempotency-key': 'open-payer' }, body: { id: 'payer', currency: 'USD' } },
+  getAccount: { parameters: { id: 'payer' } },
+  createDeposit: { parameters: { id: 'payer', 'idempotency-key': 'top-up-1' }, body: { amount: 10000 } },
+  createCharge: {
+    parameters: { 'idempotency-key': 'order-1001' },
+    body: { order_id: '1001', payer_account_id: 'payer', payee_account_id: 'payee', amount: 2500, currency: 'USD' },
+  },
+  getCharge: { parameters: { key: 'order-1001' } },
+  listCharges: { parameters: { payer_account_id: 'payer', limit: 10 } },
+  cancelCharge: { parameters: { key: 'order-1002' }, body: {} },
+  captureCharge: { parameters: { key: 'order-1003' }, body: { amount: 2000 } },
+  createRefund: { parameters: { key: 'order-1001', 'idempotency-key': 'refund-1001-1' }, body: { amount: 500 } },
+  listRefunds: { parameters: { key: 'order-1001' } },
+  getRefund: { parameters: { key: 'order-1001', refundKey: 'refund-1001-1' } },
+  createIdempotencyToken: { body: { ttl_seconds: 900 } },
+  mcp: { body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
+};
+
+/** The cancel and capture examples' charges: made with manual capture, as the walk-through's charge is not. */
+const manualChargeNote = (key: string, what: string): string =>
+  `the idempotency key the charge was created with (percent-encoded). The example, ${key}, names a charge created with ` +
+  `"capture": "manual" (${what})`;
+
+/** Parameter descriptions that say more than the route's own (by operationId, then parameter name). */
+const parameterNotes: Record<string, Record<string, string>> = {
+  cancelCharge: { key: manualChargeNote('order-1002', 'a succeeded charge cannot be cancelled: 409') },
+  captureCharge: { key: manualChargeNote('order-1003', 'an automatic one is captured already: 409') },
+  createDeposit: {
+    'idempotency-key':
+      'Exactly one deposit per key. Required unless the body carries `external_id`; when both are given they must be ' +
+      'equal (else 400 naming both). OpenAPI cannot make a header required only when a body field is absent: the rule is ' +
+      'stated here and on DepositRequest.',
+  },
+};
+
+const mcpDescription =
+  'The Model Context Protocol over streamable HTTP (stateless; JSON answers, never an event stream). The request must ' +
+  'send `Accept: application/json, text/event-stream` (both media types, as the transport requires; else 406) and ' +
+  '`Content-Type: application/json`. OpenAPI ignores Accept when declared as a header parameter, so the rule is stated here. ' +
+  'The body is a JSON-RPC 2.0 message or a batch; the tools are those of docs/api.md, "Connect an MCP client".';
+
+/** A list page always carries `object`, `data` and `has_more`: say so, so a typed client need not test for them. */
+function requireListFields(operation: Record<string, any>): void {
+  for (const response of Object.values<any>(operation.responses ?? {})) {
+    const schema = response?.content?.['application/json']?.schema;
+    const list = schema?.properties?.object;
+    if ((list?.const === 'list' || (list?.enum?.length === 1 && list.enum[0] === 'list')) && schema.required === undefined) {
+      schema.required = Object.keys(schema.properties).filter((name) => ['object', 'data', 'has_more'].includes(name));
+    }
+  }
+}
+
+function applyExample(operation: Record<string, any>, example: RequestExample | undefined): void {
+  if (example === undefined) return;
+  for (const parameter of operation.parameters ?? []) {
+    const value = example.parameters?.[parameter.name];
+    if (value !== undefined) parameter.example = value;
+  }
+  const media = operation.requestBody?.content?.['application/json'];
+  if (example.body !== undefined && media) media.example = example.body;
+}
 
 export async function registerOpenApi(app: FastifyInstance, options: { amountMinorMax: number; version: string }): Promise<void> {
   const schemas = componentSchemas(options.amountMinorMax);

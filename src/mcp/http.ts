@@ -155,19 +155,21 @@ export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE); any other method is
   // refused the same way (405 with Allow, not 404: the path exists).
-  const otherMethods = (['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE'] as const).filter((method) => app.supportedMethods.includes(method));
+  const otherMethods = (['GET', 'DELETE', 'PUT', 'PATCH', 'TRACE', 'QUERY'] as const).filter((method) => app.supportedMethods.includes(method));
+  const refuse = async (_request: FastifyRequest, reply: FastifyReply) =>
+    reply
+      .code(405)
+      .header('allow', 'POST')
+      .type('application/problem+json; charset=utf-8')
+      .send({ type: 'method_not_allowed', title: 'Method not allowed', status: 405, detail: 'this MCP endpoint is stateless: POST only' });
   for (const method of otherMethods) {
     app.route({
       method,
       url: '/mcp',
-      onRequest,
+      // Answered before the body is read: a QUERY without a content type is told its method is wrong.
+      onRequest: [onRequest, refuse],
       schema: { hide: true },
-      handler: async (_request, reply) =>
-        reply
-          .code(405)
-          .header('allow', 'POST')
-          .type('application/problem+json; charset=utf-8')
-          .send({ type: 'method_not_allowed', title: 'Method not allowed', status: 405, detail: 'this MCP endpoint is stateless: POST only' }),
+      handler: refuse,
     });
   }
 }
