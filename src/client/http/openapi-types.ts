@@ -105,7 +105,7 @@ export interface paths {
         };
         /**
          * Find charges by order, payer or status, newest first
-         * @description Pages of at most `limit` charges; pass the last idempotency_key as `starting_after` for the next page.
+         * @description Pages of at most `limit` charges. The next page: `starting_after` = the last charge's `id` (`ch_…`) or its idempotency key; the previous one: `ending_before` = the first charge's. A cursor that names no charge of this tenant is refused (400 naming the parameter), never answered with an empty page.
          */
         get: operations["listCharges"];
         put?: never;
@@ -113,7 +113,7 @@ export interface paths {
          * Create a charge, or replay the one created with this Idempotency-Key
          * @description Waits for the outcome up to the wait budget (`Prefer: wait=N` shortens it). 201: this request created the charge and it is decided. 200 with `Idempotent-Replayed: true`: an earlier request with the same key and body made it; the body is that request's outcome. 202: still processing, poll `Location` or retry.
          *
-         *     The payer is a ledger account (`payer_account_id`) or an instrument at a payment provider (`payment_method`, with `provider`, default "stripe"): exactly one of the two. A provider charge whose payer must authenticate (3-D Secure) answers 202 with status `requires_action` and `next_action` (the provider's, untouched): have the payer complete it, then poll `Location`; left undone, the charge is cancelled when its hold expires.
+         *     The payer is a ledger account (`payer_account_id`) or an instrument at a payment provider (`payment_method`, with `provider`, default "stripe"): exactly one of the two. A provider charge whose payer must authenticate (3-D Secure) is not decided: it answers 202 with status `requires_action` and `next_action` (the provider's, untouched), and so does every repeat of the request until the payer has acted. Send `return_url` (https) so that `next_action` is a `redirect_to_url` whose `url` a person opens; then poll `Location` every `Retry-After` seconds. Left undone, the charge is cancelled when its hold expires.
          */
         post: operations["createCharge"];
         delete?: never;
@@ -206,7 +206,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every refund of a charge, refused ones included, oldest first */
+        /**
+         * The refunds of a charge, refused ones included, oldest first
+         * @description Pages of at most `limit` refunds (20 unless asked). The next page: `starting_after` = the last refund's `id` (`re_…`) or its refund key; the previous one: `ending_before` = the first refund's. A cursor that names no refund of this charge is refused (400 naming the parameter).
+         */
         get: operations["listRefunds"];
         put?: never;
         /**
@@ -214,6 +217,26 @@ export interface paths {
          * @description The refund has its own Idempotency-Key: a repeated request returns the first result. The refunds of a charge never add up to more than was captured; a refused refund (409) is a decision, refused again on replay.
          */
         post: operations["createRefund"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The refunds of one charge, as Stripe's clients ask for them (`charge` required), oldest first
+         * @description The same list as `GET /v1/charges/{key}/refunds`, the charge named by its `id` (`ch_…`) or idempotency key. A charge that is not this tenant's is refused (400 naming `charge`); so is a list without `charge`: refunds are listed per charge.
+         */
+        get: operations["listRefundsByCharge"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -244,7 +267,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The tenant's accounts and their balances, newest first
+         * @description Pages of at most `limit` accounts. The next page: `starting_after` = the last account's `id`; the previous one: `ending_before` = the first account's. A cursor that names no account of this list is refused (400 naming the parameter). Admin keys also see the system accounts (`@provider/<provider>/<currency>`, `@external/<currency>`); agent keys never do.
+         */
+        get: operations["listAccounts"];
         put?: never;
         /**
          * Open an account (one currency)
@@ -264,7 +291,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** An account and its balances (posted, pending, available) */
+        /**
+         * An account and its balances (posted, pending, available)
+         * @description Admin keys may also read the tenant's system accounts, percent-encoded: `/v1/accounts/%40provider%2Fstripe%2FUSD` is the Stripe clearing account for USD (negative: what Stripe owes the tenant). An agent key asking for one is refused (403 `forbidden`).
+         */
         get: operations["getAccount"];
         put?: never;
         post?: never;
@@ -425,6 +455,8 @@ export interface components {
              * @enum {string}
              */
             failure_code?: "exceeds_refundable" | "insufficient_funds";
+            /** @description a refund of a charge paid through a provider: the provider's own refund id (Stripe: re_…, not this refund's id) once the provider refunded it; null until then, and for a refund between ledger accounts */
+            provider_refund_id: string | null;
             /** @description audit, shown to admin keys only: the API key that made the refund (null: the operator, or before audit) */
             created_by_key_id?: string | null;
             /** @description RFC 3339 timestamp (UTC) */
@@ -477,6 +509,11 @@ export interface components {
              * @enum {string}
              */
             provider?: "stripe";
+            /**
+             * Format: uri
+             * @description where the provider sends the payer back after authenticating (3-D Secure): an https page of yours, at most 2048 characters, no credentials; only with payment_method. With it, a charge that needs the payer answers next_action {type: "redirect_to_url", redirect_to_url: {url, return_url}}: a URL a person opens in a browser
+             */
+            return_url?: string;
             payee_account_id: string;
             /** @description What the payer pays. An integer in the currency's minor unit (cents for USD: 2500 is $25.00), from 1 to 1000000000000 (CHARGE_AMOUNT_MINOR_MAX). Written as an integer literal: a fraction or exponent (`32.0`, `3.2e1`) is refused with 400 naming the field, though JSON Schema counts such numbers as integers; numbers are never rounded. */
             amount: number;
@@ -881,8 +918,10 @@ export interface operations {
                 status?: "pending" | "requires_action" | "reserved" | "succeeded" | "declined" | "cancelled" | "partially_refunded" | "refunded";
                 /** @example 10 */
                 limit?: number;
-                /** @description idempotency key of the last charge of the previous page */
+                /** @description the next page: the objects after this one (a charge id, ch_…, or its idempotency key); an id that names no object of this list is a 400 */
                 starting_after?: string;
+                /** @description the previous page: the objects just before this one (a charge id, ch_…, or its idempotency key); not with starting_after */
+                ending_before?: string;
             };
             header?: never;
             path?: never;
@@ -900,7 +939,10 @@ export interface operations {
                         /** @enum {unknown} */
                         object: "list";
                         data: components["schemas"]["Charge"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
                         has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
                     };
                 };
             };
@@ -1444,7 +1486,13 @@ export interface operations {
     };
     listRefunds: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                /** @description the next page: the objects after this one (a refund id, re_…, or its refund key); an id that names no object of this list is a 400 */
+                starting_after?: string;
+                /** @description the previous page: the objects just before this one (a refund id, re_…, or its refund key); not with starting_after */
+                ending_before?: string;
+            };
             header?: never;
             path: {
                 /**
@@ -1457,7 +1505,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description the refunds */
+            /** @description a page of the charge's refunds */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1467,7 +1515,10 @@ export interface operations {
                         /** @enum {unknown} */
                         object: "list";
                         data: components["schemas"]["Refund"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
                         has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
                     };
                 };
             };
@@ -1672,6 +1723,82 @@ export interface operations {
             };
         };
     };
+    listRefundsByCharge: {
+        parameters: {
+            query: {
+                /**
+                 * @description the charge's id (ch_…) or idempotency key
+                 * @example order-1001
+                 */
+                charge: string;
+                /** @example 10 */
+                limit?: number;
+                /** @description the next page: the objects after this one (a refund id, re_…, or its refund key); an id that names no object of this list is a 400 */
+                starting_after?: string;
+                /** @description the previous page: the objects just before this one (a refund id, re_…, or its refund key); not with starting_after */
+                ending_before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of the charge's refunds */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        object: "list";
+                        data: components["schemas"]["Refund"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
+                        has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
+                    };
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getRefund: {
         parameters: {
             query?: never;
@@ -1721,6 +1848,77 @@ export interface operations {
             };
             /** @description no such refund for this tenant */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listAccounts: {
+        parameters: {
+            query?: {
+                /** @example 10 */
+                limit?: number;
+                /** @description the next page: the objects after this one (an account id); an id that names no object of this list is a 400 */
+                starting_after?: string;
+                /** @description the previous page: the objects just before this one (an account id); not with starting_after */
+                ending_before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of accounts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        object: "list";
+                        data: components["schemas"]["Account"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
+                        has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
+                    };
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1881,7 +2079,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @example payer */
+                /**
+                 * @description the account id, or for admin keys a system account's (e.g. @provider/stripe/USD); percent-encoded
+                 * @example payer
+                 */
                 id: string;
             };
             cookie?: never;
@@ -1908,6 +2109,15 @@ export interface operations {
             };
             /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description a system account asked for with an agent key (`forbidden`, `operation: system_accounts.read`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
