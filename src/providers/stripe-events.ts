@@ -169,7 +169,8 @@ export function decodeStripeEvent(body: Uint8Array): ProviderEvent {
   const createdS = integerAt(value, 'created', 'created', 0, Number.MAX_SAFE_INTEGER / 1000);
   const data = objectAt(value, 'data', 'data');
   const object = objectAt(data, 'object', 'data.object');
+  // Only a PaymentIntent is read further; another object (or one that does not say) is not a payment.
   const kind = object['object'];
-  if (typeof kind !== 'string' || !idPattern.test(kind)) throw new NotAnEvent('data.object.object', 'must name the object type');
+  if (kind !== undefined && (typeof kind !== 'string' || !idPattern.test(kind))) throw new NotAnEvent('data.object.object', 'must name the object type');
   return { id, type, createdAtMs: createdS * 1000, payment: kind === 'payment_intent' ? paymentOf(object) : null };
 }

@@ -9,8 +9,9 @@
 -- (provider NULL) one comparison, no function call. The names are src/domain/providers.ts's
 -- providerNames: adding a provider is a migration that replaces this function
 -- (test/ledger-schema.test.ts compares the two). Class 23 (check_violation): a value retrying
--- cannot cure, so the Try gives up at once and the charge is decided (docs/providers.md).
-CREATE FUNCTION ledger_refuse_unknown_provider() RETURNS trigger LANGUAGE plpgsql AS $$
+-- cannot cure, so the Try gives up at once and the charge is decided (docs/providers.md). The
+-- function is kept in repeatable/23_ledger_refuse_unknown_provider.sql too, as every ledger function is.
+CREATE OR REPLACE FUNCTION ledger_refuse_unknown_provider() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION 'provider % is not one this ledger knows (stripe)', NEW.provider
     USING ERRCODE = 'check_violation', COLUMN = 'provider', TABLE = 'charges';
