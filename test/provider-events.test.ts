@@ -421,3 +421,27 @@ describe('signed bodies that are not events: 400 naming the field, never a 5xx, 
     if (id) expect(await readProviderEvent(h.pool, 'stripe', id)).toBeNull();
   });
 });
+
+describe('a provider charge cancelled in the ledger whose void is not recorded yet, through the API', () => {
+  it('GET answers status cancelling; POST cancel answers 202 with Location and Retry-After; after the void, 200 cancelled', async () => {
+    const { intent, paymentId } = await orphanedAuthorization();
+    const apiKey = await api.keyFor(intent.tenant, 'admin');
+    const path = `/v1/charges/${encodeURIComponent(intent.idempotencyKey)}`;
+
+    const read = await api.request(path, { apiKey });
+    expect(read.status, read.text).toBe(200);
+    expect(read.body).toMatchObject({ status: 'cancelling' });
+
+    const cancel = await api.request(`${path}/cancel`, { method: 'POST', apiKey });
+    expect(cancel.status, cancel.text).toBe(202);
+    expect(cancel.body).toMatchObject({ status: 'cancelling' });
+    expect(cancel.headers.get('location')).toBe(path);
+    expect(Number(cancel.headers.get('retry-after'))).toBeGreaterThan(0);
+
+    await steps.voidAtProvider(intent.tenant, intent.idempotencyKey);
+    expect(sim.payments.paymentIntents.get(paymentId)!.status).toBe('canceled');
+    const again = await api.request(`${path}/cancel`, { method: 'POST', apiKey });
+    expect(again.status, again.text).toBe(200);
+    expect(again.body).toMatchObject({ status: 'cancelled' });
+  });
+});
