@@ -445,3 +445,18 @@ describe('a provider charge cancelled in the ledger whose void is not recorded y
     expect(again.body).toMatchObject({ status: 'cancelled' });
   });
 });
+
+describe('a stranded provider hold released by a cancel whose void cannot be sent', () => {
+  it('answers 202 cancelling (the ledger released it; the void goes on), not 503', async () => {
+    // Held with no workflow: the cancel starts a release on the shared worker, which has no Stripe
+    // connector, so its void is retried and never answered while the test looks.
+    const intent = await newCharge();
+    await tryProviderHold(h.pool, intent, 60_000);
+    await steps.authorizeAtProvider(intent);
+    const apiKey = await api.keyFor(intent.tenant, 'admin');
+    const cancel = await api.request(`/v1/charges/${encodeURIComponent(intent.idempotencyKey)}/cancel`, { method: 'POST', apiKey });
+    expect(cancel.status, cancel.text).toBe(202);
+    expect(cancel.body).toMatchObject({ status: 'cancelling' });
+    expect((await readCharge(h.pool, intent.tenant, intent.idempotencyKey))!.holdState).toBe('CANCELLED');
+  });
+});

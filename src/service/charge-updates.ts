@@ -90,6 +90,10 @@ async function releaseOrphanedHold(ctx: ServiceContext, tenant: string, idempote
   });
   const released = await waitForOutcome(ctx, release, ctx.waitBudgetMs);
   if (!released) {
+    // The ledger's Cancel done and the provider's void still retried (it keeps failing, or this
+    // worker has no connector for it): the charge is cancelling, and that is the answer.
+    const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
+    if (row?.holdState === 'CANCELLED') return row.charge;
     // The release goes on; the same cancel later answers the cancelled charge.
     throw new UnavailableError('database', `the hold of charge ${idempotencyKey} is still being released; retry the cancel`);
   }
