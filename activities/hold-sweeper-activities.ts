@@ -2,6 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { findExpiredHolds, listHeldCharges, releaseHold, type HeldChargeKey } from '../src/ledger/holds.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
+import type { LedgerCharge } from '../src/ledger/charges.js';
 
 /** A hold the sweeper found stranded, and why. */
 export interface StrandedHold {
@@ -53,7 +54,7 @@ export type WorkflowRunningProbe = (workflowId: string) => Promise<boolean>;
  * The provider half of a release: voids what the provider holds for a provider charge the ledger
  * has cancelled (activities/provider-activities.ts, voidAtProvider); a no-op for any other charge.
  */
-export type ProviderVoid = (tenant: string, idempotencyKey: string) => Promise<unknown>;
+export type ProviderVoid = (tenant: string, idempotencyKey: string) => Promise<LedgerCharge | null>;
 
 export function createHoldSweeperActivities(pool: LedgerPool, isWorkflowRunning: WorkflowRunningProbe | null, providerVoid: ProviderVoid | null = null) {
   async function isChargeWorkflowRunning(tenant: string, idempotencyKey: string): Promise<boolean> {
@@ -110,7 +111,9 @@ export function createHoldSweeperActivities(pool: LedgerPool, isWorkflowRunning:
       // own compensation; also on a retry that finds the hold already released (the void is idempotent).
       if (row?.charge.provider && row.holdState === 'CANCELLED' && row.charge.provider.state !== 'voided') {
         if (!providerVoid) throw new Error(`charge ${request.idempotencyKey} is a provider charge and this worker has no provider connectors to void it`);
-        await providerVoid(request.tenant, request.idempotencyKey);
+        // The row as the void left it: cancelled, not the cancelling it was between the two steps.
+        const voided = await providerVoid(request.tenant, request.idempotencyKey);
+        return { released, charge: (voided ?? row).charge };
       }
       return { released, charge: row?.charge ?? null };
     },

@@ -1,4 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
 import type { ChargeIntent } from '../src/domain/charge.js';
 import { providerFailures, stepBudgetSpent } from '../src/domain/refusals.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
@@ -78,7 +79,12 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
    * Ledger refusals become the workflow's decisions; an unknown provider answer is retried until the
    * step's deadline (when it has one), then reported as the budget spent, like a ledger step.
    */
-  async function step<T>(name: ProviderStepName, deadlineEpochMs: number | undefined, run: () => Promise<T>): Promise<T> {
+  async function step<T>(
+    name: ProviderStepName,
+    deadlineEpochMs: number | undefined,
+    run: () => Promise<T>,
+    charge?: { tenant: string; idempotencyKey: string },
+  ): Promise<T> {
     try {
       return await run();
     } catch (error) {
@@ -86,6 +92,16 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
       const failure = error instanceof ProviderOutcomeUnknown || error instanceof ApplicationFailure ? error : asActivityFailure(error, ledgerCallOf[name]);
       const retryable = !(failure instanceof ApplicationFailure && failure.nonRetryable);
       const info = currentActivityInfo();
+      if (name === 'void' && retryable && charge) {
+        // Every failed attempt of a void, with the charge it leaves held at the provider: what an
+        // operator greps for beside the chargeguard_provider_voids_pending gauge (docs/operations.md).
+        activityLog()?.warn('void at the provider failed; retrying until the provider takes it', {
+          tenant: charge.tenant,
+          idempotencyKey: charge.idempotencyKey,
+          attempt: info?.attempt ?? null,
+          error: (error as Error).message,
+        });
+      }
       const deadlineMs = deadlineEpochMs === undefined ? null : stepDeadlineMs(info, deadlineEpochMs);
       if (retryable && deadlineMs !== null && budgetSpent(info, deadlineMs, Date.now())) {
         throw ApplicationFailure.create({
@@ -96,6 +112,21 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
       }
       throw failure;
     }
+  }
+
+  /**
+   * The connector for the provider a charge names, or a final refusal: a worker without it (a
+   * provider name this program does not know, or one whose credentials are not set here) sends
+   * nothing, and the charge is decided (cancelled, `provider_not_configured`) instead of retried.
+   */
+  function configuredConnector(provider: string): PaymentConnector {
+    const connector = (connectors as Partial<Record<string, PaymentConnector>>)[provider];
+    if (connector) return connector;
+    throw ApplicationFailure.create({
+      type: providerFailures.notConfigured.type,
+      message: `no ${provider} connector is configured on this worker (docs/providers.md, "Configuration"); nothing was sent to any provider`,
+      nonRetryable: true,
+    });
   }
 
   function connectorOf(row: LedgerCharge): PaymentConnector {
@@ -176,6 +207,8 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
     async authorizeAtProvider(intent: ChargeIntent, deadlineEpochMs?: number): Promise<LedgerCharge> {
       return step('authorize', deadlineEpochMs, async () => {
         const { tenant, idempotencyKey, chargeId, request } = intent;
+        // Before anything is recorded as sent: without a connector nothing can be.
+        if (request.paymentMethod) configuredConnector(request.paymentMethod.provider);
         const row = await beginProviderAuthorize(pool, tenant, idempotencyKey);
         if (row.holdState !== 'TRIED' || row.charge.provider?.state !== 'authorizing') return row; // answered before
         const connector = connectorOf(row);
@@ -269,8 +302,10 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
      * provider holds for it. Safe when authorize never ran (nothing was sent: only recorded), and when
      * its answer was never learnt (the payment is looked up by our reference). Retried until done.
      */
-    async voidAtProvider(tenant: string, idempotencyKey: string): Promise<LedgerCharge | null> {
-      return step('void', undefined, async () => {
+    async voidAtProvider(tenant: string, idempotencyKey: string, alertAtEpochMs?: number): Promise<LedgerCharge | null> {
+      // With `alertAtEpochMs` (the workflow's alert time, provider-void-alerts), the void gives itself
+      // up there as its budget spent; the workflow indexes the charge cancelling and calls it again without.
+      return step('void', alertAtEpochMs, async () => {
         const row = await readCharge(pool, tenant, idempotencyKey);
         if (!row?.charge.provider) return row; // a tombstone left before Try: nothing reached the provider
         if (row.holdState !== 'CANCELLED') return row; // declined or captured: nothing to void
@@ -284,9 +319,18 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
         for (const [index, paymentId] of paymentIds.entries()) await voidPayment(connector, row.charge.id, paymentId, index === 0);
         await hooks.afterProvider?.('void', tenant, idempotencyKey);
         return recordProviderVoided(pool, tenant, idempotencyKey, paymentIds[0] ?? null);
-      });
+      }, { tenant, idempotencyKey });
     },
   };
 }
 
 export type ProviderActivities = ReturnType<typeof createProviderActivities>;
+
+/** The activity's logger (the worker's, with the workflow and activity ids); null outside an activity (a test calling it directly). */
+function activityLog(): Context['log'] | null {
+  try {
+    return Context.current().log;
+  } catch {
+    return null;
+  }
+}

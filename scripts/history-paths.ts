@@ -972,6 +972,31 @@ export const historyPaths: HistoryPath[] = [
     },
   },
   {
+    name: 'provider-charge-void-retried-cancelling',
+    about: 'provider-void-alerts: the provider refuses every void past the alert time; ChargeStatus says cancelling, the cancel is answered cancelling, the void goes on until the provider takes it',
+    async record(ctx, key) {
+      const idempotencyKeyPrefix = chargeIdFor(ctx.tenant, key);
+      const handle = await startProviderCharge(ctx, key, 'pm_card_visa', { captureMode: 'manual', policy: { providerVoidAlertAfterMs: 1_000 } });
+      await untilStatus(ctx, key, (charge) => charge.provider?.state === 'authorized');
+      ctx.sim.addFault({ operation: 'cancel_payment_intent', fault: { kind: 'error_before_commit', status: 503 }, times: 10_000, idempotencyKeyPrefix });
+      try {
+        expectCharge(await handle.executeUpdate(cancelChargeUpdate), { status: 'cancelling', failureReason: 'requested_by_caller' });
+      } finally {
+        ctx.sim.faults.clearFor(idempotencyKeyPrefix);
+      }
+      expectCharge(await handle.result(), { status: 'cancelled', failureReason: 'requested_by_caller' });
+      const history = await handle.fetchHistory();
+      const statuses = (history.events ?? []).flatMap((event) => {
+        const payload = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.['ChargeStatus'];
+        return payload ? [Buffer.from(payload.data ?? []).toString()] : [];
+      });
+      if (JSON.stringify(statuses) !== JSON.stringify(['"reserved"', '"cancelling"'])) {
+        throw new Error(`expected ChargeStatus reserved then cancelling, the history upserted ${JSON.stringify(statuses)}`);
+      }
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'cancelCharge', 'voidAtProvider', 'voidAtProvider']);
+    },
+  },
+  {
     name: 'provider-charge-capture-refused',
     about: 'the authorization was voided at the provider behind our back: capture is refused for good, the charge is cancelled',
     async record(ctx, key) {

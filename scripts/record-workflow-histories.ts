@@ -89,11 +89,13 @@ const { values: args } = parseArgs({
   options: {
     generation: { type: 'string' },
     'replace-latest': { type: 'boolean', default: false },
+    /** At most this many paths at once (all of them when absent); fewer on a loaded machine, whose workflow task timeouts otherwise steer the timing-dependent paths. */
+    concurrency: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
 if (args.help) {
-  process.stdout.write('usage: npm run record-histories [-- --generation <name>] [-- --replace-latest]\n');
+  process.stdout.write('usage: npm run record-histories [-- --generation <name>] [-- --replace-latest] [-- --concurrency <paths at once>]\n');
   process.exit(0);
 }
 
@@ -151,6 +153,14 @@ function target(manifest: Manifest, codeHash: WorkflowCodeHash): { name: string;
     }
   }
   return { name: autoName(manifest.generations.length + 1), replaces: null };
+}
+
+/** --concurrency, checked: every path at once when absent. */
+function pathConcurrency(): number {
+  if (args.concurrency === undefined) return historyPaths.length;
+  const n = Number(args.concurrency);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`--concurrency ${args.concurrency}: a whole number of paths, at least 1`);
+  return n;
 }
 
 async function withDeadline<T>(what: string, ms: number, run: () => Promise<T>): Promise<T> {
@@ -327,11 +337,31 @@ async function recordInto(dataDir: string): Promise<number> {
       const startedMs = Date.now();
       // Every path has keys of its own, so they run side by side: the slow ones (timers, a
       // workflow task heartbeat) then cost their own time once, not the sum.
+      const concurrency = pathConcurrency();
+      let running = 0;
+      const waiting: (() => void)[] = [];
+      const slot = async (): Promise<void> => {
+        if (running < concurrency) {
+          running += 1;
+          return;
+        }
+        await new Promise<void>((resolve) => waiting.push(resolve));
+      };
+      const release = (): void => {
+        const next = waiting.shift();
+        if (next) next();
+        else running -= 1;
+      };
       const outcomes = await Promise.allSettled(
         historyPaths.map(async (path) => {
-          const ref = await withDeadline(path.name, pathDeadlineMs, () => path.record(ctx, path.name));
-          const handle = temporal.workflow.getHandle(ref.workflowId, ref.runId, { followRuns: false });
-          return { path, ref, history: await handle.fetchHistory() };
+          await slot();
+          try {
+            const ref = await withDeadline(path.name, pathDeadlineMs, () => path.record(ctx, path.name));
+            const handle = temporal.workflow.getHandle(ref.workflowId, ref.runId, { followRuns: false });
+            return { path, ref, history: await handle.fetchHistory() };
+          } finally {
+            release();
+          }
         }),
       );
       const failed = outcomes.flatMap((o, i) =>

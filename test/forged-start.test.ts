@@ -17,7 +17,7 @@ import { workerDataConverter } from '../src/codec/data-converter.js';
 import { resolveTemporalCliPath } from '../src/stack/temporal-cli.js';
 import { chargeTaskQueue, type ChargeWorkflowInput } from '../workflows/definitions.js';
 import { forgedStartType, startMismatches } from '../workflows/verify-start.js';
-import { balanceOf, chargeBody, fundedTenant, newKey, testPayloadProtection, tenantLedgerFootprint, testPolicy, useHarness } from './support/harness.js';
+import { balanceOf, chargeBody, fundedTenant, newKey, providerIntent, testPayloadProtection, tenantLedgerFootprint, testPolicy, useHarness } from './support/harness.js';
 import { encryptedInputArgs } from './support/temporal-cli.js';
 
 const h = useHarness();
@@ -145,6 +145,22 @@ describe('a ChargeWorkflow started by hand with the temporal CLI', () => {
     const run = await executeByHand(chargeWorkflowId(a, key), { intent: { tenant: a, idempotencyKey: key } });
     expect(run.code).not.toBe(0);
     await expectRefusedWithoutTrace(chargeWorkflowId(a, key), [a], before, /intent\.chargeId or intent\.fingerprint is not a string/);
+  });
+
+  it('a provider name this program does not know fails with ForgedStart; no clearing account is made for it and nothing is held', async () => {
+    // Measured: a forged start naming provider "evil" made @provider/evil/USD and held money on it.
+    const a = await fundedTenant(h, { label: 'forged-provider' });
+    const key = newKey('evil');
+    const genuine = providerIntent(a, key, 'pm_card_visa');
+    const request = { ...genuine.request, payerAccountId: '@provider/evil/USD', paymentMethod: { provider: 'evil', id: 'pm_card_visa' } };
+    const intent = { ...genuine, request, fingerprint: chargeFingerprint(request as ChargeIntent['request'], 2) };
+    const before = [await ledgerFootprint(a)];
+
+    const run = await executeByHand(chargeWorkflowId(a, key), { intent, policy: testPolicy });
+    expect(run.code).not.toBe(0);
+    await expectRefusedWithoutTrace(chargeWorkflowId(a, key), [a], before, /intent\.request\.paymentMethod\.provider is not one of stripe/);
+    const accounts = await h.pool.query('SELECT id FROM accounts WHERE tenant = $1 AND id LIKE $2', [a, '@provider/%']);
+    expect(accounts.rows).toEqual([]);
   });
 
   it('a genuine charge through the service still succeeds, and so does a start carrying a v1 fingerprint (as older versions made)', async () => {

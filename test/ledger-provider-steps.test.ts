@@ -5,6 +5,7 @@ import { noMandate, type Mandate } from '../src/domain/mandate.js';
 import { revokeApiKey } from '../src/ledger/api-keys.js';
 import { tryHold } from '../src/ledger/charges.js';
 import { tryProviderHold } from '../src/ledger/provider-charges.js';
+import { providerNames } from '../src/domain/providers.js';
 import { fundedTenant, ledgerIntent, newKey, providerIntent, useHarness } from './support/harness.js';
 
 /**
@@ -63,4 +64,41 @@ describe('Try and the provider Try decide alike', () => {
       expect(decisions).toEqual([c.decline, c.decline]);
     });
   }
+});
+
+describe('the provider Try knows its providers', () => {
+  it('refuses a provider name the program does not know (class 23): no charge row, no clearing account, nothing held', async () => {
+    // Measured: a forged workflow start naming provider "evil" made @provider/evil/USD and held money on it.
+    const tenant = await fundedTenant(h, { label: 'lps-evil' });
+    const genuine = providerIntent(tenant, newKey('evil'), 'pm_card_visa');
+    const intent = {
+      ...genuine,
+      request: { ...genuine.request, payerAccountId: '@provider/evil/USD', paymentMethod: { provider: 'evil', id: 'pm_card_visa' } },
+    } as unknown as ChargeIntent;
+    const refused = await tryProviderHold(h.pool, intent, 60_000).then(
+      () => null,
+      (error: unknown) => error as { fault?: string; sqlState?: string; message?: string },
+    );
+    // A rejected value (class 23): retrying cannot cure it, so a Try gives up at once.
+    expect(refused).toMatchObject({ fault: 'dataRejected', sqlState: '23514' });
+    expect(refused?.message).toMatch(/provider evil is not one this ledger knows/);
+    const rows = await h.pool.query('SELECT 1 FROM charges WHERE tenant = $1', [tenant]);
+    expect(rows.rowCount).toBe(0);
+    const clearing = await h.pool.query("SELECT id FROM accounts WHERE tenant = $1 AND id LIKE '@provider/%'", [tenant]);
+    expect(clearing.rows).toEqual([]);
+
+    // Every provider the program knows is still taken.
+    for (const provider of providerNames) {
+      const known = providerIntent(tenant, newKey(provider), 'pm_card_visa');
+      expect((await tryProviderHold(h.pool, known, 60_000)).holdState).toBe('TRIED');
+    }
+  });
+
+  it("the ledger's list is the program's: the trigger names exactly src/domain/providers.ts's providerNames", async () => {
+    const { rows } = await h.pool.query<{ def: string }>(
+      "SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgname = 'charges_provider_known'",
+    );
+    const named = [...(rows[0]?.def ?? '').matchAll(/'([a-z0-9_]+)'::text/g)].map((m) => m[1]).sort();
+    expect(named).toEqual([...providerNames].sort());
+  });
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createProviderActivities, type ProviderActivities } from '../activities/provider-activities.js';
 import type { ChargeIntent } from '../src/domain/charge.js';
@@ -288,5 +289,174 @@ describe('a charge whose workflow is running', () => {
     expect(await service.receive(delivery())).toMatchObject({ action: 'signalled', replayed: true });
     expect(signals).toEqual([{ tenant: intent.tenant, key: intent.idempotencyKey, event: { eventId: event.id, type: event.type, paymentId } }]);
     expect(cancelsOf(paymentId)).toBe(0);
+  });
+});
+
+/** Signs a body of our own making with the provider's secret, as only the secret's holder could. */
+async function deliverBody(payload: string, timestampS = Math.floor(Date.now() / 1000)) {
+  return api.request('/v1/provider-events/stripe', {
+    rawBody: payload,
+    headers: { 'content-type': 'application/json', 'stripe-signature': stripeSignatureHeader(payload, [newSecret], timestampS) },
+  });
+}
+
+describe('events are evidence only once the provider confirms them', () => {
+  /** Tenant B's charge, authorized and left with its workflow closed: the payment an attacker names. */
+  async function authorizedElsewhere(): Promise<{ intent: ChargeIntent; paymentId: string; event: StoredEvent }> {
+    const intent = await newCharge();
+    await tryProviderHold(h.pool, intent, 60_000);
+    const paymentId = (await steps.authorizeAtProvider(intent))!.charge.provider!.paymentId!;
+    const event = eventsOf(paymentId).find((e) => e.type === 'payment_intent.amount_capturable_updated')!;
+    return { intent, paymentId, event };
+  }
+
+  /** B's event, re-signed with A's tenant and charge id in the payment's metadata and a fresh event id. */
+  function paired(event: StoredEvent, a: ChargeIntent): string {
+    const body = JSON.parse(event.payload) as { id: string; data: { object: { metadata: Record<string, string> } } };
+    body.id = `evt_forged_${newKey('f')}`.slice(0, 60);
+    body.data.object.metadata = { tenant: a.tenant, charge_id: a.chargeId };
+    return JSON.stringify(body);
+  }
+
+  it("an event pairing tenant B's authorized payment with tenant A's declined charge voids nothing: 200, payment_mismatch", async () => {
+    const b = await authorizedElsewhere();
+    const a = await newCharge('pm_card_visa_chargeDeclinedInsufficientFunds');
+    await tryProviderHold(h.pool, a, 60_000);
+    const declined = await steps.authorizeAtProvider(a);
+    expect(declined!.holdState).toBe('DECLINED');
+
+    const response = await deliverBody(paired(b.event, a));
+    expect(response.status, response.text).toBe(200);
+    expect(response.body).toMatchObject({ action: 'payment_mismatch', replayed: false });
+    expect(cancelsOf(b.paymentId)).toBe(0);
+    expect(sim.payments.paymentIntents.get(b.paymentId)!.status).toBe('requires_capture');
+    // B's capture still goes through.
+    expect((await steps.captureAtProvider(b.intent.tenant, b.intent.idempotencyKey, null)).holdState).toBe('CONFIRMED');
+  });
+
+  it("the same pairing with a cancelled charge of A's that recorded no payment: the provider's metadata names B, nothing is voided", async () => {
+    const b = await authorizedElsewhere();
+    const a = await newCharge();
+    await tryProviderHold(h.pool, a, 60_000);
+    await cancelHold(h.pool, a, 'requested_by_caller');
+    const reads = sim.requests.filter((r) => r.operation === 'retrieve_payment_intent').length;
+
+    const response = await deliverBody(paired(b.event, a));
+    expect(response.status, response.text).toBe(200);
+    expect(response.body).toMatchObject({ action: 'payment_mismatch' });
+    // The provider was asked (one read), and its answer decided.
+    expect(sim.requests.filter((r) => r.operation === 'retrieve_payment_intent').length).toBe(reads + 1);
+    expect(cancelsOf(b.paymentId)).toBe(0);
+    expect(sim.payments.paymentIntents.get(b.paymentId)!.status).toBe('requires_capture');
+    const row = await readCharge(h.pool, a.tenant, a.idempotencyKey);
+    expect(row!.charge.provider!.paymentId).toBeNull();
+  });
+
+  it('a signature dated beyond the tolerance in the future is refused with 400 naming Stripe-Signature (future), and records nothing', async () => {
+    const { event } = await authorizedElsewhere();
+    const response = await deliver(event, { timestampS: Math.floor(Date.now() / 1000) + 6 * 60 });
+    expect(response.status, response.text).toBe(400);
+    expect(response.body.errors[0]).toMatchObject({ field: 'Stripe-Signature' });
+    expect(response.body.errors[0].message).toContain('future');
+    expect(await readProviderEvent(h.pool, 'stripe', event.id)).toBeNull();
+    // Within the tolerance a clock ahead of ours is fine.
+    expect((await deliver(event, { timestampS: Math.floor(Date.now() / 1000) + 60 })).status).toBe(200);
+  });
+});
+
+describe('signed bodies that are not events: 400 naming the field, never a 5xx, nothing recorded', () => {
+  let base: Record<string, unknown>;
+  beforeAll(async () => {
+    const intent = await newCharge();
+    await tryProviderHold(h.pool, intent, 60_000);
+    const paymentId = (await steps.authorizeAtProvider(intent))!.charge.provider!.paymentId!;
+    base = JSON.parse(eventsOf(paymentId).at(-1)!.payload) as Record<string, unknown>;
+  });
+
+  /** The base event with one change, under an event id of its own (so a record of it could be found). */
+  function changed(change: (event: Record<string, any>) => void): { payload: string; id: string } {
+    const event = structuredClone(base) as Record<string, any>;
+    event.id = `evt_shape_${randomBytes(6).toString('hex')}`;
+    change(event);
+    return { payload: JSON.stringify(event), id: event.id };
+  }
+
+  const shapes: [string, () => { payload: string; id: string | null }, string][] = [
+    ['a top-level array', () => ({ payload: JSON.stringify([base]), id: null }), 'body'],
+    ['a top-level string', () => ({ payload: '"payment_intent.succeeded"', id: null }), 'body'],
+    ['data.object null', () => changed((e) => (e.data.object = null)), 'data.object'],
+    ['no data', () => changed((e) => delete e.data), 'data'],
+    ['no id', () => ({ ...changed((e) => delete e.id), id: null }), 'id'],
+    ['an id that is a number', () => ({ ...changed((e) => (e.id = 42)), id: null }), 'id'],
+    ['no type', () => changed((e) => delete e.type), 'type'],
+    ['a type with a NUL', () => changed((e) => (e.type = 'payment_intent.\u0000succeeded')), 'type'],
+    ['created as a string', () => changed((e) => (e.created = '1764000000')), 'created'],
+    ['a currency that is a number', () => changed((e) => (e.data.object.currency = 840)), 'data.object.currency'],
+    ['NUL in metadata', () => changed((e) => (e.data.object.metadata.tenant = 't\u0000x')), 'data.object.metadata.tenant'],
+    ['a metadata value that is a number', () => changed((e) => (e.data.object.metadata.charge_id = 7)), 'data.object.metadata.charge_id'],
+    ['a negative amount', () => changed((e) => (e.data.object.amount = -1)), 'data.object.amount'],
+    ['no status', () => changed((e) => delete e.data.object.status), 'data.object.status'],
+    ['not an event object', () => changed((e) => (e.object = 'payment_intent')), 'object'],
+    ['a fractional amount', () => {
+      const { payload, id } = changed((e) => (e.data.object.amount = 1000));
+      return { payload: payload.replace('"amount":1000', '"amount":1000.5'), id };
+    }, 'data.object.amount'],
+    ['a member given twice', () => {
+      const { payload, id } = changed(() => undefined);
+      return { payload: payload.replace('{"id":', '{"type":"payment_intent.canceled","id":'), id };
+    }, 'type'],
+    ['a __proto__ member', () => {
+      const { payload, id } = changed(() => undefined);
+      return { payload: payload.replace('"data":{', '"data":{"__proto__":{"x":1},'), id };
+    }, 'data.__proto__'],
+    ['5,000 levels of nesting', () => ({ payload: `{"id":"evt_deep","object":"event","data":${'['.repeat(5_000)}${']'.repeat(5_000)}}`, id: 'evt_deep' }), 'body'],
+    ['not JSON', () => ({ payload: '{"id": "evt_half', id: null }), 'body'],
+  ];
+
+  it.each(shapes)('%s', async (_what, make, field) => {
+    const { payload, id } = make();
+    const response = await deliverBody(payload);
+    expect(response.status, response.text).toBe(400);
+    expect(response.body.errors[0].field).toBe(field);
+    if (id) expect(await readProviderEvent(h.pool, 'stripe', id)).toBeNull();
+  });
+});
+
+describe('a provider charge cancelled in the ledger whose void is not recorded yet, through the API', () => {
+  it('GET answers status cancelling; POST cancel answers 202 with Location and Retry-After; after the void, 200 cancelled', async () => {
+    const { intent, paymentId } = await orphanedAuthorization();
+    const apiKey = await api.keyFor(intent.tenant, 'admin');
+    const path = `/v1/charges/${encodeURIComponent(intent.idempotencyKey)}`;
+
+    const read = await api.request(path, { apiKey });
+    expect(read.status, read.text).toBe(200);
+    expect(read.body).toMatchObject({ status: 'cancelling' });
+
+    const cancel = await api.request(`${path}/cancel`, { method: 'POST', apiKey });
+    expect(cancel.status, cancel.text).toBe(202);
+    expect(cancel.body).toMatchObject({ status: 'cancelling' });
+    expect(cancel.headers.get('location')).toBe(path);
+    expect(Number(cancel.headers.get('retry-after'))).toBeGreaterThan(0);
+
+    await steps.voidAtProvider(intent.tenant, intent.idempotencyKey);
+    expect(sim.payments.paymentIntents.get(paymentId)!.status).toBe('canceled');
+    const again = await api.request(`${path}/cancel`, { method: 'POST', apiKey });
+    expect(again.status, again.text).toBe(200);
+    expect(again.body).toMatchObject({ status: 'cancelled' });
+  });
+});
+
+describe('a stranded provider hold released by a cancel whose void cannot be sent', () => {
+  it('answers 202 cancelling (the ledger released it; the void goes on), not 503', async () => {
+    // Held with no workflow: the cancel starts a release on the shared worker, which has no Stripe
+    // connector, so its void is retried and never answered while the test looks.
+    const intent = await newCharge();
+    await tryProviderHold(h.pool, intent, 60_000);
+    await steps.authorizeAtProvider(intent);
+    const apiKey = await api.keyFor(intent.tenant, 'admin');
+    const cancel = await api.request(`/v1/charges/${encodeURIComponent(intent.idempotencyKey)}/cancel`, { method: 'POST', apiKey });
+    expect(cancel.status, cancel.text).toBe(202);
+    expect(cancel.body).toMatchObject({ status: 'cancelling' });
+    expect((await readCharge(h.pool, intent.tenant, intent.idempotencyKey))!.holdState).toBe('CANCELLED');
   });
 });

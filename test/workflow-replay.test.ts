@@ -1,4 +1,4 @@
-import { providerWaitsPatch } from '../workflows/provider-steps.js';
+import { providerVoidAlertPatch, providerWaitsPatch } from '../workflows/provider-steps.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -170,7 +170,7 @@ describe('recorded workflow histories replay on the current code', () => {
     const newestCharges = loaded.filter((h) => h.generation === newest && h.entry.workflowType === 'ChargeWorkflow');
     expect(newestCharges.length).toBeGreaterThan(0);
     for (const { entry, history } of newestCharges) {
-      const expected = entry.path.startsWith('provider-') ? [chargeGeneration6Patch, providerWaitsPatch] : [chargeGeneration6Patch];
+      const expected = entry.path.startsWith('provider-') ? [chargeGeneration6Patch, providerWaitsPatch, providerVoidAlertPatch] : [chargeGeneration6Patch];
       expect(patchMarkers(history), entry.file).toEqual(expected);
     }
   });
@@ -180,7 +180,7 @@ describe('recorded workflow histories replay on the current code', () => {
     // The only timer a generation-6 charge may start is a wait for a person: a manual hold's wait
     // for its capture (provider-charge-capture-refused is one), or a provider charge's wait for the
     // payer's action (3-D Secure).
-    const manual = (entry: HistoryEntry): boolean => /manual|compensation-retrying|requires-action|capture-refused/.test(entry.path);
+    const manual = (entry: HistoryEntry): boolean => /manual|compensation-retrying|requires-action|capture-refused|void-retried/.test(entry.path);
     for (const { entry, history } of newestCharges) {
       const timers = (history.events ?? []).filter((e) => e.timerStartedEventAttributes);
       // At most one: a capture already asked for when the wait begins starts and cancels its timer

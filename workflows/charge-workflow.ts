@@ -17,7 +17,15 @@ import {
   providerEventSignal,
   type ChargeWorkflowInput,
 } from './definitions.js';
-import { holdDeadlineMs, payerActionLookEveryMs, providerStepFailure, providerSteps, providerWaitsPatch } from './provider-steps.js';
+import {
+  defaultProviderVoidAlertAfterMs,
+  holdDeadlineMs,
+  payerActionLookEveryMs,
+  providerStepFailure,
+  providerSteps,
+  providerVoidAlertPatch,
+  providerWaitsPatch,
+} from './provider-steps.js';
 import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { chargeShapeOf } from './charge-generations.js';
@@ -73,6 +81,12 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
    * task was completed early (a query on it), and replay fails.
    */
   const waitsFollowLedger = provider !== null && patched(providerWaitsPatch);
+  /** Provider charges with the marker: a void that keeps failing is told (ChargeStatus, the cancel's answer), not waited out. */
+  const voidAlerts = provider !== null && patched(providerVoidAlertPatch);
+  /** The ledger's Cancel as it answered, once a compensation has written it (the void may still be retried). */
+  let cancelledInLedger: Charge | null = null;
+  /** True once the void has kept failing past its alert time: it goes on being retried, and waiting callers are answered. */
+  let voidRetrying = false;
   /** Provider events received: each is a reason to look the payment up again, never the truth itself. */
   let providerEventsReceived = 0;
 
@@ -85,7 +99,10 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
     cancelChargeUpdate,
     async () => {
       cancelRequested = true;
-      await condition(() => !isOpen(charge));
+      await condition(() => !isOpen(charge) || voidRetrying);
+      // The ledger cancelled and the provider's hold is still being voided: say so now (cancelling),
+      // rather than keep the caller waiting on a void that may take an operator.
+      if (isOpen(charge) && cancelledInLedger) return cancelledInLedger;
       if (charge.status === 'cancelled') return charge;
       assertCancellable(charge); // lost the race to Confirm or Try's decline: say so
       return charge;
@@ -99,9 +116,10 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
       // The first capture asked for decides the amount; `??=` would let a later one overwrite a
       // null (capture everything) before the workflow acted on it.
       if (captureMinor === undefined) captureMinor = amountMinor;
-      await condition(() => !isOpen(charge));
-      assertCapturable(charge, amountMinor);
-      return charge;
+      await condition(() => !isOpen(charge) || voidRetrying);
+      const settled = isOpen(charge) && cancelledInLedger ? cancelledInLedger : charge;
+      assertCapturable(settled, amountMinor);
+      return settled;
     },
     { validator: ({ amountMinor }) => assertCapturable(charge, amountMinor) },
   );
@@ -115,7 +133,19 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
         // The ledger's Cancel comes first: it is the record that stops a late authorize (which then
         // voids what it got), so the void after it cannot miss an authorization that lands later.
         if (!provider) return cancelled;
-        return (await provider.void(tenant, idempotencyKey))?.charge ?? cancelled;
+        if (!voidAlerts) return (await provider.void(tenant, idempotencyKey))?.charge ?? cancelled;
+        cancelledInLedger = cancelled;
+        try {
+          const alertAfterMs = policy.providerVoidAlertAfterMs ?? defaultProviderVoidAlertAfterMs;
+          return (await provider.voidUntilAlert(tenant, idempotencyKey, alertAfterMs))?.charge ?? cancelled;
+        } catch (error) {
+          if (providerStepFailure(error) !== 'budget') throw error;
+          // Past its alert time: a person may have to look (ChargeStatus), waiting callers are
+          // answered, and the void goes on until the provider takes it.
+          voidRetrying = true;
+          indexActionNeeded('cancelling');
+          return (await provider.void(tenant, idempotencyKey))?.charge ?? cancelled;
+        }
       } catch (error) {
         // Confirm did commit before its answer was lost: the money moved, so the charge succeeded.
         if (ledger.isRefusal(error, 'HoldAlreadyCaptured')) return readLedger();
@@ -212,6 +242,8 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
       const failure = providerStepFailure(error);
       if (failure === 'hold_cancelled') return readLedger();
       if (failure === 'authorize_rejected') return compensate(cancelReasons.providerRejected);
+      // No connector for the provider on this worker: nothing was sent, so nothing can be held there.
+      if (failure === 'not_configured') return compensate(cancelReasons.providerNotConfigured);
       if (isCancellation(error)) return compensate(cancelReasons.requestedByCaller);
       return compensate(cancelReasons.providerUnavailable);
     }

@@ -36,6 +36,12 @@ export interface ChargePolicy {
   providerAuthorizeBudgetMs?: number;
   /** Provider charges: how long one attempt of a provider step may run. Absent: 90 s. */
   providerStepStartToCloseMs?: number;
+  /**
+   * Provider charges: how long a void may keep failing before the charge is indexed `cancelling`
+   * and a waiting cancel is answered with it; the void is retried until done either way. Absent:
+   * 3 s (workflows/provider-steps.ts).
+   */
+  providerVoidAlertAfterMs?: number;
 }
 
 export interface ChargeWorkflowInput {

@@ -13,7 +13,7 @@ export const defaultProviderStepStartToCloseMs = 90_000;
 const retryBackoff = { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' } as const;
 
 /** How a provider step ended, when it did not answer with the charge. */
-export type ProviderStepFailure = 'budget' | 'authorize_rejected' | 'capture_refused' | 'hold_cancelled' | null;
+export type ProviderStepFailure = 'budget' | 'authorize_rejected' | 'capture_refused' | 'hold_cancelled' | 'not_configured' | null;
 
 /**
  * The provider participant's steps. Remote activities, not local ones like the ledger's: a provider
@@ -32,6 +32,8 @@ export function providerSteps(policy: ChargePolicy) {
     refresh: (intent: ChargeIntent) => steps.refreshProviderPayment(intent),
     capture: (tenant: string, key: string, captureMinor: number | null) => steps.captureAtProvider(tenant, key, captureMinor),
     void: (tenant: string, key: string) => steps.voidAtProvider(tenant, key),
+    /** The void until `alertAfterMs` from now (workflow time); then it gives itself up as the budget spent. */
+    voidUntilAlert: (tenant: string, key: string, alertAfterMs: number) => steps.voidAtProvider(tenant, key, Date.now() + alertAfterMs),
   };
 }
 
@@ -48,6 +50,8 @@ export function providerStepFailure(error: unknown): ProviderStepFailure {
       return 'capture_refused';
     case ledgerRefusals.holdCancelled.type:
       return 'hold_cancelled';
+    case providerFailures.notConfigured.type:
+      return 'not_configured';
     default:
       return null;
   }
@@ -66,6 +70,25 @@ export function providerStepFailure(error: unknown): ProviderStepFailure {
  * any step, for provider charges only: a ledger charge's history is unchanged.
  */
 export const providerWaitsPatch = 'provider-waits-follow-the-ledger';
+
+/**
+ * Provider charges started after this change tell the truth while a void keeps failing:
+ * - the void is first given `providerVoidAlertAfterMs` (policy; 3 s when absent); past it, the
+ *   charge is indexed ChargeStatus `cancelling` and the void goes on being retried until it is done,
+ *   as before (a compensation never gives up);
+ * - a cancel asked while the void is being retried is answered then, with the charge `cancelling`
+ *   (the ledger has released the hold; the provider's hold is still being voided), instead of
+ *   waiting for the void and timing out.
+ * Executions without the marker (recorded histories up to v9) wait for the void as they ran.
+ * Checked at the workflow's start, for provider charges only, as `providerWaitsPatch` is.
+ */
+export const providerVoidAlertPatch = 'provider-void-alerts';
+
+/**
+ * ChargePolicy.providerVoidAlertAfterMs when the policy does not say: three attempts (0.5 and 1 s
+ * apart), so a waiting cancel is answered well inside the API's 5 s Temporal call timeout.
+ */
+export const defaultProviderVoidAlertAfterMs = 3_000;
 
 /** How often a charge waiting for its payer looks the payment up, however many events arrived. */
 export function payerActionLookEveryMs(holdTtlMs: number): number {

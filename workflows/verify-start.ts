@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { chargeWorkflowId, type ChargeIntent } from '../src/domain/charge.js';
 import { chargeFingerprint, chargeIdFor, fingerprintVersionOf } from '../src/domain/request-fingerprint.js';
+import { paymentMethodIdPattern, providerNames } from '../src/domain/providers.js';
 import type { ChargePolicy, ChargeWorkflowInput } from './definitions.js';
 
 /**
@@ -49,6 +50,16 @@ export function shapeProblem(input: unknown): string | null {
   if (!captureModes.has(request.captureMode)) return 'intent.request.captureMode is neither automatic nor manual';
   if (request.description !== null && !isString(request.description)) return 'intent.request.description is neither null nor a string';
   if (request.metadata !== null && !isStringRecord(request.metadata)) return 'intent.request.metadata is neither null nor strings by name';
+  const method = request.paymentMethod;
+  if (method !== undefined) {
+    // Only providers this program has a connector for: a forged name otherwise reached the ledger,
+    // which made a clearing account for it (the ledger now refuses it too, migration 230).
+    if (!isRecord(method)) return 'intent.request.paymentMethod is not an object';
+    if (!(providerNames as readonly unknown[]).includes(method.provider)) {
+      return `intent.request.paymentMethod.provider is not one of ${providerNames.join(', ')}`;
+    }
+    if (!isString(method.id) || !paymentMethodIdPattern.test(method.id)) return 'intent.request.paymentMethod.id is not a payment method id';
+  }
   if (!isRecord(policy)) return 'policy is missing';
   const budgets: (keyof ChargePolicy)[] = ['activityStartToCloseMs', 'tryBudgetMs', 'confirmBudgetMs', 'holdTtlMs'];
   for (const field of budgets) {

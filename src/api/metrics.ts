@@ -7,7 +7,7 @@ import { sendProblem } from '../http/problem.js';
 import { isLoopback } from '../http/source-address.js';
 import type { ChargeReply } from '../service/charge-service.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { overdueHolds } from '../reconcile/index.js';
+import { overdueHolds, pendingProviderVoids } from '../reconcile/index.js';
 
 /**
  * Prometheus metrics of one API instance. Each app has its own registry, so several apps in one
@@ -49,6 +49,27 @@ export class ApiMetrics {
         registers,
         async collect() {
           this.set((await read()).oldestOverdueSeconds);
+        },
+      });
+      // Voids the provider keeps refusing (or that no worker can send): the ledger released the
+      // money, the provider still holds the payer's card. Whichever worker retries them, the ledger
+      // knows them all; the worker's log names each charge on every failed attempt.
+      let voids: ReturnType<typeof pendingProviderVoids> | null = null;
+      const readVoids = () => (voids ??= pendingProviderVoids(ledger).finally(() => setImmediate(() => (voids = null))));
+      new Gauge({
+        name: 'chargeguard_provider_voids_pending',
+        help: 'provider charges cancelled in the ledger whose void at the provider is not recorded yet (status cancelling)',
+        registers,
+        async collect() {
+          this.set((await readVoids()).count);
+        },
+      });
+      new Gauge({
+        name: 'chargeguard_provider_voids_pending_oldest_seconds',
+        help: 'how long ago the oldest of them was cancelled in the ledger (0 when none is pending)',
+        registers,
+        async collect() {
+          this.set((await readVoids()).oldestSeconds);
         },
       });
     }

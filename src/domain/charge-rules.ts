@@ -38,7 +38,7 @@ export function captureRefusal(charge: Charge, amountMinor: number | null): Char
   if (amountMinor !== null && (!Number.isSafeInteger(amountMinor) || amountMinor < 1 || amountMinor > charge.amountMinor)) {
     return { name: 'captureAmountInvalid', detail: `capture amount ${amountMinor} is outside 1..${charge.amountMinor}` };
   }
-  if (charge.status === 'cancelled') {
+  if (charge.status === 'cancelled' || charge.status === 'cancelling') {
     const why = charge.failureReason === 'hold_expired' ? 'its hold expired' : 'it was cancelled';
     return { name: 'alreadyCancelled', detail: `charge ${charge.idempotencyKey} cannot be captured: ${why}` };
   }

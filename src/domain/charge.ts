@@ -22,6 +22,11 @@ export const chargeStatuses = [
   'reserved',
   'succeeded',
   'declined',
+  /**
+   * A provider charge the ledger cancelled (nothing is held in the ledger) whose payment the
+   * provider may still hold: the void is being retried. It becomes `cancelled` once the void is recorded.
+   */
+  'cancelling',
   'cancelled',
   'partially_refunded',
   'refunded',
@@ -85,6 +90,11 @@ export interface Charge {
 export const decidedStatuses: ReadonlySet<ChargeStatus> = new Set([
   'succeeded',
   'declined',
+  /**
+   * A provider charge the ledger cancelled (nothing is held in the ledger) whose payment the
+   * provider may still hold: the void is being retried. It becomes `cancelled` once the void is recorded.
+   */
+  'cancelling',
   'cancelled',
   'partially_refunded',
   'refunded',
@@ -107,7 +117,8 @@ export function statusOfHold(
     case 'TRIED':
       return providerState === 'requires_action' ? 'requires_action' : 'reserved';
     case 'CANCELLED':
-      return 'cancelled';
+      // Cancelled in the ledger, and the provider may still hold the payment: the void is not recorded yet.
+      return providerState === 'authorizing' || providerState === 'authorized' || providerState === 'requires_action' ? 'cancelling' : 'cancelled';
     case 'CONFIRMED':
       if (amountRefundedMinor === 0) return 'succeeded';
       return amountRefundedMinor >= amountCapturedMinor ? 'refunded' : 'partially_refunded';

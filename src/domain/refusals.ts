@@ -84,6 +84,12 @@ export const providerFailures = {
    * (reconcile --provider); the compensation keeps being retried and the charge is indexed as cancelling.
    */
   voidRefused: { type: 'ProviderVoidRefused' },
+  /**
+   * The charge names a provider this worker has no connector for (a provider name this program does
+   * not know, or one whose credentials are not set here): authorize is refused before anything is
+   * sent, and the charge is cancelled with `provider_not_configured` rather than retried for ever.
+   */
+  notConfigured: { type: 'ProviderNotConfigured' },
 } as const;
 
 /** Why a cancel or capture request is refused by a charge workflow (a 409 for HTTP callers). */
@@ -189,4 +195,6 @@ export const cancelReasons = {
   providerCaptureRefused: 'provider_capture_refused',
   /** The payer did not complete the provider's required action (3-D Secure) within the hold's TTL. */
   payerActionExpired: 'payer_action_expired',
+  /** The worker has no connector for the charge's provider: nothing was sent to any provider (docs/providers.md, Configuration). */
+  providerNotConfigured: 'provider_not_configured',
 } as const;

@@ -87,3 +87,26 @@ export function confirmProviderCapture(pool: LedgerPool, tenant: string, idempot
 export function recordProviderVoided(pool: LedgerPool, tenant: string, idempotencyKey: string, paymentId: string | null): Promise<LedgerCharge> {
   return callLedgerFunction(pool, statements.voided, [tenant, idempotencyKey, paymentId]);
 }
+
+/** Provider charges the ledger cancelled whose void is not recorded yet (status `cancelling`). */
+export interface PendingProviderVoids {
+  count: number;
+  /** Since when the oldest of them was last changed (its Cancel), in seconds; 0 when there is none. */
+  oldestSeconds: number;
+}
+
+/**
+ * What the chargeguard_provider_voids_pending gauges read. Served by the partial index of open
+ * provider charges (charges_provider_open), which holds only charges whose provider state is still
+ * open: a void retried for a minute is one row there, a healthy ledger a handful.
+ */
+export async function pendingProviderVoids(pool: LedgerPool): Promise<PendingProviderVoids> {
+  const { rows } = await pool.query<{ count: string; oldest_seconds: number | null }>(
+    `SELECT count(*) AS count, extract(epoch FROM now() - min(updated_at))::float8 AS oldest_seconds
+       FROM charges
+      WHERE provider IS NOT NULL AND provider_state IN ('authorizing', 'requires_action', 'authorized')
+        AND hold_state = 'CANCELLED'`,
+  );
+  const row = rows[0];
+  return { count: Number(row?.count ?? 0), oldestSeconds: Math.max(0, Math.floor(row?.oldest_seconds ?? 0)) };
+}

@@ -5,7 +5,17 @@
 import { fromRow, type ChargeRow, type LedgerCharge } from './charges.js';
 import type { LedgerPool } from './pool.js';
 
-export const providerEventActions = ['signalled', 'voided', 'void_refused', 'no_action', 'no_charge', 'not_ours', 'not_a_payment'] as const;
+export const providerEventActions = [
+  'signalled',
+  'voided',
+  'void_refused',
+  'no_action',
+  'no_charge',
+  'not_ours',
+  'not_a_payment',
+  /** The provider's own record of the payment does not back the event's claim (migration 230). */
+  'payment_mismatch',
+] as const;
 export type ProviderEventAction = (typeof providerEventActions)[number];
 
 /** The longest `detail` the table keeps; longer ones are cut (they are for a person). */

@@ -143,7 +143,7 @@ CREATE TABLE provider_events (
   action text NOT NULL,
   detail text,
   received_at timestamp with time zone NOT NULL DEFAULT now(),
-  CONSTRAINT provider_events_action_check CHECK (action = ANY (ARRAY['signalled'::text, 'voided'::text, 'void_refused'::text, 'no_action'::text, 'no_charge'::text, 'not_ours'::text, 'not_a_payment'::text])),
+  CONSTRAINT provider_events_action_check CHECK (action = ANY (ARRAY['signalled'::text, 'voided'::text, 'void_refused'::text, 'no_action'::text, 'no_charge'::text, 'not_ours'::text, 'not_a_payment'::text, 'payment_mismatch'::text])),
   CONSTRAINT provider_events_check CHECK ((tenant IS NULL) = (charge_key IS NULL)),
   CONSTRAINT provider_events_detail_check CHECK (length(detail) <= 2000),
   CONSTRAINT provider_events_event_id_check CHECK (event_id ~ '^[\x21-\x7e]{1,255}$'::text),
@@ -1129,6 +1129,15 @@ BEGIN
   RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'CGJ01';
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_refuse_unknown_provider()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  RAISE EXCEPTION 'provider % is not one this ledger knows (stripe)', NEW.provider
+    USING ERRCODE = 'check_violation', COLUMN = 'provider', TABLE = 'charges';
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_try(p_tenant text, p_key text, p_charge_id text, p_fingerprint text, p_order_id text, p_payer text, p_payee text, p_currency text, p_amount_minor bigint, p_capture_mode text, p_description text, p_metadata jsonb, p_hold_ttl_ms bigint, p_key_id text, p_daily_limit_minor bigint)
  RETURNS charges
  LANGUAGE plpgsql
@@ -1260,6 +1269,7 @@ END $function$;
 
 CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER charges_provider_known BEFORE INSERT OR UPDATE OF provider ON charges FOR EACH ROW WHEN (new.provider IS NOT NULL AND new.provider <> 'stripe'::text) EXECUTE FUNCTION ledger_refuse_unknown_provider();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
 CREATE TRIGGER provider_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON provider_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

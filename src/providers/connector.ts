@@ -242,7 +242,12 @@ export interface ProviderEvent {
 
 export type VerifyWebhookResult =
   | { outcome: 'verified'; event: ProviderEvent }
-  | { outcome: 'refused'; reason: 'bad_signature' | 'too_old' | 'malformed'; detail: string };
+  | { outcome: 'refused'; reason: 'bad_signature' | 'too_old' | 'future' | 'malformed'; detail: string }
+  /**
+   * Signed by the provider's secret, and still not an event (not strict JSON, a field missing or of
+   * the wrong type): `field` names the first field at fault (`body`, `id`, `data.object.currency`).
+   */
+  | { outcome: 'refused'; reason: 'not_an_event'; field: string; detail: string };
 
 export interface VerifyWebhookRequest {
   /** The raw body exactly as received: the signature covers its bytes, not a re-serialisation. */
@@ -278,8 +283,19 @@ export interface PaymentConnector {
    * past `keyRetentionMs` asks before sending again (the key alone may no longer replay).
    */
   findRefund(request: FindRefundRequest): Promise<FindRefundResult>;
+  /**
+   * The payment as the provider holds it now, by its id: what an event names is only a claim,
+   * and this is how the receiver checks it before anything moves (docs/providers.md, Webhooks).
+   */
+  retrievePayment(request: RetrievePaymentRequest): Promise<RetrievePaymentResult>;
   verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult;
 }
+
+export interface RetrievePaymentRequest {
+  paymentId: string;
+}
+
+export type RetrievePaymentResult = { outcome: 'found'; payment: ProviderPayment } | UnknownOutcome | RejectedOutcome;
 
 /**
  * Margin kept inside the provider's retention window, so a retry that takes a while to arrive is

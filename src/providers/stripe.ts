@@ -24,12 +24,15 @@ import type {
   RefundRequest,
   RefundResult,
   RejectedOutcome,
+  RetrievePaymentRequest,
+  RetrievePaymentResult,
   UnknownOutcome,
   VerifyWebhookRequest,
   VerifyWebhookResult,
   VoidRequest,
   VoidResult,
 } from './connector.js';
+import { decodeStripeEvent, NotAnEvent, stripeStateOf } from './stripe-events.js';
 
 /**
  * The API version every request pins. The SDK's types describe only its own latest version, so an
@@ -306,53 +309,65 @@ export class StripeConnector implements PaymentConnector {
     return { outcome: 'listed', payments, scanned };
   }
 
+  async retrievePayment(request: RetrievePaymentRequest): Promise<RetrievePaymentResult> {
+    try {
+      return { outcome: 'found', payment: toPayment(await this.stripe.paymentIntents.retrieve(request.paymentId)) };
+    } catch (err) {
+      return classifyError(err);
+    }
+  }
+
+  /**
+   * The signature first (any configured secret, Stripe's own check of the bytes), then its
+   * timestamp both ways (Stripe's check refuses only the old: a `t` further ahead of our clock than
+   * the tolerance is refused here too, as deposit callbacks refuse it), then the body, decoded
+   * strictly and checked field by field (stripe-events.ts): a signed body that is not an event is
+   * refused naming the field, never parsed leniently.
+   */
   verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult {
     const receivedAtMs = request.receivedAtMs ?? Date.now();
     const toleranceS = Math.floor(this.webhookToleranceMs / 1000);
-    const event = this.constructWithAnySecret(request, toleranceS, receivedAtMs);
-    if (event) return { outcome: 'verified', event: toEvent(event) };
-    // Tell a stale event from a forged one: the same check without the age limit.
-    if (this.constructWithAnySecret(request, 0, receivedAtMs)) {
+    if (!this.verifiedWithAnySecret(request, toleranceS, receivedAtMs)) {
+      // Tell a stale event from a forged one: the same check without the age limit.
+      if (this.verifiedWithAnySecret(request, 0, receivedAtMs)) {
+        return { outcome: 'refused', reason: 'too_old', detail: `signed more than ${this.webhookToleranceMs} ms before it arrived` };
+      }
+      if (!/(^|,)t=\d+/.test(request.signatureHeader) || !/(^|,)v1=[0-9a-f]+/.test(request.signatureHeader)) {
+        return { outcome: 'refused', reason: 'malformed', detail: 'Stripe-Signature lacks t= or v1=' };
+      }
+      return { outcome: 'refused', reason: 'bad_signature', detail: 'no v1 signature matches any configured webhook secret' };
+    }
+    // Verified, so `t` is the signer's: exactly one, or the header is not Stripe's.
+    const timestamps = [...request.signatureHeader.matchAll(/(?:^|,)t=(\d+)/g)];
+    if (timestamps.length !== 1) return { outcome: 'refused', reason: 'malformed', detail: 'Stripe-Signature carries more than one t=' };
+    const aheadMs = Number(timestamps[0]![1]) * 1000 - receivedAtMs;
+    if (aheadMs > this.webhookToleranceMs) {
       return {
         outcome: 'refused',
-        reason: 'too_old',
-        detail: `signed more than ${this.webhookToleranceMs} ms before it arrived`,
+        reason: 'future',
+        detail: `signed ${Math.floor(aheadMs / 1000)} s in the future; at most ${this.webhookToleranceMs} ms of clock skew is accepted: check the sender's clock`,
       };
     }
-    if (!/(^|,)t=\d+/.test(request.signatureHeader) || !/(^|,)v1=[0-9a-f]+/.test(request.signatureHeader)) {
-      return { outcome: 'refused', reason: 'malformed', detail: 'Stripe-Signature lacks t= or v1=' };
+    try {
+      const body = typeof request.payload === 'string' ? Buffer.from(request.payload, 'utf8') : request.payload;
+      return { outcome: 'verified', event: decodeStripeEvent(body) };
+    } catch (err) {
+      if (err instanceof NotAnEvent) return { outcome: 'refused', reason: 'not_an_event', field: err.field, detail: err.problem };
+      throw err;
     }
-    return { outcome: 'refused', reason: 'bad_signature', detail: 'no v1 signature matches any configured webhook secret' };
   }
 
-  private constructWithAnySecret(request: VerifyWebhookRequest, toleranceS: number, receivedAtMs: number): Stripe.Event | null {
+  private verifiedWithAnySecret(request: VerifyWebhookRequest, toleranceS: number, receivedAtMs: number): boolean {
+    const signature = this.stripe.webhooks.signature;
+    if (!signature) throw new Error('the stripe SDK offers no webhook signature helper');
     for (const secret of this.webhookSecrets) {
       try {
-        return this.stripe.webhooks.constructEvent(request.payload, request.signatureHeader, secret, toleranceS, undefined, receivedAtMs);
+        return signature.verifyHeader(request.payload, request.signatureHeader, secret, toleranceS, undefined, receivedAtMs);
       } catch (err) {
         if (!(err instanceof Stripe.errors.StripeSignatureVerificationError)) throw err;
       }
     }
-    return null;
-  }
-}
-
-function stateOf(status: Stripe.PaymentIntent.Status): ProviderPaymentState {
-  switch (status) {
-    case 'requires_capture':
-      return 'authorized';
-    case 'requires_action':
-      return 'requires_action';
-    case 'succeeded':
-      return 'captured';
-    case 'canceled':
-      return 'voided';
-    // We always confirm with a payment method: back to "needs a payment method" means the attempt failed.
-    case 'requires_payment_method':
-      return 'declined';
-    default:
-      // requires_confirmation, processing, and statuses newer than this code.
-      return 'processing';
+    return false;
   }
 }
 
@@ -365,7 +380,7 @@ function referenceOf(metadata: Stripe.Metadata | null | undefined): PaymentRefer
 export function toPayment(intent: Stripe.PaymentIntent): ProviderPayment {
   return {
     id: intent.id,
-    state: stateOf(intent.status),
+    state: stripeStateOf(intent.status),
     providerStatus: intent.status,
     reference: referenceOf(intent.metadata),
     amountMinor: intent.amount,
@@ -380,16 +395,6 @@ export function toPayment(intent: Stripe.PaymentIntent): ProviderPayment {
 
 function toRefund(refund: Stripe.Refund): ProviderRefund {
   return { id: refund.id, amountMinor: refund.amount, providerStatus: refund.status ?? 'unknown' };
-}
-
-function toEvent(event: Stripe.Event): { id: string; type: string; createdAtMs: number; payment: ProviderPayment | null } {
-  const object = event.data.object as { object?: string };
-  return {
-    id: event.id,
-    type: event.type,
-    createdAtMs: event.created * 1000,
-    payment: object.object === 'payment_intent' ? toPayment(object as Stripe.PaymentIntent) : null,
-  };
 }
 
 function rejectedState(payment: ProviderPayment, detail: string): RejectedOutcome {

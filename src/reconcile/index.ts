@@ -3,6 +3,7 @@ export type { ReconcileCheck, ReconcileCounts, ReconcileOptions, ReconcileReport
 export { formatReconcileReport } from './format.js';
 // Holds past their expiry, for the API's metrics: the same question as the no_expired_holds check.
 export { overdueHolds, type OverdueHolds } from '../ledger/holds.js';
+export { pendingProviderVoids, type PendingProviderVoids } from '../ledger/provider-charges.js';
 export {
   assertWindowHours,
   formatProviderReconcileReport,

@@ -181,6 +181,7 @@ function holdStateOf(status: ChargeStatus): HoldState | null {
     case 'declined':
       return 'DECLINED';
     case 'cancelled':
+    case 'cancelling':
       return 'CANCELLED';
     case 'pending':
     case 'requires_action':

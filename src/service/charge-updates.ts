@@ -1,4 +1,4 @@
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import type { Charge } from '../domain/charge.js';
 import { cancelRefusal, captureRefusal } from '../domain/charge-rules.js';
 import { cancelReasons } from '../domain/refusals.js';
@@ -16,6 +16,7 @@ import type { ServiceContext } from './context.js';
 import { NotFoundError, UnavailableError } from './errors.js';
 import { chargeHandle, type ChargeHandle } from './start-or-attach.js';
 import { isCompletedDuringUpdate, stateConflict, stateConflictFrom } from './temporal-failures.js';
+import { grpcCodeOf, grpcStatus } from './unavailable.js';
 import { assertIdempotencyKey, assertTenant } from './validation.js';
 import { waitForOutcome } from './waiting.js';
 
@@ -89,10 +90,47 @@ async function releaseOrphanedHold(ctx: ServiceContext, tenant: string, idempote
   });
   const released = await waitForOutcome(ctx, release, ctx.waitBudgetMs);
   if (!released) {
+    // The ledger's Cancel done and the provider's void still retried (it keeps failing, or this
+    // worker has no connector for it): the charge is cancelling, and that is the answer.
+    const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
+    if (row?.holdState === 'CANCELLED') return row.charge;
     // The release goes on; the same cancel later answers the cancelled charge.
     throw new UnavailableError('database', `the hold of charge ${idempotencyKey} is still being released; retry the cancel`);
   }
   return released;
+}
+
+/**
+ * The update, or, when no answer came in time (the workflow is busy retrying a void the provider
+ * keeps refusing, and workflows started before provider-void-alerts wait for it), the ledger's: a
+ * row the ledger cancelled is the truth about this charge whatever the workflow is still doing at
+ * the provider, so the cancel is answered from it (`cancelling` or `cancelled`; a capture, refused)
+ * instead of a 503 that says no worker answered. A row still held says nothing: the 503 stands.
+ */
+async function updateOrLedger(
+  ctx: ServiceContext,
+  tenant: string,
+  idempotencyKey: string,
+  handle: ChargeHandle,
+  update: (handle: ChargeHandle) => Promise<Charge>,
+  judge: (charge: Charge) => Charge,
+): Promise<Charge> {
+  try {
+    return await update(handle);
+  } catch (error) {
+    if (!noAnswerInTime(error)) throw error;
+    const row = await readCharge(ctx.ledger, tenant, idempotencyKey).catch(() => null);
+    if (row?.holdState !== 'CANCELLED') throw error;
+    return judge(row.charge);
+  }
+}
+
+/** The update was not answered in time: the worker's verdict (the API's interceptor), or the RPC's own timeout. */
+function noAnswerInTime(error: unknown): boolean {
+  if (error instanceof UnavailableError) return error.dependency !== 'database';
+  if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError) return true;
+  const code = grpcCodeOf(error);
+  return code === grpcStatus.DEADLINE_EXCEEDED || code === grpcStatus.CANCELLED;
 }
 
 /**
@@ -113,7 +151,7 @@ async function updateOrJudge(
   let closed = false;
   try {
     const description = await handle.describe();
-    if (description.status.name === 'RUNNING') return await update(handle);
+    if (description.status.name === 'RUNNING') return await updateOrLedger(ctx, tenant, idempotencyKey, handle, update, judge);
     closed = true;
   } catch (error) {
     // An update accepted just as the workflow closed is answered by the ledger, not refused.

@@ -55,7 +55,9 @@ export async function getCharge(ctx: ServiceContext, tenant: string, idempotency
   assertTenant(tenant);
   assertIdempotencyKey(idempotencyKey);
   const row = await readCharge(ctx.ledger, tenant, idempotencyKey);
-  if (row && decidedStatuses.has(row.charge.status)) return row.charge;
+  // Cancelling: the ledger cancelled and the provider's hold is still being voided, which is what
+  // the row says and the workflow (busy with the void) would not.
+  if (row && (decidedStatuses.has(row.charge.status) || row.charge.status === 'cancelling')) return row.charge;
   try {
     const handle = chargeHandle(ctx, tenant, idempotencyKey);
     const description = await handle.describe();

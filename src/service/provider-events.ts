@@ -159,34 +159,79 @@ export class ProviderEventService {
 
   /**
    * The charge's workflow has closed, so nothing else will act on this payment. A charge the ledger
-   * cancelled or declined must hold nothing at the provider: a payment the event shows held
-   * (authorized) or waiting for the payer (requires_action, which the payer could still complete)
-   * is voided with the charge's void key, and the void recorded on a cancelled charge's row.
+   * cancelled or declined must hold nothing at the provider: a payment held there (authorized) or
+   * waiting for the payer (requires_action, which the payer could still complete) is voided with the
+   * charge's void key, and the void recorded on a cancelled charge's row.
+   *
+   * The event is a claim, not evidence: anyone holding the webhook secret can pair any payment id
+   * with any of our charges. So before anything is voided the payment is fetched from the provider
+   * by its id, and only the provider's own record decides: its metadata must name this charge (tenant
+   * and charge id), it must be the payment the ledger recorded for the charge (when it recorded one),
+   * and its state, not the event's, says whether anything is held. A payment that fails any of these
+   * is recorded (`payment_mismatch`, 200: redelivering the same event cannot change the answer) and
+   * nothing is sent to the provider but the read.
    */
   private async lateRule(
     connector: PaymentConnector,
     charge: LedgerCharge,
-    payment: ProviderPayment,
+    claimed: ProviderPayment,
     log: ProviderEventLog,
     about: object,
   ): Promise<Decision> {
     const { tenant, idempotencyKey, id: chargeId } = charge.charge;
     const recorded = charge.charge.provider ?? null;
     const closedLedger = charge.holdState === 'CANCELLED' || charge.holdState === 'DECLINED';
-    const heldThere = payment.state === 'authorized' || payment.state === 'requires_action';
-    if (!closedLedger || !heldThere) {
+    // The event's own state only says whether to look: an event that claims nothing is held asks for nothing.
+    const claimsHeld = claimed.state === 'authorized' || claimed.state === 'requires_action';
+    if (!closedLedger || !claimsHeld) {
       return {
         action: 'no_action',
-        detail: `workflow closed; the ledger's hold is ${charge.holdState}, the event shows the payment ${payment.providerStatus}`,
+        detail: `workflow closed; the ledger's hold is ${charge.holdState}, the event shows the payment ${claimed.providerStatus}`,
+        charge,
+      };
+    }
+    if (recorded?.paymentId && recorded.paymentId !== claimed.id) {
+      log.warn({ ...about, tenant, chargeId, recordedPaymentId: recorded.paymentId }, 'provider event names a payment the ledger did not record for the charge: recorded, nothing done');
+      return { action: 'payment_mismatch', detail: `the ledger records payment ${recorded.paymentId} for charge ${chargeId}, not ${claimed.id}`, charge };
+    }
+    // Only this very payment recorded voided makes the event an old snapshot: a charge voided
+    // before any payment was known may still meet a late authorization, which is voided below.
+    if (recorded?.state === 'voided' && recorded.paymentId === claimed.id) {
+      return { action: 'no_action', detail: `the ledger recorded payment ${claimed.id} voided; the event is an older snapshot`, charge };
+    }
+    const fetched = await connector.retrievePayment({ paymentId: claimed.id });
+    if (fetched.outcome === 'unknown') {
+      // No answer is not evidence either way: fail so the provider redelivers and the read is made again.
+      throw new Error(`reading payment ${claimed.id} for charge ${chargeId} answered unknown (${fetched.reason}: ${fetched.detail}); the event is left for redelivery`);
+    }
+    if (fetched.outcome === 'rejected') {
+      if (fetched.reason === 'authentication') throw new Error(`the provider refused our credentials reading ${claimed.id}: ${fetched.detail}`);
+      log.warn({ ...about, tenant, chargeId, reason: fetched.reason }, 'provider event names a payment the provider does not show us: recorded, nothing done');
+      return { action: 'payment_mismatch', detail: `the provider answered ${fetched.reason} reading payment ${claimed.id}: ${fetched.detail}`, charge };
+    }
+    const payment = fetched.payment;
+    const owner = payment.reference;
+    if (payment.id !== claimed.id || owner?.tenant !== tenant || owner.chargeId !== chargeId) {
+      log.warn(
+        { ...about, tenant, chargeId, paymentTenant: owner?.tenant ?? null, paymentChargeId: owner?.chargeId ?? null },
+        "provider event pairs a payment with a charge the payment's own metadata does not name: recorded, nothing done",
+      );
+      return {
+        action: 'payment_mismatch',
+        detail: owner
+          ? `payment ${payment.id} belongs to charge ${owner.chargeId} of tenant ${owner.tenant} at the provider, not to charge ${chargeId} of tenant ${tenant}`
+          : `payment ${payment.id} carries no tenant and charge_id metadata at the provider`,
+        charge,
+      };
+    }
+    if (payment.state !== 'authorized' && payment.state !== 'requires_action') {
+      return {
+        action: 'no_action',
+        detail: `workflow closed; the ledger's hold is ${charge.holdState}, the provider shows the payment ${payment.providerStatus}`,
         charge,
       };
     }
     const samePayment = recorded?.paymentId === null || recorded?.paymentId === payment.id;
-    // Only this very payment recorded voided makes the event an old snapshot: a charge voided
-    // before any payment was known may still meet a late authorization, which is voided below.
-    if (recorded?.state === 'voided' && recorded.paymentId === payment.id) {
-      return { action: 'no_action', detail: `the ledger recorded payment ${payment.id} voided; the event is an older snapshot`, charge };
-    }
     const voided = await connector.void({ paymentId: payment.id, idempotencyKey: providerIdempotencyKey(chargeId, 'void') });
     switch (voided.outcome) {
       case 'voided':
@@ -221,15 +266,12 @@ function verify(connector: PaymentConnector, provider: ProviderName, delivery: P
   if (delivery.signatureHeader === undefined || delivery.signatureHeader === '') {
     throw new ValidationError([{ field: header, message: 'missing: every delivery is signed by the provider' }]);
   }
-  let verified: ReturnType<PaymentConnector['verifyWebhook']>;
-  try {
-    verified = connector.verifyWebhook({ payload: delivery.rawBody, signatureHeader: delivery.signatureHeader, receivedAtMs: delivery.receivedAtMs });
-  } catch (error) {
-    // Verified, then not JSON: only the secret's holder could have sent it, and it is still not an event.
-    if (error instanceof SyntaxError) throw new ValidationError([{ field: 'body', message: `signed, but not JSON: ${error.message}` }]);
-    throw error;
+  const verified = connector.verifyWebhook({ payload: delivery.rawBody, signatureHeader: delivery.signatureHeader, receivedAtMs: delivery.receivedAtMs });
+  if (verified.outcome === 'refused') {
+    // Signed but not an event: the field at fault, as every other body's refusal names it.
+    if (verified.reason === 'not_an_event') throw new ValidationError([{ field: verified.field, message: verified.detail }]);
+    throw new ValidationError([{ field: header, message: `${verified.reason}: ${verified.detail}` }]);
   }
-  if (verified.outcome === 'refused') throw new ValidationError([{ field: header, message: `${verified.reason}: ${verified.detail}` }]);
   const { event } = verified;
   if (!eventTextPattern.test(event.id)) throw new ValidationError([{ field: 'id', message: 'must be 1-255 printable ASCII characters' }]);
   if (!eventTextPattern.test(event.type)) throw new ValidationError([{ field: 'type', message: 'must be 1-255 printable ASCII characters' }]);

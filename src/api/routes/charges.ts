@@ -191,24 +191,33 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
         summary: 'Cancel a charge that has not succeeded; the hold is released (at the provider too, for a provider charge)',
         description:
           'Repeating a cancel returns the cancelled charge. A succeeded charge cannot be cancelled: refund it. ' +
-          'A cancel takes no parameters: no body, or `{}`; any field is refused.',
+          'A cancel takes no parameters: no body, or `{}`; any field is refused. ' +
+          'A provider charge whose hold the provider has not yet voided answers 202 with status `cancelling`: ' +
+          'the ledger has released the money and nothing can capture it; the void is retried until the provider takes it. ' +
+          'Poll `Location` (it becomes `cancelled`) or repeat the cancel.',
         tags: ['charges'],
         params: chargeKeyParams,
         body: ref('CancelRequest'),
         response: {
           200: jsonResponse('the cancelled charge', 'Charge'),
+          202: jsonResponse('cancelled in the ledger; the provider\'s hold is still being voided (status `cancelling`)', 'Charge', {
+            Location: { schema: { type: 'string' } },
+            'Retry-After': { schema: { type: 'integer' } },
+          }),
           ...commonProblems,
           ...bodyProblems,
           ...problemResponses({ 404: 'no charge with this key for this tenant', 409: 'the charge already succeeded or was declined' }),
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const key = chargeKeyOf(request.params);
-      return chargeToWire(
-        await context.charges.cancelChargeFromBody(request.tenant, key, bodyOf(request), { deadlineEpochMs: serviceDeadlineEpochMs(deps) }),
-        auditFor(request),
-      );
+      const charge = await context.charges.cancelChargeFromBody(request.tenant, key, bodyOf(request), { deadlineEpochMs: serviceDeadlineEpochMs(deps) });
+      if (charge.status === 'cancelling') {
+        // Accepted, not finished: the provider's void is still being retried.
+        reply.code(202).header('location', chargeLocation(key)).header('retry-after', String(deps.retryAfterSeconds));
+      }
+      return chargeToWire(charge, auditFor(request));
     },
   );
 
