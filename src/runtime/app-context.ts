@@ -284,6 +284,7 @@ export async function openAppContext(
     ledger,
     charges,
     close: async () => {
+      charges.close();
       await ownConnection?.close();
       await ledger.end();
     },

@@ -25,18 +25,20 @@ export type ReleaseSlot = () => void;
 
 export const admissionDefaults = {
   /**
-   * Measured with `npm run bench:overload`: on a 2-core machine (API, worker, Temporal dev server
-   * and PostgreSQL sharing it) throughput stops growing at about 16–32 charges in flight, and 32
-   * in flight are decided in about 1 s at peak rate, well within the 10 s wait budget even with
-   * the CPU shared. docs/limits.md has the figures.
+   * Chosen from `npm run bench:overload` and P1: on a quiet 2-core machine 32 charges in flight
+   * already give the peak (26–34 decided/s), and more in flight only queue; 32 in flight are
+   * decided within the 10 s wait budget as long as the machine decides at least 3.2 charges/s
+   * (Little's law), so a machine slowed to a fifth of its peak still answers within the wait.
+   * docs/limits.md, Overload, has the figures.
    */
-  maxChargesInFlight: 64,
+  maxChargesInFlight: 32,
   retryAfterSeconds: 1,
   releaseWatchMaxMs: 60_000,
 } as const;
 
 export class ChargeAdmission {
-  private inFlight = 0;
+  /** Places taken, by workflow id: a request for a key already admitted here joins its place. */
+  private readonly places = new Map<string, number>();
   private refusedCount = 0;
 
   constructor(readonly options: ChargeAdmissionOptions) {
@@ -47,7 +49,7 @@ export class ChargeAdmission {
 
   /** Charges admitted and not yet released. */
   get chargesInFlight(): number {
-    return this.inFlight;
+    return this.places.size;
   }
 
   /** New charges refused since the process started. */
@@ -55,15 +57,22 @@ export class ChargeAdmission {
     return this.refusedCount;
   }
 
-  /** A slot for a new charge, or null when every slot is taken. */
-  tryAcquire(): ReleaseSlot | null {
-    if (this.inFlight >= this.options.maxChargesInFlight) return null;
-    this.inFlight += 1;
+  /**
+   * A place for the charge of `workflowId`, or null when every place is taken. Requests for the
+   * same key (duplicates arriving together) share one place, which is free again when the last of
+   * them gives it back: they are one charge.
+   */
+  tryAcquire(workflowId: string): ReleaseSlot | null {
+    const holders = this.places.get(workflowId);
+    if (holders === undefined && this.places.size >= this.options.maxChargesInFlight) return null;
+    this.places.set(workflowId, (holders ?? 0) + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.inFlight -= 1;
+      const left = (this.places.get(workflowId) ?? 1) - 1;
+      if (left <= 0) this.places.delete(workflowId);
+      else this.places.set(workflowId, left);
     };
   }
 

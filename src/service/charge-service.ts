@@ -93,6 +93,7 @@ export interface WaitOptions extends CallOptions {
  */
 export class ChargeService {
   private readonly ctx: ServiceContext;
+  private readonly closer = new AbortController();
 
   constructor(options: ChargeServiceOptions) {
     this.ctx = {
@@ -106,7 +107,17 @@ export class ChargeService {
       workflowTaskTimeoutMs: options.workflowTaskTimeoutMs ?? defaultWorkflowTaskTimeoutMs,
       eagerWorkflowStart: options.eagerWorkflowStart ?? false,
       admission: options.admission ? new ChargeAdmission(options.admission) : null,
+      closing: this.closer.signal,
     };
+  }
+
+  /**
+   * Stops what runs after its caller was answered (the watches that keep an undecided charge's
+   * admission place): call before closing the Temporal connection, whose calls would otherwise be
+   * retried on a closed channel.
+   */
+  close(): void {
+    this.closer.abort();
   }
 
   /** This process's admission of new charges (null: unbounded), for its metrics. */

@@ -4,7 +4,7 @@ import type { ReleaseSlot } from './admission.js';
 import { OverloadedError } from './errors.js';
 import { grpcCodeOf, grpcStatus } from './unavailable.js';
 import type { Charge, ChargeIntent } from '../domain/charge.js';
-import { decidedStatuses } from '../domain/charge.js';
+import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
 import { cancelReasons } from '../domain/refusals.js';
 import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { chargeStatusQuery } from '../../workflows/definitions.js';
@@ -77,14 +77,14 @@ const nothingToRelease: ReleaseSlot = () => {};
 async function admitCharge(ctx: ServiceContext, intent: ChargeIntent): Promise<ReleaseSlot> {
   const admission = ctx.admission;
   if (admission === null) return nothingToRelease;
-  const release = admission.tryAcquire();
+  const release = admission.tryAcquire(chargeWorkflowId(intent.tenant, intent.idempotencyKey));
   if (release !== null) return release;
   if (await keyKnown(ctx, intent)) return nothingToRelease;
   admission.noteRefusal();
   throw new OverloadedError(
     admission.options.retryAfterSeconds,
     `this process is deciding as many new charges as it can (${admission.options.maxChargesInFlight} in flight); ` +
-      'nothing was recorded or started: retry with the same idempotency key after Retry-After seconds',
+      'this request recorded and started nothing: retry with the same idempotency key after Retry-After seconds',
   );
 }
 
@@ -114,7 +114,11 @@ async function keyKnown(ctx: ServiceContext, intent: ChargeIntent): Promise<bool
  */
 function holdUntilClosed(ctx: ServiceContext, handle: ChargeHandle, release: ReleaseSlot): void {
   const watchMs = ctx.admission?.options.releaseWatchMaxMs ?? 0;
-  waitForOutcome(ctx, handle, watchMs).then(release, release);
+  if (ctx.closing.aborted || watchMs <= 0) {
+    release();
+    return;
+  }
+  ctx.temporal.withAbortSignal(ctx.closing, () => waitForOutcome(ctx, handle, watchMs)).then(release, release);
 }
 
 /** How long a describe may take that asks whether a start whose answer was lost took effect. */

@@ -19,4 +19,6 @@ export interface ServiceContext {
   eagerWorkflowStart: boolean;
   /** The bound on new charges in flight in this process; null: none (src/service/admission.ts). */
   admission: ChargeAdmission | null;
+  /** Aborted by ChargeService.close(): what still runs after its caller was answered stops. */
+  closing: AbortSignal;
 }
