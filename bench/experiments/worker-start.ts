@@ -6,7 +6,8 @@
  *
  *   npx tsx bench/experiments/worker-start.ts [starts]
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildCli } from '../../chaos/processes.js';
@@ -27,7 +28,15 @@ try {
     ...(stack.payloadKeysFilePath ? { CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFilePath } : {}),
     ...(stack.passwordFilePath ? { PGPASSFILE: stack.passwordFilePath } : {}),
   };
-  const lines: string[] = ['| start | spawn → polling | load average (1 min) |', '|---|---|---|'];
+  // What loading the CLI's modules alone costs: the same entry, a command that does nothing else.
+  const loadStartedAt = performance.now();
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(process.execPath, [cliEntry, '--help'], { stdio: 'ignore' });
+    child.on('exit', () => resolve());
+    child.on('error', reject);
+  });
+  const loadMs = performance.now() - loadStartedAt;
+  const lines: string[] = [`loading the CLI alone (\`--help\`): ${Math.round(loadMs)} ms`, '', '| start | spawn → polling | load average (1 min) |', '|---|---|---|'];
   for (let i = 1; i <= starts; i += 1) {
     const startedAt = performance.now();
     const worker = await startChargeguardProcess({
@@ -44,6 +53,7 @@ try {
     lines.push(`| ${i} | ${Math.round(readyMs)} ms | ${loadavg()[0]!.toFixed(2)} |`);
     await worker.stop();
   }
+  if (process.env.SHOW_WORKER_LOG) lines.push('', await readFile(join(dataDir, 'worker-1.log'), 'utf8'));
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
   await stack.stop();
