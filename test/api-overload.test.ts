@@ -5,7 +5,9 @@ import { loadConfig } from '../src/config.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { readCharge } from '../src/ledger/charges.js';
 import type { AppContext } from '../src/runtime/app-context.js';
+import { Client, type Connection } from '@temporalio/client';
 import { ChargeService } from '../src/service/charge-service.js';
+import { UnavailableError } from '../src/service/errors.js';
 import { apiKeyFor, generousRateLimits, listenOnLoopback, send, type TestResponse } from './support/api.js';
 import {
   balanceOf,
@@ -15,6 +17,7 @@ import {
   fundedTenant,
   newKey,
   startTestWorker,
+  testDataConverter,
   testPayloadSettings,
   testPolicy,
   useHarness,
@@ -146,4 +149,79 @@ describe('admission: new charges beyond the bound are refused at once, nothing r
       }
     },
   );
+});
+
+/**
+ * A connection whose StartWorkflowExecution answers are lost: the call reaches Temporal (or, with
+ * `reaches: false`, does not) and the caller hears DEADLINE_EXCEEDED either way, as when the start
+ * deadline runs out on a loaded server.
+ */
+function lossyStarts(connection: Connection, reaches: boolean): { connection: Connection; starts: () => number } {
+  let starts = 0;
+  const lost = (): Error =>
+    Object.assign(new Error('4 DEADLINE_EXCEEDED: Deadline exceeded (the answer was lost)'), { code: 4, details: 'Deadline exceeded', metadata: { get: () => [], getMap: () => ({}) } });
+  const workflowService = new Proxy(connection.workflowService, {
+    get(service, name) {
+      const member: unknown = Reflect.get(service, name, service);
+      if (typeof member !== 'function') return member;
+      if (name !== 'startWorkflowExecution') return (member as (...args: unknown[]) => unknown).bind(service);
+      return async (request: unknown) => {
+        starts += 1;
+        if (reaches) await (member as (r: unknown) => Promise<unknown>).call(service, request);
+        throw lost();
+      };
+    },
+  });
+  const proxied = new Proxy(connection, {
+    get(target, name) {
+      if (name === 'workflowService') return workflowService;
+      const member: unknown = Reflect.get(target, name, target);
+      return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(target) : member;
+    },
+  });
+  return { connection: proxied, starts: () => starts };
+}
+
+describe('a start whose answer was lost', () => {
+  const serviceOn = (connection: Connection) =>
+    new ChargeService({
+      temporal: new Client({ connection, namespace: 'default', dataConverter: testDataConverter() }),
+      ledger: h.pool,
+      policy: testPolicy,
+      amountMinorMax: 1_000_000_000_000,
+      waitBudgetMs: 60_000,
+      admission: { maxChargesInFlight: 8, retryAfterSeconds: 1, releaseWatchMaxMs: 60_000 },
+    });
+
+  it('that reached Temporal is found by describing it and answered as the charge (not 503): once, decided', { timeout: 60_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'loststart', payerMinor: 10_000 });
+    const lossy = lossyStarts(h.connection, true);
+    const charges = serviceOn(lossy.connection);
+    try {
+      const key = newKey('lost');
+      const reply = await charges.charge(tenant, key, chargeBody({ amount: 250 }));
+      expect(lossy.starts()).toBe(1);
+      expect(reply).toMatchObject({ replayed: false, completed: true, charge: { status: 'succeeded', amountMinor: 250 } });
+      expect(await captureCount(h.pool, tenant, key)).toBe(1);
+      await waitFor(async () => charges.admission!.chargesInFlight === 0, { what: 'its place given back' });
+    } finally {
+      charges.close();
+    }
+  });
+
+  it('that never reached Temporal is a 503 (service_unavailable) and nothing was started', { timeout: 60_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'nostart', payerMinor: 10_000 });
+    const lossy = lossyStarts(h.connection, false);
+    const charges = serviceOn(lossy.connection);
+    try {
+      const key = newKey('nostart');
+      await expect(charges.charge(tenant, key, chargeBody({ amount: 250 }))).rejects.toBeInstanceOf(UnavailableError);
+      expect(lossy.starts()).toBe(1);
+      expect(await workflowExists(h, chargeWorkflowId(tenant, key))).toBe(false);
+      expect(await readCharge(h.pool, tenant, key)).toBeNull();
+      expect(charges.admission!.chargesInFlight).toBe(0);
+    } finally {
+      charges.close();
+    }
+  });
 });
