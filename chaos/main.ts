@@ -22,6 +22,7 @@
  *                                      (with either mode)
  */
 import { writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { Command } from 'commander';
 import { singleFaultKindNames, singleFaultKindsByName } from './faults.js';
 import { formatChaosReport } from './report.js';
@@ -47,6 +48,7 @@ const program = new Command('chaos')
   .option('--provider', 'the Stripe simulator as the payment provider, card charges in the storm and simulator faults')
   .option('--card-share <fraction>', 'with --provider: the share of keys sent as card charges, 0 to 1', '0.5')
   .option('--provider-fault-every-s <seconds>', 'with --provider: arm a random simulator fault this often', '3')
+  .option('--cpu-hog [processes]', 'busy-looping processes competing for the CPU while the storm runs (default: one per core)')
   .option('--json <file>', 'write the result as JSON')
   .parse();
 
@@ -55,6 +57,11 @@ const seconds = (name: string): number => {
   const value = Number(options[name]);
   if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} must be a positive number`);
   return value * 1000;
+};
+const positiveWhole = (name: string, value: unknown): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number of at least 1, got ${String(value)}`);
+  return n;
 };
 const cardShare = Number(options.cardShare);
 if (!Number.isFinite(cardShare) || cardShare < 0 || cardShare > 1) throw new Error(`--card-share must be a number from 0 to 1, got ${String(options.cardShare)}`);
@@ -104,6 +111,7 @@ const result = await runChaos({
     temporalRestartEveryMs: seconds('temporalRestartEveryS'),
   },
   settleBudgetMs: seconds('settleBudgetS'),
+  ...(options.cpuHog === undefined ? {} : { cpuHogs: options.cpuHog === true ? availableParallelism() : positiveWhole('cpu-hog', options.cpuHog) }),
   startTemporal,
   ...(provider === undefined ? {} : { provider }),
 });

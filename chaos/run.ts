@@ -33,6 +33,7 @@ import {
 } from './faults.js';
 import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type ChaosTemporal, type ChaosTemporalStarter } from './infrastructure.js';
 import { appProcess, buildCli, type AppProcess } from './processes.js';
+import { startCpuHogs, type CpuHogs } from './cpu-hog.js';
 import { slowestKeyOf } from './slowest-key.js';
 import { armProviderFaults, providerVerdict, startChaosProvider, type ArmedProviderFault, type ChaosProvider, type ProviderVerdict } from './provider.js';
 
@@ -70,6 +71,11 @@ export interface ChaosOptions {
   appEnv?: Readonly<Record<string, string>>;
   /** After the faults: how long callers keep re-sending undecided keys. */
   settleBudgetMs: number;
+  /**
+   * Busy-looping processes competing for the CPU while the storm runs (chaos/cpu-hog.ts); 0 or
+   * absent: none. Stopped when the storm ends, so settling measures recovery.
+   */
+  cpuHogs?: number;
   /**
    * Provider mode: the Stripe simulator is every process's payment provider, `cardShare` of the keys
    * are card charges, and a random simulator fault is armed every `faultEveryMs` (chaos/provider.ts).
@@ -141,6 +147,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   await chmod(dataDir, 0o711);
   await mkdir(join(dataDir, 'logs'), { recursive: true });
   const processes: AppProcess[] = [];
+  let hogs: CpuHogs | null = null;
   let postgres: ChaosPostgres | null = null;
   let temporalPostgres: ChaosPostgres | null = null;
   let temporal: ChaosTemporal | null = null;
@@ -207,6 +214,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const countInternalErrors = (): void => {
       internalErrors = storm.answers['500'] ?? 0;
     };
+    hogs = options.cpuHogs ? startCpuHogs(options.cpuHogs) : null;
+    if (hogs !== null) log(`${hogs.count} CPU hog processes busy-looping until the storm ends`);
     const startedAtMs = Date.now();
     const mode = options.mode ?? 'storm';
     const plan = mode === 'single' ? planSingleFaults(options.singleFaultGapMs ?? defaultSingleFaultGapMs, options.durationMs, options.singleFaultKinds) : planFaults(options.schedule, options.durationMs);
@@ -219,6 +228,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     ]);
     // The provider's faults end with the others: settling measures recovery, not more faults.
     provider?.simulator.faults.clear();
+    hogs?.stop();
     log(`storm over: ${storm.keys.size} keys; settling the undecided ones`);
     const undecided = await settleStorm(storm, target, { deadlineEpochMs: Date.now() + options.settleBudgetMs });
     const durationMs = Date.now() - startedAtMs;
@@ -258,6 +268,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       await connection.close();
     }
   } finally {
+    hogs?.stop();
     await Promise.allSettled(processes.map((child) => child.stop()));
     await pool?.end();
     await Promise.allSettled([temporal?.stop(), postgres?.stop(), provider?.stop()]);

@@ -5,6 +5,7 @@ import { limits } from './domain/limits.js';
 import { codecTokenMinLength } from './codec/codec-token.js';
 import { parsePayloadKeyRing } from './codec/key-ring.js';
 import { plaintextPolicies } from './codec/payload-protection.js';
+import { admissionDefaults } from './service/admission.js';
 import { addressLimitDefaults, rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
 
 const positiveMs = z.coerce.number().int().positive();
@@ -49,6 +50,14 @@ const configSchema = z.object({
   CHARGE_AMOUNT_MINOR_MAX: z.coerce.number().int().min(1).max(limits.amountMinorMaxDefault).default(limits.amountMinorMaxDefault),
   /** How long a charge call waits for the outcome before answering "still processing". */
   CHARGE_WAIT_BUDGET_MS: positiveMs.max(60_000).default(10_000),
+  /**
+   * Admission: undecided new charges one API (or MCP) process may have in flight; a new key beyond
+   * it is refused at once with 503 `overloaded` and Retry-After, nothing recorded or started
+   * (src/service/admission.ts; docs/limits.md, Overload).
+   */
+  CHARGE_ADMISSION_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(admissionDefaults.maxChargesInFlight),
+  /** How long a charge answered 202 still holds its admission slot while undecided, at most. */
+  CHARGE_ADMISSION_WATCH_MAX_MS: positiveMs.max(600_000).default(admissionDefaults.releaseWatchMaxMs),
   /** Workflow task timeout of new charges and refunds (src/runtime/workflow-task-timeouts.ts says why 2 s). */
   WORKFLOW_TASK_TIMEOUT_MS: positiveMs.min(500).max(120_000).default(defaultWorkflowTaskTimeoutMs),
   /**

@@ -18,6 +18,7 @@ import {
   IdempotencyConflictError,
   MandateExceededError,
   NotFoundError,
+  OverloadedError,
   RateLimitedError,
   RefundNotAuthorizedError,
   UnauthorizedError,
@@ -40,6 +41,7 @@ const oneOfEach: Record<ErrorKindName, () => unknown> = {
   charge_declined: () => new ChargeDeclinedError('insufficient_funds', 'declined'),
   rate_limited: () => new RateLimitedError('rate_limited', 'key', 2, 'over the key\'s request rate'),
   open_holds_exceeded: () => new RateLimitedError('open_holds_exceeded', 'tenant', 1, 'too many open holds'),
+  overloaded: () => new OverloadedError(1, 'this process is deciding as many new charges as it can'),
   service_unavailable: () => new UnavailableError('database', 'PostgreSQL did not answer'),
   internal_error: () => new TypeError('a bug'),
 };

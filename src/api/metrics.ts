@@ -6,6 +6,7 @@ import { bearerToken } from '../http/bearer-token.js';
 import { sendProblem } from '../http/problem.js';
 import { isLoopback } from '../http/source-address.js';
 import type { ChargeReply } from '../service/charge-service.js';
+import type { ChargeAdmission } from '../service/admission.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { overdueHolds, pendingProviderVoids } from '../reconcile/index.js';
 
@@ -27,7 +28,7 @@ export class ApiMetrics {
    * on the partial index of TRIED holds). A hold stays TRIED past its expiry only when nothing
    * settled it: its workflow is gone or stuck, and the hold sweeper has not reached it yet.
    */
-  constructor(options: { defaultMetrics?: boolean; ledger?: LedgerPool } = {}) {
+  constructor(options: { defaultMetrics?: boolean; ledger?: LedgerPool; admission?: ChargeAdmission | null } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
     const ledger = options.ledger;
@@ -70,6 +71,25 @@ export class ApiMetrics {
         registers,
         async collect() {
           this.set((await readVoids()).oldestSeconds);
+        },
+      });
+    }
+    const admission = options.admission;
+    if (admission) {
+      new Gauge({
+        name: 'chargeguard_charges_in_flight',
+        help: 'new charges this process admitted that are not yet decided (bounded by CHARGE_ADMISSION_MAX_IN_FLIGHT)',
+        registers,
+        collect() {
+          this.set(admission.chargesInFlight);
+        },
+      });
+      new Gauge({
+        name: 'chargeguard_charges_refused_overloaded',
+        help: 'new charges this process refused (503 overloaded) since it started, every slot being taken',
+        registers,
+        collect() {
+          this.set(admission.refused);
         },
       });
     }

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { ChargeguardError, RateLimitedError, UnauthorizedError, UnavailableError, type FieldError } from '../service/errors.js';
+import { ChargeguardError, OverloadedError, RateLimitedError, UnauthorizedError, UnavailableError, type FieldError } from '../service/errors.js';
 import { errorKinds } from '../service/error-kinds.js';
 import { asUnavailable } from '../service/unavailable.js';
 import type { WireProblem } from '../service/wire.js';
@@ -30,6 +30,7 @@ function headersFor(error: ChargeguardError, retryAfterSeconds: number): Record<
   if (error instanceof UnauthorizedError) return { 'www-authenticate': 'Bearer realm="chargeguard"' };
   // The RateLimit-Policy and RateLimit fields were set on the reply by the limiter (docs/limits.md).
   if (error instanceof RateLimitedError) return { 'retry-after': String(error.retryAfterSeconds) };
+  if (error instanceof OverloadedError) return { 'retry-after': String(error.retryAfterSeconds) };
   if (error instanceof UnavailableError) return { 'retry-after': String(retryAfterSeconds) };
   return {};
 }

@@ -1,4 +1,6 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { PG_MIGRATE_LOCK_ID } from 'node-pg-migrate';
 import type pg from 'pg';
 
 /**
@@ -16,18 +18,61 @@ export interface LedgerRoles {
   app: { name: string; password: string };
 }
 
+/** Attempts of one provisioning when a concurrent catalogue change got in its way (see isCatalogueRace). */
+export const provisionAttemptsMax = 5;
+/** The first wait before another attempt, milliseconds; doubled each time, with jitter. */
+const provisionRetryFirstDelayMs = 50;
+/** How long a provisioning waits for a migration holding the schema lock, milliseconds. */
+const provisionLockWaitMs = 60_000;
+
 /**
  * Creates (or brings back in line) both roles and hands `databaseName` and its `public` schema to the
  * owner, as a superuser connected to that database. Idempotent: run on every start of the embedded
  * server, so a data dir from before the roles existed (tables owned by the superuser) is converted,
  * and the stored passwords win over whatever the roles had.
+ *
+ * Safe to run while other processes migrate or provision: after a restart every process comes back
+ * at once, and two sessions updating the same catalogue rows (a GRANT on every function while a
+ * migration re-creates them; two ALTER ROLE) fail one of them with "tuple concurrently updated". So
+ * the transaction first takes the migrations' own lock (migrate.ts; a transaction-scoped advisory
+ * lock on the same id excludes the migration's session lock), and a race the lock cannot cover
+ * (roles are shared by every database of the server, the lock is per database) is retried.
  */
 export async function provisionLedgerRoles(superuser: pg.ClientBase, databaseName: string, roles: LedgerRoles): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await provisionOnce(superuser, databaseName, roles);
+      return;
+    } catch (error) {
+      if (attempt >= provisionAttemptsMax || !isCatalogueRace(error)) throw error;
+      const delayMs = provisionRetryFirstDelayMs * 2 ** (attempt - 1);
+      await sleep(delayMs / 2 + Math.random() * delayMs);
+    }
+  }
+}
+
+/**
+ * Errors of a concurrent change to the same catalogue rows, which the same statements succeed at
+ * once the other transaction is over: "tuple concurrently updated" (XX000, internal error, told
+ * apart by its fixed text), a CREATE ROLE that lost to another (23505 on pg_authid), serialization
+ * failures and deadlocks.
+ */
+export function isCatalogueRace(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (code === '40001' || code === '40P01') return true;
+  if (code === '23505' && typeof message === 'string' && message.includes('pg_authid')) return true;
+  return code === 'XX000' && typeof message === 'string' && message.includes('tuple concurrently updated');
+}
+
+async function provisionOnce(superuser: pg.ClientBase, databaseName: string, roles: LedgerRoles): Promise<void> {
   const owner = superuser.escapeIdentifier(roles.owner.name);
   const app = superuser.escapeIdentifier(roles.app.name);
   const database = superuser.escapeIdentifier(databaseName);
   await superuser.query('BEGIN');
   try {
+    await superuser.query(`SET LOCAL lock_timeout = ${provisionLockWaitMs}`);
+    await superuser.query('SELECT pg_advisory_xact_lock($1)', [PG_MIGRATE_LOCK_ID]);
+    await superuser.query('SET LOCAL lock_timeout = 0');
     for (const role of [roles.owner, roles.app]) {
       const exists = await superuser.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role.name]);
       const name = superuser.escapeIdentifier(role.name);

@@ -8,6 +8,7 @@ import {
   type ConnectionOptions,
 } from '@temporalio/client';
 import { ChargeService } from '../service/charge-service.js';
+import { admissionDefaults } from '../service/admission.js';
 import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttributionInterceptor } from '../service/unavailable.js';
 import type { ChargeguardConfig } from '../config.js';
 import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
@@ -270,6 +271,11 @@ export async function openAppContext(
     waitBudgetMs: config.CHARGE_WAIT_BUDGET_MS,
     workflowTaskTimeoutMs: config.WORKFLOW_TASK_TIMEOUT_MS,
     eagerWorkflowStart: options.workerConnection !== undefined,
+    admission: {
+      maxChargesInFlight: config.CHARGE_ADMISSION_MAX_IN_FLIGHT,
+      retryAfterSeconds: admissionDefaults.retryAfterSeconds,
+      releaseWatchMaxMs: config.CHARGE_ADMISSION_WATCH_MAX_MS,
+    },
   });
   return {
     config,
@@ -278,6 +284,7 @@ export async function openAppContext(
     ledger,
     charges,
     close: async () => {
+      charges.close();
       await ownConnection?.close();
       await closeLedgerPool(ledger);
     },

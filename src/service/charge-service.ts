@@ -11,6 +11,7 @@ import { buildChargeIntent, buildRefundIntent } from './intent.js';
 import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listing.js';
 import { getRefund, listRefundPage, listRefunds, listRefundsFromQuery, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
+import { ChargeAdmission, type ChargeAdmissionOptions } from './admission.js';
 import { defaultWorkflowTaskTimeoutMs } from '../runtime/workflow-task-timeouts.js';
 import { translateFailures } from './temporal-failures.js';
 import { assertEmptyBody, parseCaptureBody, parseOptionalAmount, parsePageQuery } from './validation.js';
@@ -45,6 +46,12 @@ export interface ChargeServiceOptions {
    * when that worker has no free slot.
    */
   eagerWorkflowStart?: boolean;
+  /**
+   * Admission of new charges (src/service/admission.ts): beyond `maxChargesInFlight` undecided
+   * charges started by this process, a new key is refused at once (OverloadedError) before anything
+   * is recorded or started. Absent: no bound (a library caller that paces itself).
+   */
+  admission?: ChargeAdmissionOptions;
 }
 
 const defaultStartTimeoutMs = 5_000;
@@ -86,6 +93,7 @@ export interface WaitOptions extends CallOptions {
  */
 export class ChargeService {
   private readonly ctx: ServiceContext;
+  private readonly closer = new AbortController();
 
   constructor(options: ChargeServiceOptions) {
     this.ctx = {
@@ -98,7 +106,23 @@ export class ChargeService {
       taskQueue: options.taskQueue ?? chargeTaskQueue,
       workflowTaskTimeoutMs: options.workflowTaskTimeoutMs ?? defaultWorkflowTaskTimeoutMs,
       eagerWorkflowStart: options.eagerWorkflowStart ?? false,
+      admission: options.admission ? new ChargeAdmission(options.admission) : null,
+      closing: this.closer.signal,
     };
+  }
+
+  /**
+   * Stops what runs after its caller was answered (the watches that keep an undecided charge's
+   * admission place): call before closing the Temporal connection, whose calls would otherwise be
+   * retried on a closed channel.
+   */
+  close(): void {
+    this.closer.abort();
+  }
+
+  /** This process's admission of new charges (null: unbounded), for its metrics. */
+  get admission(): ChargeAdmission | null {
+    return this.ctx.admission;
   }
 
   /** Start the charge or attach to the one already started under this key, and wait for its outcome. */

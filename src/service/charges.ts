@@ -1,6 +1,10 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
+import type { ChargeMemo } from '../../workflows/definitions.js';
+import type { ReleaseSlot } from './admission.js';
+import { OverloadedError } from './errors.js';
+import { grpcCodeOf, grpcStatus } from './unavailable.js';
 import type { Charge, ChargeIntent } from '../domain/charge.js';
-import { decidedStatuses } from '../domain/charge.js';
+import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
 import { cancelReasons } from '../domain/refusals.js';
 import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { chargeStatusQuery } from '../../workflows/definitions.js';
@@ -26,28 +30,167 @@ export interface ChargeReply {
 
 /** Starts the charge or attaches to it, and waits at most `waitMs` for its outcome. */
 export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: number): Promise<ChargeReply> {
-  const attached = await startOrAttachCharge(ctx, intent);
-  if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
-  const { handle, started } = attached;
-  // A provider charge may stop for the payer (3-D Secure): the caller is answered then, with the
-  // provider's next action, instead of after its whole wait.
-  const outcome =
-    intent.request.captureMode === 'manual'
-      ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs)
-      : intent.request.paymentMethod
-        ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs, payerActionNeeded)
-        : await waitForOutcome(ctx, handle, waitMs);
-  // A charge waiting for its payer is answered at once (the caller must hand next_action on) but is
-  // not decided: a client following the status table must not take an unauthenticated charge as final.
-  if (outcome) return { charge: outcome, replayed: !started, completed: outcome.status !== 'requires_action' };
-  return { charge: await handle.query(chargeStatusQuery), replayed: !started, completed: false };
+  const requestedAt = new Date();
+  const release = await admitCharge(ctx, intent);
+  // The slot stays taken after the answer only for a charge this call started and left undecided.
+  let undecided: ChargeHandle | null = null;
+  try {
+    const attached = await startOrAttachKnowingTheOutcome(ctx, intent);
+    if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
+    const { handle, started } = attached;
+    // A provider charge may stop for the payer (3-D Secure): the caller is answered then, with the
+    // provider's next action, instead of after its whole wait.
+    const outcome =
+      intent.request.captureMode === 'manual'
+        ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs)
+        : intent.request.paymentMethod
+          ? await waitForReservation(ctx, intent.tenant, intent.idempotencyKey, handle, waitMs, payerActionNeeded)
+          : await waitForOutcome(ctx, handle, waitMs);
+    // A charge waiting for its payer is answered at once (the caller must hand next_action on) but is
+    // not decided: a client following the status table must not take an unauthenticated charge as
+    // final. It gives its admission place back: waiting for a person costs the worker nothing.
+    if (outcome) return { charge: outcome, replayed: !started, completed: outcome.status !== 'requires_action' };
+    if (started) undecided = handle;
+    return { charge: await stillProcessing(ctx, intent, requestedAt), replayed: !started, completed: false };
+  } finally {
+    if (undecided !== null) holdUntilClosed(ctx, undecided, release);
+    else release();
+  }
 }
 
 /** Starts the charge (or attaches) without waiting. */
 export async function startCharge(ctx: ServiceContext, intent: ChargeIntent): Promise<{ handle: ChargeHandle; replayed: boolean }> {
-  const attached = await startOrAttachCharge(ctx, intent);
-  if ('settled' in attached) return { handle: chargeHandle(ctx, intent.tenant, intent.idempotencyKey), replayed: true };
-  return { handle: attached.handle, replayed: !attached.started };
+  const release = await admitCharge(ctx, intent);
+  let undecided: ChargeHandle | null = null;
+  try {
+    const attached = await startOrAttachKnowingTheOutcome(ctx, intent);
+    if ('settled' in attached) return { handle: chargeHandle(ctx, intent.tenant, intent.idempotencyKey), replayed: true };
+    if (attached.started) undecided = attached.handle;
+    return { handle: attached.handle, replayed: !attached.started };
+  } finally {
+    if (undecided !== null) holdUntilClosed(ctx, undecided, release);
+    else release();
+  }
+}
+
+const nothingToRelease: ReleaseSlot = () => {};
+
+/**
+ * Decides, before anything is recorded or started, whether this request may go on: always when the
+ * process has no bound or a free slot (taken: the caller gives it back), and when every slot is
+ * taken, only for a key already known (a replay starts nothing new: it is answered from the ledger
+ * row or by attaching to its workflow, which needs no slot). A new key then is refused at once.
+ */
+async function admitCharge(ctx: ServiceContext, intent: ChargeIntent): Promise<ReleaseSlot> {
+  const admission = ctx.admission;
+  if (admission === null) return nothingToRelease;
+  const release = admission.tryAcquire(chargeWorkflowId(intent.tenant, intent.idempotencyKey));
+  if (release !== null) return release;
+  if (await keyKnown(ctx, intent)) return nothingToRelease;
+  admission.noteRefusal();
+  throw new OverloadedError(
+    admission.options.retryAfterSeconds,
+    `this process is deciding as many new charges as it can (${admission.options.maxChargesInFlight} in flight); ` +
+      'this request recorded and started nothing: retry with the same idempotency key after Retry-After seconds',
+  );
+}
+
+/**
+ * Whether the key has a ledger row or a workflow. Both are asked at once (a refusal's latency is the
+ * slower of the two, not their sum); the workflow's answer counts only when the ledger has no row.
+ */
+async function keyKnown(ctx: ServiceContext, intent: ChargeIntent): Promise<boolean> {
+  const described = chargeHandle(ctx, intent.tenant, intent.idempotencyKey)
+    .describe()
+    .then(
+      () => true,
+      (error: unknown) => (error instanceof WorkflowNotFoundError ? false : Promise.reject(error)),
+    );
+  // Settled either way before anything returns, so that its failure is never left unobserved.
+  const workflow = described.then((known) => ({ known }), (error: unknown) => ({ error }));
+  if ((await readCharge(ctx.ledger, intent.tenant, intent.idempotencyKey)) !== null) return true;
+  const answer = await workflow;
+  if ('error' in answer) throw answer.error;
+  return answer.known;
+}
+
+/**
+ * Keeps the slot of an admitted charge whose request was answered before it was decided, until its
+ * workflow closes (or the watch's bound runs out, or Temporal cannot be asked): its work is still
+ * the process's to finish. Never rejects: it runs after the caller was answered.
+ */
+function holdUntilClosed(ctx: ServiceContext, handle: ChargeHandle, release: ReleaseSlot): void {
+  const watchMs = ctx.admission?.options.releaseWatchMaxMs ?? 0;
+  if (ctx.closing.aborted || watchMs <= 0) {
+    release();
+    return;
+  }
+  ctx.temporal.withAbortSignal(ctx.closing, () => waitForOutcome(ctx, handle, watchMs)).then(release, release);
+}
+
+/** How long a describe may take that asks whether a start whose answer was lost took effect. */
+const startCheckTimeoutMs = 1_000;
+
+/**
+ * startOrAttachCharge, except that a start whose answer was lost (its deadline ran out, or the call
+ * was cancelled, after the request may have reached Temporal) is not reported as a failure while
+ * the workflow may be running: the execution is described, and when it holds this request it is
+ * attached to. Only a start that did not happen (or could not be checked) is an error, so that a
+ * "retry later" answer does not hide a charge that is going on.
+ */
+async function startOrAttachKnowingTheOutcome(ctx: ServiceContext, intent: ChargeIntent): ReturnType<typeof startOrAttachCharge> {
+  try {
+    return await startOrAttachCharge(ctx, intent);
+  } catch (error) {
+    const code = grpcCodeOf(error);
+    if (code !== grpcStatus.DEADLINE_EXCEEDED && code !== grpcStatus.CANCELLED) throw error;
+    const handle = chargeHandle(ctx, intent.tenant, intent.idempotencyKey);
+    const description = await ctx.temporal
+      .withDeadline(Date.now() + startCheckTimeoutMs, () => handle.describe())
+      .catch(() => null);
+    const memo = description?.memo as Partial<ChargeMemo> | undefined;
+    if (memo?.fingerprint === undefined || memo.fingerprint !== intent.fingerprint) throw error;
+    return { handle, started: true };
+  }
+}
+
+/**
+ * The answer of a charge still undecided at the end of the wait, built without asking the worker
+ * (a query needs a worker's free slot, which a loaded worker has not): the ledger row once the Try
+ * has written it (pending or reserved), otherwise the charge as the request describes it, pending,
+ * as the workflow itself begins it.
+ */
+async function stillProcessing(ctx: ServiceContext, intent: ChargeIntent, requestedAt: Date): Promise<Charge> {
+  const row = await readCharge(ctx.ledger, intent.tenant, intent.idempotencyKey);
+  return row !== null ? row.charge : pendingChargeOf(intent, requestedAt);
+}
+
+/** The charge before the ledger has seen it: the same fields as the workflow's first state. */
+export function pendingChargeOf(intent: ChargeIntent, at: Date): Charge {
+  const r = intent.request;
+  const iso = at.toISOString();
+  return {
+    id: intent.chargeId,
+    tenant: intent.tenant,
+    idempotencyKey: intent.idempotencyKey,
+    status: 'pending',
+    amountMinor: r.amountMinor,
+    amountCapturedMinor: 0,
+    amountRefundedMinor: 0,
+    amountHeldMinor: 0,
+    currency: r.currency,
+    orderId: r.orderId,
+    payerAccountId: r.payerAccountId,
+    payeeAccountId: r.payeeAccountId,
+    captureMode: r.captureMode,
+    description: r.description,
+    metadata: r.metadata,
+    declineCode: null,
+    failureReason: null,
+    holdExpiresAt: null,
+    createdAt: iso,
+    updatedAt: iso,
+  };
 }
 
 /** The charge as it stands now: the ledger once decided (refunds included), the workflow while open. */

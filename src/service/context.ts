@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { LedgerPool } from '../ledger/pool.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
+import type { ChargeAdmission } from './admission.js';
 
 /** What every part of the service works with: ChargeService's options, defaults applied once. */
 export interface ServiceContext {
@@ -16,4 +17,8 @@ export interface ServiceContext {
   /** Workflow task timeout of the charges and refunds started; see defaultWorkflowTaskTimeoutMs. */
   workflowTaskTimeoutMs: number;
   eagerWorkflowStart: boolean;
+  /** The bound on new charges in flight in this process; null: none (src/service/admission.ts). */
+  admission: ChargeAdmission | null;
+  /** Aborted by ChargeService.close(): what still runs after its caller was answered stops. */
+  closing: AbortSignal;
 }

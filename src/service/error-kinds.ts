@@ -133,6 +133,13 @@ export const errorKinds = {
     nextStep: 'Too many charges are held and not yet captured or cancelled: nothing was done. Capture or cancel some, or wait, then call again with the same idempotency_key.',
     exitCode: exitCodes.unavailable,
   },
+  overloaded: {
+    status: 503,
+    title: 'Overloaded',
+    retry: 'retry_same_key',
+    nextStep: 'The service is deciding as many new charges as it can: nothing was recorded or started. Wait Retry-After seconds, then call again with the same idempotency_key.',
+    exitCode: exitCodes.unavailable,
+  },
   service_unavailable: {
     status: 503,
     title: 'Service unavailable',

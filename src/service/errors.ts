@@ -147,6 +147,22 @@ export class UnavailableError extends ChargeguardError {
 }
 
 /**
+ * The process is deciding as many new charges as it can (its bound on charges in flight is
+ * reached): this one was refused before anything was recorded or started. Replays of known keys,
+ * reads, cancels and captures are not refused this way.
+ */
+export class OverloadedError extends ChargeguardError {
+  readonly code = 'overloaded';
+  constructor(
+    /** Whole seconds, at least 1: the Retry-After the refusal carries. */
+    readonly retryAfterSeconds: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
  * Over a request rate limit (`rate_limited`) or an open holds limit (`open_holds_exceeded`) of the
  * API key or of its tenant (`scope`); refused before anything was recorded or started.
  */

@@ -1,0 +1,411 @@
+/**
+ * `npm run bench:overload`: what the service does with more work than it can decide, tried as a
+ * caller would, over HTTP, against one API process and one worker process (the compiled CLI, as
+ * deployed) on a fresh PostgreSQL and Temporal dev server.
+ *
+ * 1. Concurrency sweep: closed-loop callers (8, 16, 32, 64), each sending a new charge as soon as
+ *    the last was answered: decided charges per second against charges in flight, which is what
+ *    the admission bound (CHARGE_ADMISSION_MAX_IN_FLIGHT) is chosen from.
+ * 2. P1 peak: 32 closed-loop callers.
+ * 3. Overload: open-loop arrivals at twice the peak for 60 s (a new key each; a refused one is not
+ *    resent, so the offered load stays what it is), then half the peak for 30 s. Reported: goodput
+ *    (charges decided per second during the overload, by the ledger's clock) ÷ peak; every admitted
+ *    charge decided, and within its wait budget + 10 s; drain time (from the drop to half load until
+ *    the last charge admitted during the overload is decided); refusal latency; the API's
+ *    event-loop delay (its /metrics) and the machine's load average.
+ * With `--cpu-hog`, step 3 is run again in the same run with busy-looping processes (one per core)
+ * competing for the CPU; with `--unbounded`, once more with the bound out of the way, for the
+ * before/after.
+ *
+ * Figures, not pass/fail: the machine may be shared, so each run prints its load average.
+ */
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { startCpuHogs } from '../chaos/cpu-hog.js';
+import { buildCli } from '../chaos/processes.js';
+import { createApiKey } from '../src/auth/api-keys.js';
+import { createAccount, deposit } from '../src/ledger/accounts.js';
+import { migrateLedger } from '../src/ledger/migrate.js';
+import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
+import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
+import { findFreePort } from '../src/stack/free-port.js';
+import { startLocalStack } from '../src/stack/stack.js';
+
+interface Flags {
+  quick?: boolean;
+  cpuHog?: boolean;
+  unbounded?: boolean;
+  maxInFlight: string;
+  overloadS?: string;
+}
+
+const program = new Command()
+  .name('npm run bench:overload --')
+  .description('peak, then twice the peak open-loop, then half: goodput, refusals, drain (figures, not pass/fail)')
+  .option('--quick', 'short phases: a smoke run of the harness, not a measurement')
+  .option('--cpu-hog', 'run the overload again with one busy-looping process per core competing for the CPU')
+  .option('--unbounded', 'run the overload again with the admission bound out of the way (the before)')
+  .option('--max-in-flight <n>', 'CHARGE_ADMISSION_MAX_IN_FLIGHT of the API process (default: the service\'s own)', '')
+  .option('--overload-s <n>', 'seconds at twice the peak (default 60, --quick 10)')
+  .action(async (flags: Flags) => {
+    process.stdout.write(`${(await runOverloadBench(flags)).join('\n')}\n`);
+  });
+
+const waitBudgetMs = 10_000;
+const payers = 200;
+const payees = 50;
+const amountMinor = 100;
+
+interface Answer {
+  key: string;
+  status: number;
+  type: string | null;
+  sentAtMs: number;
+  ms: number;
+}
+
+interface Target {
+  url: string;
+  apiKey: string;
+  tenant: string;
+}
+
+async function sendCharge(target: Target, key: string): Promise<Answer> {
+  const payer = `payer-${Math.floor(Math.random() * payers)}`;
+  const payee = `payee-${Math.floor(Math.random() * payees)}`;
+  const sentAtMs = Date.now();
+  const startedAt = performance.now();
+  try {
+    const response = await fetch(`${target.url}/v1/charges`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${target.apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
+      body: JSON.stringify({ order_id: key, payer_account_id: payer, payee_account_id: payee, amount: amountMinor, currency: 'USD' }),
+      signal: AbortSignal.timeout(waitBudgetMs + 20_000),
+    });
+    const text = await response.text();
+    let type: string | null = null;
+    if (response.status >= 400) type = (JSON.parse(text) as { type?: string }).type ?? null;
+    return { key, status: response.status, type, sentAtMs, ms: performance.now() - startedAt };
+  } catch (error) {
+    return { key, status: 0, type: (error as Error).name, sentAtMs, ms: performance.now() - startedAt };
+  }
+}
+
+let keySequence = 0;
+const newKey = (phase: string): string => `${phase}-${(keySequence += 1)}-${Math.random().toString(36).slice(2, 8)}`;
+
+/**
+ * `callers` closed loops for `durationMs`: charges decided per second within the phase, by the
+ * ledger's clock (a charge answered 202 still counts when it is decided within the phase).
+ */
+async function closedLoop(
+  target: Target,
+  pool: LedgerPool,
+  phase: string,
+  callers: number,
+  durationMs: number,
+): Promise<{ perSecond: number; answers: Answer[] }> {
+  const answers: Answer[] = [];
+  const from = Date.now();
+  const until = from + durationMs;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (Date.now() < until) answers.push(await sendCharge(target, newKey(phase)));
+    }),
+  );
+  const decided = await decidedAt(pool, target.tenant, answers.map((a) => a.key));
+  const within = [...decided.values()].filter((at) => at >= from && at < until).length;
+  return { perSecond: within / (durationMs / 1000), answers };
+}
+
+/** Arrivals at `ratePerSecond` for `durationMs`, each a new key, whatever the answers: every answer, once all came. */
+async function openLoop(target: Target, phase: string, ratePerSecond: number, durationMs: number): Promise<Answer[]> {
+  const pending: Promise<Answer>[] = [];
+  const startedAt = performance.now();
+  for (let i = 0; ; i += 1) {
+    const dueMs = (i * 1000) / ratePerSecond;
+    if (dueMs >= durationMs) break;
+    const lateBy = dueMs - (performance.now() - startedAt);
+    if (lateBy > 0) await new Promise((resolve) => setTimeout(resolve, lateBy));
+    pending.push(sendCharge(target, newKey(phase)));
+  }
+  return Promise.all(pending);
+}
+
+function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const fixed = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : '–');
+
+/** Decided time (ledger clock) of each key's row; keys without a row or still held are absent. */
+async function decidedAt(pool: LedgerPool, tenant: string, keys: string[]): Promise<Map<string, number>> {
+  const result = await pool.query<{ idempotency_key: string; updated_at: Date }>(
+    `SELECT idempotency_key, updated_at FROM charges WHERE tenant = $1 AND idempotency_key = ANY($2::text[]) AND hold_state <> 'TRIED'`,
+    [tenant, keys],
+  );
+  return new Map(result.rows.map((row) => [row.idempotency_key, row.updated_at.getTime()]));
+}
+
+async function rowCount(pool: LedgerPool, tenant: string, keys: string[]): Promise<number> {
+  const result = await pool.query<{ n: string }>('SELECT count(*) AS n FROM charges WHERE tenant = $1 AND idempotency_key = ANY($2::text[])', [tenant, keys]);
+  return Number(result.rows[0]!.n);
+}
+
+/** The API's event-loop delay p99 (prom-client's default metric), sampled every second while `during` runs. */
+async function sampleEventLoop<T>(apiUrl: string, during: Promise<T>): Promise<{ value: T; lagP99Ms: number[] }> {
+  const lagP99Ms: number[] = [];
+  let done = false;
+  const sampler = (async () => {
+    while (!done) {
+      const text = await fetch(`${apiUrl}/metrics`).then((r) => r.text(), () => '');
+      const match = /^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text);
+      if (match) lagP99Ms.push(Number(match[1]) * 1000);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  })();
+  try {
+    return { value: await during, lagP99Ms };
+  } finally {
+    done = true;
+    await sampler;
+  }
+}
+
+interface OverloadFigures {
+  name: string;
+  offeredPerSecond: number;
+  overloadS: number;
+  answers: Record<string, number>;
+  goodputPerSecond: number;
+  admitted: number;
+  admittedUndecided: number;
+  admittedLate: number;
+  decidedP50Ms: number;
+  decidedP99Ms: number;
+  refusals: number;
+  refusedWithRows: number;
+  refusalP50Ms: number;
+  refusalP99Ms: number;
+  drainMs: number;
+  halfRatio: number;
+  lagP99MaxMs: number;
+  load1m: [number, number];
+}
+
+async function overloadPhase(
+  name: string,
+  /** Goes into the keys: letters, digits and dashes. */
+  slug: string,
+  target: Target,
+  pool: LedgerPool,
+  peak: number,
+  overloadMs: number,
+  halfMs: number,
+  log: (line: string) => void,
+): Promise<OverloadFigures> {
+  const loadBefore = loadavg()[0]!;
+  const offered = 2 * peak;
+  log(`${name}: ${fixed(offered)} charges/s open-loop for ${overloadMs / 1000} s, then ${fixed(peak / 2)} /s for ${halfMs / 1000} s`);
+  const overloadStart = Date.now();
+  const { value: [overAnswers, halfAnswers], lagP99Ms } = await sampleEventLoop(
+    target.url,
+    (async () => {
+      const overload = openLoop(target, `${slug}-over`, offered, overloadMs);
+      // The half load starts when the overload's arrivals end, not when its answers are all in.
+      await new Promise((resolve) => setTimeout(resolve, overloadMs));
+      const half = openLoop(target, `${slug}-half`, peak / 2, halfMs);
+      return Promise.all([overload, half]);
+    })(),
+  );
+  const dropAt = overloadStart + overloadMs;
+  const admittedAnswers = overAnswers.filter((a) => a.status === 201 || a.status === 202 || a.status === 0);
+  const admittedKeys = admittedAnswers.map((a) => a.key);
+  // Every admitted charge decides on its own (a 202 goes on): wait for them, up to their budget + 10 s past the last answer.
+  // Requests that timed out (status 0) may have started nothing: only those with a row count as admitted.
+  const timedOut = overAnswers.filter((a) => a.status === 0).map((a) => a.key);
+  const timedOutWithRows = await rowCount(pool, target.tenant, timedOut);
+  const admitted = admittedAnswers.filter((a) => a.status !== 0).length + timedOutWithRows;
+  const settleBy = Date.now() + waitBudgetMs + 10_000;
+  let decided = await decidedAt(pool, target.tenant, admittedKeys);
+  while (decided.size < admitted && Date.now() < settleBy) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    decided = await decidedAt(pool, target.tenant, admittedKeys);
+  }
+  const latencies = admittedAnswers.filter((a) => decided.has(a.key)).map((a) => decided.get(a.key)! - a.sentAtMs);
+  const refused = overAnswers.filter((a) => a.status === 503 || a.status === 429);
+  const refusedWithRows = await rowCount(pool, target.tenant, refused.map((a) => a.key));
+  const allDecided = await decidedAt(pool, target.tenant, [...overAnswers, ...halfAnswers].map((a) => a.key));
+  const decidedDuringOverload = [...allDecided.values()].filter((at) => at >= overloadStart && at < dropAt).length;
+  const overloadDecisions = admittedKeys.map((k) => decided.get(k)).filter((at): at is number => at !== undefined);
+  const lastOverloadDecision = overloadDecisions.length ? Math.max(...overloadDecisions) : dropAt;
+  const halfDecided = halfAnswers.filter((a) => allDecided.has(a.key)).length;
+  const answers: Record<string, number> = {};
+  for (const a of overAnswers) {
+    const label = a.status === 0 ? `timeout/${a.type}` : a.type ? `${a.status} ${a.type}` : String(a.status);
+    answers[label] = (answers[label] ?? 0) + 1;
+  }
+  return {
+    name,
+    offeredPerSecond: offered,
+    overloadS: overloadMs / 1000,
+    answers,
+    goodputPerSecond: decidedDuringOverload / (overloadMs / 1000),
+    admitted,
+    admittedUndecided: admitted - overloadDecisions.length,
+    admittedLate: latencies.filter((ms) => ms > waitBudgetMs + 10_000).length,
+    decidedP50Ms: percentile(latencies, 50),
+    decidedP99Ms: percentile(latencies, 99),
+    refusals: refused.length,
+    refusedWithRows,
+    refusalP50Ms: percentile(refused.map((a) => a.ms), 50),
+    refusalP99Ms: percentile(refused.map((a) => a.ms), 99),
+    drainMs: Math.max(0, lastOverloadDecision - dropAt),
+    halfRatio: halfAnswers.length ? halfDecided / halfAnswers.length : NaN,
+    lagP99MaxMs: lagP99Ms.length ? Math.max(...lagP99Ms) : NaN,
+    load1m: [loadBefore, loadavg()[0]!],
+  };
+}
+
+async function runOverloadBench(flags: Flags): Promise<string[]> {
+  const log = (line: string): void => void process.stderr.write(`[overload] ${line}\n`);
+  const quick = Boolean(flags.quick);
+  const overloadMs = Number(flags.overloadS ?? (quick ? 10 : 60)) * 1000;
+  const halfMs = quick ? 5_000 : 30_000;
+  const sweepMs = quick ? 3_000 : 10_000;
+  const peakMs = quick ? 5_000 : 20_000;
+  const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-overload-'));
+  await chmod(dataDir, 0o711);
+  const processes: ChargeguardProcess[] = [];
+  const out: string[] = [];
+  const stack = await startLocalStack({ dataDir, temporalUiPort: null, log });
+  const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 4, statementTimeoutMs: 60_000 });
+  try {
+    log('building the CLI (compiled, with its workflow bundle) and the ledger');
+    const cliEntry = await buildCli(join(dataDir, 'build'));
+    await migrateLedger(stack.migrationDatabaseUrl);
+    const tenant = `overload-${Date.now().toString(36)}`;
+    for (let i = 0; i < payers; i += 1) {
+      await createAccount(pool, { tenant, id: `payer-${i}`, currency: 'USD', allowOverdraft: false });
+      await deposit(pool, tenant, `payer-${i}`, 1_000_000_000, `fund-${i}`);
+    }
+    for (let i = 0; i < payees; i += 1) await createAccount(pool, { tenant, id: `payee-${i}`, currency: 'USD', allowOverdraft: false });
+    const apiKey = (await createApiKey(pool, tenant, 'overload bench')).key;
+    const env: Record<string, string> = {
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      DATABASE_URL: stack.databaseUrl,
+      ...(stack.payloadKeysFilePath ? { CHARGEGUARD_PAYLOAD_KEYS_FILE: stack.payloadKeysFilePath } : {}),
+      ...(stack.passwordFilePath ? { PGPASSFILE: stack.passwordFilePath } : {}),
+      CHARGE_WAIT_BUDGET_MS: String(waitBudgetMs),
+      // Limits out of the way: any refusal is the service protecting itself.
+      RATE_LIMIT_KEY_PER_SECOND: '100000',
+      RATE_LIMIT_KEY_BURST: '100000',
+      RATE_LIMIT_TENANT_PER_SECOND: '100000',
+      RATE_LIMIT_TENANT_BURST: '100000',
+      OPEN_HOLDS_KEY_MAX: '100000',
+      OPEN_HOLDS_TENANT_MAX: '100000',
+    };
+    const start = async (name: string, args: string[], extraEnv: Record<string, string>, readyLine: RegExp) => {
+      const started = await startChargeguardProcess({
+        name,
+        cli: { command: process.execPath, args: [cliEntry] },
+        commandArgs: args,
+        env: { ...env, ...extraEnv },
+        logFilePath: join(dataDir, `${name}.log`),
+        readyLine,
+        startTimeoutMs: 120_000,
+        stopTimeoutMs: 10_000,
+      });
+      processes.push(started);
+      return started;
+    };
+    await start('worker', ['worker'], {}, /worker polling task queue/);
+    const apiWith = async (name: string, maxInFlight: string): Promise<{ target: Target; process: ChargeguardProcess }> => {
+      const port = await findFreePort();
+      const api = await start(name, ['api', '--port', String(port), '--log-level', 'warn'], maxInFlight ? { CHARGE_ADMISSION_MAX_IN_FLIGHT: maxInFlight } : {}, /API listening on/);
+      return { target: { url: `http://127.0.0.1:${port}`, apiKey, tenant }, process: api };
+    };
+    // The sweep and the peak run with the bound out of the way: they measure what the machine can do.
+    const unbounded = await apiWith('api-unbounded', '10000');
+    const bounded = await apiWith('api', flags.maxInFlight);
+    log('warming up');
+    await closedLoop(unbounded.target, pool, 'warm', 8, quick ? 2_000 : 5_000);
+
+    const sweep: Array<{ callers: number; perSecond: number; p50Ms: number; refused: number; answered202: number }> = [];
+    for (const callers of quick ? [8, 32] : [8, 16, 32, 64]) {
+      const { perSecond, answers } = await closedLoop(unbounded.target, pool, `sweep${callers}`, callers, sweepMs);
+      sweep.push({
+        callers,
+        perSecond,
+        p50Ms: percentile(answers.filter((a) => a.status === 201).map((a) => a.ms), 50),
+        refused: answers.filter((a) => a.status === 503).length,
+        answered202: answers.filter((a) => a.status === 202).length,
+      });
+      log(`sweep: ${callers} callers → ${fixed(perSecond)} decided/s`);
+    }
+    const peakRun = await closedLoop(unbounded.target, pool, 'peak', 32, peakMs);
+    const peak = peakRun.perSecond;
+    log(`P1 peak (32 closed-loop callers): ${fixed(peak)} decided/s`);
+
+    const runs: OverloadFigures[] = [await overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log)];
+    if (flags.cpuHog) {
+      const hogs = startCpuHogs();
+      try {
+        runs.push(await overloadPhase('bounded + CPU hog', 'hog', bounded.target, pool, peak, overloadMs, halfMs, log));
+      } finally {
+        hogs.stop();
+      }
+    }
+    if (flags.unbounded) runs.push(await overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log));
+
+    out.push(
+      `# Overload (${quick ? 'quick: a smoke run, not a measurement' : 'full'}), ${new Date().toISOString()}`,
+      '',
+      `Machine: ${availableParallelism()} cores, load average (1 min) ${fixed(loadavg()[0]!, 2)} at the end. One API process, one worker process (compiled CLI), Temporal dev server, PostgreSQL; wait budget ${waitBudgetMs / 1000} s; admission bound ${flags.maxInFlight || 'the default'}.`,
+      '',
+      '## Charges in flight against throughput (closed loop)',
+      '',
+      '| callers (charges in flight) | decided/s | p50 of a 201 | answered 202 (wait budget ran out) | refused |',
+      '|---|---|---|---|---|',
+      ...sweep.map((s) => `| ${s.callers} | ${fixed(s.perSecond)} | ${fixed(s.p50Ms, 0)} ms | ${s.answered202} | ${s.refused} |`),
+      '',
+      `P1 peak, 32 closed-loop callers: **${fixed(peak)} decided/s**.`,
+      '',
+      '## Twice the peak open-loop, then half',
+      '',
+      '| | ' + runs.map((r) => r.name).join(' | ') + ' |',
+      '|---|' + runs.map(() => '---|').join(''),
+      row('offered during the overload (/s)', runs.map((r) => `${fixed(r.offeredPerSecond)} for ${r.overloadS} s`)),
+      row('answers during the overload', runs.map((r) => Object.entries(r.answers).sort().map(([k, v]) => `${v} × ${k}`).join(', '))),
+      row('goodput ÷ peak (target ≥ 0.9)', runs.map((r) => `**${fixed(r.goodputPerSecond / peak, 2)}** (${fixed(r.goodputPerSecond)}/s)`)),
+      row('admitted charges / undecided after settling', runs.map((r) => `${r.admitted} / **${r.admittedUndecided}**`)),
+      row('admitted decided later than wait budget + 10 s', runs.map((r) => String(r.admittedLate))),
+      row('decided latency p50 / p99 (admitted)', runs.map((r) => `${fixed(r.decidedP50Ms / 1000, 2)} / ${fixed(r.decidedP99Ms / 1000, 2)} s`)),
+      row('refusals / of them with a ledger row', runs.map((r) => `${r.refusals} / ${r.refusedWithRows}`)),
+      row('refusal latency p50 / p99 (target p99 < 100 ms)', runs.map((r) => `${fixed(r.refusalP50Ms)} / **${fixed(r.refusalP99Ms)}** ms`)),
+      row('drain: drop to half load → last overload charge decided (target ≤ 10 s)', runs.map((r) => `**${fixed(r.drainMs / 1000, 1)} s**`)),
+      row('half load: share of its charges decided', runs.map((r) => fixed(r.halfRatio, 2))),
+      row('API event-loop delay p99, worst second', runs.map((r) => `${fixed(r.lagP99MaxMs)} ms`)),
+      row('load average (1 min) before → after', runs.map((r) => `${fixed(r.load1m[0], 2)} → ${fixed(r.load1m[1], 2)}`)),
+    );
+    return out;
+  } finally {
+    for (const child of processes.reverse()) await child.stop().catch(() => undefined);
+    await pool.end();
+    await stack.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+function row(label: string, cells: string[]): string {
+  return `| ${label} | ${cells.join(' | ')} |`;
+}
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  process.stderr.write(`error: ${(error as Error)?.stack ?? String(error)}\n`);
+  process.exitCode = 1;
+});

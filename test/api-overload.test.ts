@@ -1,0 +1,227 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { buildApi } from '../src/api/app.js';
+import { loadConfig } from '../src/config.js';
+import { chargeWorkflowId } from '../src/domain/charge.js';
+import { readCharge } from '../src/ledger/charges.js';
+import type { AppContext } from '../src/runtime/app-context.js';
+import { Client, type Connection } from '@temporalio/client';
+import { ChargeService } from '../src/service/charge-service.js';
+import { UnavailableError } from '../src/service/errors.js';
+import { apiKeyFor, generousRateLimits, listenOnLoopback, send, type TestResponse } from './support/api.js';
+import {
+  balanceOf,
+  captureCount,
+  chargeBody,
+  expectLedgerInvariants,
+  fundedTenant,
+  newKey,
+  startTestWorker,
+  testDataConverter,
+  testPayloadSettings,
+  testPolicy,
+  useHarness,
+  waitFor,
+  workflowExists,
+} from './support/harness.js';
+
+const h = useHarness();
+
+/**
+ * An API whose charges go to a task queue of the test's own, so the test decides when a worker
+ * serves it (none at first: the charges admitted stay undecided, as under a saturated worker),
+ * with admission bounded to `maxChargesInFlight`.
+ */
+async function apiOnOwnQueue(maxChargesInFlight: number) {
+  const taskQueue = `overload-${randomBytes(4).toString('hex')}`;
+  const config = loadConfig({ ...generousRateLimits, ...testPayloadSettings() });
+  const charges = new ChargeService({
+    temporal: h.temporal,
+    ledger: h.pool,
+    policy: testPolicy,
+    amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
+    waitBudgetMs: 30_000,
+    taskQueue,
+    admission: { maxChargesInFlight, retryAfterSeconds: 2, releaseWatchMaxMs: 120_000 },
+  });
+  const context: AppContext = {
+    config,
+    endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: '' },
+    temporal: h.temporal,
+    ledger: h.pool,
+    charges,
+    close: async () => {},
+  };
+  const app = await buildApi({ context });
+  const baseUrl = await listenOnLoopback(app);
+  return {
+    taskQueue,
+    charges,
+    baseUrl,
+    close: async () => {
+      charges.close();
+      await app.close();
+    },
+  };
+}
+
+describe('admission: new charges beyond the bound are refused at once, nothing recorded or started', () => {
+  it(
+    'N+k concurrent creates with no worker serving: N admitted (202 pending, built without a worker) and all decided once one serves; k refused with 503 overloaded and Retry-After at once; replays still answered; a refused key later succeeds',
+    { timeout: 120_000 },
+    async () => {
+      const admitted = 3;
+      const extra = 4;
+      const tenant = await fundedTenant(h, { label: 'overload', payerMinor: 100_000 });
+      const api = await apiOnOwnQueue(admitted);
+      const apiKey = await apiKeyFor(h.pool, tenant);
+      const bodies = new Map<string, Record<string, unknown>>();
+      const create = async (key: string): Promise<TestResponse & { ms: number }> => {
+        if (!bodies.has(key)) bodies.set(key, chargeBody({ amount: 100 }));
+        const startedAt = performance.now();
+        const response = await send(api.baseUrl, '/v1/charges', {
+          method: 'POST',
+          apiKey,
+          body: bodies.get(key),
+          headers: { 'idempotency-key': key, prefer: 'wait=5' },
+        });
+        return { ...response, ms: performance.now() - startedAt };
+      };
+      let worker: Awaited<ReturnType<typeof startTestWorker>> | null = null;
+      try {
+        const keys = Array.from({ length: admitted + extra }, (_, i) => newKey(`ov${i}`));
+        const answers = await Promise.all(keys.map(create));
+        const accepted = keys.filter((_, i) => answers[i]!.status === 202);
+        const refused = keys.filter((_, i) => answers[i]!.status === 503);
+        expect(answers.map((a) => a.status).sort(), JSON.stringify(answers.map((a) => a.body))).toEqual(
+          [...Array(admitted).fill(202), ...Array(extra).fill(503)],
+        );
+        for (const key of accepted) {
+          const answer = answers[keys.indexOf(key)]!;
+          // Built from the request (the ledger has no row yet): no worker was asked.
+          expect(answer.body).toMatchObject({ status: 'pending', idempotency_key: key });
+          expect(answer.headers.get('location')).toBe(`/v1/charges/${encodeURIComponent(key)}`);
+        }
+        for (const key of refused) {
+          const answer = answers[keys.indexOf(key)]!;
+          expect(answer.body).toMatchObject({ type: 'overloaded', status: 503 });
+          expect(answer.headers.get('retry-after')).toBe('2');
+          // At once: before any admitted charge's wait (5 s) ran out, so without waiting for anything.
+          expect(answer.ms).toBeLessThan(Math.min(...accepted.map((k) => answers[keys.indexOf(k)]!.ms)));
+          expect(await readCharge(h.pool, tenant, key), `${key}: no ledger row`).toBeNull();
+          expect(await workflowExists(h, chargeWorkflowId(tenant, key)), `${key}: no workflow`).toBe(false);
+        }
+        expect(api.charges.admission!.chargesInFlight).toBe(admitted);
+
+        // Saturated: a replay of an admitted key is answered (it starts nothing), a new key is not.
+        const replay = await create(accepted[0]!);
+        expect(replay.status).toBe(202);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        const another = await create(newKey('ov-new'));
+        expect(another.status).toBe(503);
+        expect(another.body).toMatchObject({ type: 'overloaded' });
+        // Reads are admitted too.
+        const read = await send(api.baseUrl, `/v1/charges/${encodeURIComponent(accepted[1]!)}`, { apiKey });
+        expect(read.status).toBe(503); // no worker to say how an open charge stands, but not refused as overloaded
+        expect(read.body.type).toBe('service_unavailable');
+
+        // A worker serves the queue: every admitted charge is decided, and their slots come back.
+        worker = await startTestWorker({ taskQueue: api.taskQueue, pool: h.pool });
+        for (const key of accepted) {
+          await waitFor(async () => (await readCharge(h.pool, tenant, key))?.charge.status === 'succeeded', {
+            timeoutMs: 60_000,
+            what: `${key} decided`,
+          });
+        }
+        await waitFor(async () => api.charges.admission!.chargesInFlight === 0, { timeoutMs: 30_000, what: 'the slots released' });
+
+        // A refused key, retried, is a new charge like any other.
+        const retried = await create(refused[0]!);
+        expect(retried.status).toBe(201);
+        expect(retried.body).toMatchObject({ status: 'succeeded' });
+        for (const key of [...accepted, refused[0]!]) expect(await captureCount(h.pool, tenant, key)).toBe(1);
+        for (const key of refused.slice(1)) expect(await readCharge(h.pool, tenant, key)).toBeNull();
+        expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(100_000 - 100 * (admitted + 1));
+        await expectLedgerInvariants(h.pool, tenant);
+      } finally {
+        await worker?.stop();
+        await api.close();
+      }
+    },
+  );
+});
+
+/**
+ * A connection whose StartWorkflowExecution answers are lost: the call reaches Temporal (or, with
+ * `reaches: false`, does not) and the caller hears DEADLINE_EXCEEDED either way, as when the start
+ * deadline runs out on a loaded server.
+ */
+function lossyStarts(connection: Connection, reaches: boolean): { connection: Connection; starts: () => number } {
+  let starts = 0;
+  const lost = (): Error =>
+    Object.assign(new Error('4 DEADLINE_EXCEEDED: Deadline exceeded (the answer was lost)'), { code: 4, details: 'Deadline exceeded', metadata: { get: () => [], getMap: () => ({}) } });
+  const workflowService = new Proxy(connection.workflowService, {
+    get(service, name) {
+      const member: unknown = Reflect.get(service, name, service);
+      if (typeof member !== 'function') return member;
+      if (name !== 'startWorkflowExecution') return (member as (...args: unknown[]) => unknown).bind(service);
+      return async (request: unknown) => {
+        starts += 1;
+        if (reaches) await (member as (r: unknown) => Promise<unknown>).call(service, request);
+        throw lost();
+      };
+    },
+  });
+  const proxied = new Proxy(connection, {
+    get(target, name) {
+      if (name === 'workflowService') return workflowService;
+      const member: unknown = Reflect.get(target, name, target);
+      return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(target) : member;
+    },
+  });
+  return { connection: proxied, starts: () => starts };
+}
+
+describe('a start whose answer was lost', () => {
+  const serviceOn = (connection: Connection) =>
+    new ChargeService({
+      temporal: new Client({ connection, namespace: 'default', dataConverter: testDataConverter() }),
+      ledger: h.pool,
+      policy: testPolicy,
+      amountMinorMax: 1_000_000_000_000,
+      waitBudgetMs: 60_000,
+      admission: { maxChargesInFlight: 8, retryAfterSeconds: 1, releaseWatchMaxMs: 60_000 },
+    });
+
+  it('that reached Temporal is found by describing it and answered as the charge (not 503): once, decided', { timeout: 60_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'loststart', payerMinor: 10_000 });
+    const lossy = lossyStarts(h.connection, true);
+    const charges = serviceOn(lossy.connection);
+    try {
+      const key = newKey('lost');
+      const reply = await charges.charge(tenant, key, chargeBody({ amount: 250 }));
+      expect(lossy.starts()).toBe(1);
+      expect(reply).toMatchObject({ replayed: false, completed: true, charge: { status: 'succeeded', amountMinor: 250 } });
+      expect(await captureCount(h.pool, tenant, key)).toBe(1);
+      await waitFor(async () => charges.admission!.chargesInFlight === 0, { what: 'its place given back' });
+    } finally {
+      charges.close();
+    }
+  });
+
+  it('that never reached Temporal is a 503 (service_unavailable) and nothing was started', { timeout: 60_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'nostart', payerMinor: 10_000 });
+    const lossy = lossyStarts(h.connection, false);
+    const charges = serviceOn(lossy.connection);
+    try {
+      const key = newKey('nostart');
+      await expect(charges.charge(tenant, key, chargeBody({ amount: 250 }))).rejects.toBeInstanceOf(UnavailableError);
+      expect(lossy.starts()).toBe(1);
+      expect(await workflowExists(h, chargeWorkflowId(tenant, key))).toBe(false);
+      expect(await readCharge(h.pool, tenant, key)).toBeNull();
+      expect(charges.admission!.chargesInFlight).toBe(0);
+    } finally {
+      charges.close();
+    }
+  });
+});
