@@ -22,7 +22,9 @@ import { runCli as cli } from './support/cli.js';
 import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
 
 const h = useHarness();
-const api = useApi();
+// 50 distinct new keys at once: above the default admission bound (CHARGE_ADMISSION_MAX_IN_FLIGHT),
+// which would refuse some with 503 overloaded before the mandate is judged; this file is about the mandate.
+const api = useApi({ env: { CHARGE_ADMISSION_MAX_IN_FLIGHT: '100' } });
 
 async function agentKey(tenant: string, mandate: Partial<Mandate>): Promise<{ key: string; id: string }> {
   const { key, record } = await createApiKey(h.pool, tenant, 'mandated agent', 'agent', { ...noMandate, ...mandate });
