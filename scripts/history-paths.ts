@@ -37,6 +37,7 @@ import {
 import type { OrderAgentInput, OrderAgentResult } from '../workflows/sample-agent-workflow.js';
 import { activityTypesOf } from './workflow-histories.js';
 import { chargeIdFor } from '../src/domain/request-fingerprint.js';
+import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
 import { clearingAccountId } from '../src/domain/providers.js';
 import type { StripeSimulator } from '../src/providers/simulator/server.js';
 
@@ -286,6 +287,17 @@ async function untilStatus(ctx: RecordingContext, key: string, done: (charge: Ch
     if (done(charge)) return charge;
     if (Date.now() > deadlineMs) throw new Error(`charge ${key} did not reach the expected state; it is ${charge.status}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The simulator's PaymentIntent for a charge, once it is as `done` wants it. */
+async function untilPayment(ctx: RecordingContext, chargeId: string, done: (payment: PaymentIntentRecord) => boolean): Promise<PaymentIntentRecord> {
+  const deadlineMs = Date.now() + 30_000;
+  for (;;) {
+    const payment = [...ctx.sim.payments.paymentIntents.values()].find((candidate) => candidate.metadata['charge_id'] === chargeId);
+    if (payment && done(payment)) return payment;
+    if (Date.now() > deadlineMs) throw new Error(`no payment for charge ${chargeId} as expected; it is ${payment?.status ?? 'absent'}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 
@@ -916,6 +928,33 @@ export const historyPaths: HistoryPath[] = [
       ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
       await handle.signal(providerEventSignal, { eventId: `evt_${key}`, type: 'payment_intent.amount_capturable_updated', paymentId: waiting.provider!.paymentId });
       expectCharge(await handle.result(), { status: 'succeeded' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-requires-action-event-during-authorize',
+    about: 'provider-payer-events-counted-from-authorize: the payer authenticates and the provider event arrives before the authorize step has answered; the event wakes the wait at once, the charge is captured',
+    async record(ctx, key) {
+      const chargeId = chargeIdFor(ctx.tenant, key);
+      // The provider's answer to authorize (requires_action, already saved) is held on its way back
+      // until the payer has authenticated and the event has been accepted by Temporal.
+      ctx.sim.addFault({ operation: 'create_payment_intent', fault: { kind: 'hold_after_commit' }, times: 1, idempotencyKeyPrefix: chargeId });
+      let handle;
+      try {
+        // A long hold: the periodic look comes a minute after the wait began, so only the event can end this soon.
+        handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required', { policy: { holdTtlMs: 600_000 } });
+        const payment = await untilPayment(ctx, chargeId, (candidate) => candidate.status === 'requires_action');
+        ctx.sim.payments.authenticate(payment.id, true);
+        await handle.signal(providerEventSignal, { eventId: `evt_${key}`, type: 'payment_intent.amount_capturable_updated', paymentId: payment.id });
+      } finally {
+        ctx.sim.faults.clearFor(chargeId);
+        ctx.sim.releaseHolds(); // no other path holds a provider answer
+      }
+      expectCharge(await handle.result(), { status: 'succeeded' });
+      const history = await handle.fetchHistory();
+      if ((history.events ?? []).some((event) => event.timerFiredEventAttributes)) {
+        throw new Error('expected the event to wake the wait, but a timer fired (the periodic look)');
+      }
       return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
     },
   },

@@ -18,6 +18,7 @@ import {
   type ChargePolicy,
   type ChargeWorkflowInput,
 } from '../workflows/definitions.js';
+import { payerActionLookEveryMs } from '../workflows/provider-steps.js';
 import {
   balanceOf,
   expectLedgerInvariants,
@@ -46,6 +47,8 @@ let worker: Awaited<ReturnType<typeof startTestWorker>>;
 const crashAfterProvider = new Set<string>();
 /** After the provider answered, the ledger refuses the step's statement (SQLSTATE 42883) this many more times. */
 const statementRejectedAfterProvider = new Map<string, number>();
+/** Runs once, after the provider answered the authorization and before the authorize step returns, for the key. */
+const whileAuthorizeAnswers = new Map<string, () => Promise<void>>();
 
 beforeAll(async () => {
   sim = await StripeSimulator.start({ port: 0 });
@@ -57,7 +60,12 @@ beforeAll(async () => {
     pool: h.pool,
     providers: { stripe },
     providerHooks: {
-      afterProvider: (step, _tenant, key) => {
+      afterProvider: async (step, _tenant, key) => {
+        const during = step === 'authorize' ? whileAuthorizeAnswers.get(key) : undefined;
+        if (during) {
+          whileAuthorizeAnswers.delete(key);
+          await during();
+        }
         if (crashAfterProvider.delete(`${step}:${key}`)) throw new Error(`injected crash after the provider answered ${step}`);
         const rejections = statementRejectedAfterProvider.get(`${step}:${key}`) ?? 0;
         if (rejections > 0) {
@@ -218,6 +226,43 @@ describe('a provider charge', () => {
     const charge = (await handle.result()) as Charge;
     expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
     expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['succeeded']);
+  });
+
+  it('3-D Secure: the payer authenticates and the provider event arrives while the authorize step is still answering: the event wakes the wait at once', async () => {
+    const tenant = await fundedTenant(h, { label: 'pc-3ds-race' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+    const workflowId = chargeWorkflowId(intent.tenant, intent.idempotencyKey);
+    let eventSent = false;
+    // The provider has answered requires_action; before the step returns it, the payer authenticates
+    // and the provider's event reaches the workflow (accepted by Temporal before the answer is).
+    whileAuthorizeAnswers.set(intent.idempotencyKey, async () => {
+      const [payment] = paymentsOf(intent);
+      if (!payment || payment.status !== 'requires_action') throw new Error(`expected one payment requiring action, found ${JSON.stringify(paymentsOf(intent))}`);
+      sim.payments.authenticate(payment.id, true);
+      await h.temporal.workflow.getHandle(workflowId).signal(providerEventSignal, {
+        eventId: `evt_${newKey()}`,
+        type: 'payment_intent.amount_capturable_updated',
+        paymentId: payment.id,
+      });
+      eventSent = true;
+    });
+    const holdTtlMs = 600_000;
+    const handle = await start(intent, { holdTtlMs });
+    // The periodic look comes a minute after the wait began at the soonest: only the event can end this in time.
+    const deadlineMs = 20_000;
+    expect(deadlineMs).toBeLessThan(payerActionLookEveryMs(holdTtlMs));
+    const charge = await waitFor(async () => {
+      const current = await statusOf(intent);
+      return current.status === 'succeeded' ? current : null;
+    }, { what: 'the charge to succeed on the event that came with the authorization', timeoutMs: deadlineMs });
+    expect(eventSent).toBe(true);
+    expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+    expect(await handle.result()).toMatchObject({ status: 'succeeded' });
+    expect(paymentsOf(intent).map((payment) => payment.status)).toEqual(['succeeded']);
+    // One look at the payment after the authorization: the event's, not a periodic one.
+    const history = await handle.fetchHistory();
+    const refreshes = (history.events ?? []).filter((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'refreshProviderPayment');
+    expect(refreshes).toHaveLength(1);
   });
 
   it('3-D Secure never completed: the charge expires with its hold TTL and the payment is cancelled', async () => {

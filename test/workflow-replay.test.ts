@@ -1,4 +1,4 @@
-import { providerVoidAlertPatch, providerWaitsPatch } from '../workflows/provider-steps.js';
+import { providerPayerEventsPatch, providerVoidAlertPatch, providerWaitsPatch } from '../workflows/provider-steps.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -163,14 +163,17 @@ describe('recorded workflow histories replay on the current code', () => {
     }
   });
 
-  it('the pre-patch generation carries no patch marker; the newest carries the generation-6 one, and provider charges the provider-waits one after it', () => {
+  it('the pre-patch generation carries no patch marker; the newest carries the generation-6 one, provider charges the provider-waits and void-alerts ones after it, and those whose payer must act the payer-events one last', () => {
     const prePatch = loaded.filter((h) => h.generation.name === 'v1-remote-activities');
     expect(prePatch.length).toBeGreaterThan(0);
     for (const { history } of prePatch) expect(patchMarkers(history)).toEqual([]);
     const newestCharges = loaded.filter((h) => h.generation === newest && h.entry.workflowType === 'ChargeWorkflow');
     expect(newestCharges.length).toBeGreaterThan(0);
     for (const { entry, history } of newestCharges) {
-      const expected = entry.path.startsWith('provider-') ? [chargeGeneration6Patch, providerWaitsPatch, providerVoidAlertPatch] : [chargeGeneration6Patch];
+      const provider = [chargeGeneration6Patch, providerWaitsPatch, providerVoidAlertPatch];
+      // Asked when the wait for the payer begins, so only by a charge that waits for its payer (3-D Secure).
+      const payerActs = [...provider, providerPayerEventsPatch];
+      const expected = !entry.path.startsWith('provider-') ? [chargeGeneration6Patch] : entry.path.includes('requires-action') ? payerActs : provider;
       expect(patchMarkers(history), entry.file).toEqual(expected);
     }
   });

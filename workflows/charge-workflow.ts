@@ -21,6 +21,7 @@ import {
   defaultProviderVoidAlertAfterMs,
   holdDeadlineMs,
   payerActionLookEveryMs,
+  providerPayerEventsPatch,
   providerStepFailure,
   providerSteps,
   providerVoidAlertPatch,
@@ -249,12 +250,19 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
     }
   }
 
-  /** Provider charges: the payer must act (3-D Secure); each provider event is a reason to look again. */
-  async function awaitPayerAction(followsLedger: boolean): Promise<Charge> {
+  /**
+   * Provider charges: the payer must act (3-D Secure); each provider event is a reason to look again.
+   * `eventsBeforeAuthorize`: the provider events counted before the authorization was sent, so that
+   * one that arrived while it was answering wakes the first wait (patched executions).
+   */
+  async function awaitPayerAction(followsLedger: boolean, eventsBeforeAuthorize: number): Promise<Charge> {
+    const everyEventCounted = patched(providerPayerEventsPatch);
     indexActionNeeded('requires_action');
     const expiresAtMs = followsLedger ? holdDeadlineMs(charge, policy.holdTtlMs) : Date.now() + policy.holdTtlMs;
+    /** Provider events already answered by a look at the payment (or that came before it existed). */
+    let seen = everyEventCounted ? eventsBeforeAuthorize : providerEventsReceived;
     while (charge.status === 'requires_action') {
-      const seen = providerEventsReceived;
+      if (!everyEventCounted) seen = providerEventsReceived;
       const remainingMs = expiresAtMs - Date.now();
       const waitMs = followsLedger ? Math.min(remainingMs, payerActionLookEveryMs(policy.holdTtlMs)) : remainingMs;
       const woke =
@@ -266,7 +274,9 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
         }));
       if (cancelRequested) return compensate(cancelReasons.requestedByCaller);
       if (!woke && !followsLedger) return compensate(cancelReasons.payerActionExpired);
-      // An event, the periodic look, or the last look before giving up: the provider says where the payment is.
+      // An event, the periodic look, or the last look before giving up: the provider says where the
+      // payment is. It answers for the events counted so far; one arriving during the look wakes the next wait.
+      if (everyEventCounted) seen = providerEventsReceived;
       charge = (await provider!.refresh(intent)).charge;
       if (charge.status === 'requires_action' && !woke && Date.now() >= expiresAtMs) return compensate(cancelReasons.payerActionExpired);
     }
@@ -282,8 +292,10 @@ export async function ChargeWorkflow(input: ChargeWorkflowInput): Promise<Charge
   index();
 
   if (provider && charge.status === 'reserved') {
+    // An event may arrive while the provider is still answering the authorization: it counts.
+    const eventsBeforeAuthorize = providerEventsReceived;
     charge = cancelRequested ? await compensate(cancelReasons.requestedByCaller) : await authorize();
-    if (charge.status === 'requires_action') charge = await awaitPayerAction(waitsFollowLedger);
+    if (charge.status === 'requires_action') charge = await awaitPayerAction(waitsFollowLedger, eventsBeforeAuthorize);
   }
 
   if (charge.status === 'reserved') {

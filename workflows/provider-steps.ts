@@ -85,6 +85,21 @@ export const providerWaitsPatch = 'provider-waits-follow-the-ledger';
 export const providerVoidAlertPatch = 'provider-void-alerts';
 
 /**
+ * Provider charges started after this change miss no provider event while the payer must act: the
+ * events are counted from before the authorization is sent, and again from before each look at the
+ * payment. Without it, an event that arrived while the authorize step was still answering (the
+ * payer authenticated at once), or while a look was running, was counted before the wait began and
+ * never woke it: the charge stayed `requires_action` until the next periodic look
+ * (`payerActionLookEveryMs`, 8.4 hours for a 7-day hold). The SDK runs signal handlers before it
+ * resolves an activity's completion in the same activation, so an event racing the authorize
+ * answer was always lost. Executions without the marker (recorded histories up to v9) wait as
+ * they ran. Checked when the payer's wait begins, right after the authorize
+ * step answered (a remote activity, so at a workflow task of its own), and only there: ledger
+ * charges and provider charges that never wait for their payer carry no marker.
+ */
+export const providerPayerEventsPatch = 'provider-payer-events-counted-from-authorize';
+
+/**
  * ChargePolicy.providerVoidAlertAfterMs when the policy does not say: three attempts (0.5 and 1 s
  * apart), so a waiting cancel is answered well inside the API's 5 s Temporal call timeout.
  */
