@@ -23,7 +23,7 @@ export interface BatchedCheck {
   driver: KeysetDriver;
   alias: string;
   /** `batch` selects the batch's rows of `alias`; `lookBack` (when the check asks for it) the same with its lowerShift applied. */
-  sql: (batch: string, lookBack: string) => string;
+  sql: (batch: string, lookBack: string, over: (columns: readonly (string | { column: string; literal: string })[]) => string) => string;
   /** Added to the batch's lower bound for `lookBack`, by key column (a window's look-back). */
   lowerShift?: Record<string, string>;
   /**
@@ -31,6 +31,41 @@ export interface BatchedCheck {
    * into a running state, and says at the end which violations there are.
    */
   fold?: { initial: () => unknown; add: (state: unknown, row: Record<string, unknown>) => unknown; violations: (state: unknown) => unknown[] };
+  /** A check of its own shape (several walks), run instead of `sql`; it returns its violations. */
+  run?: (db: Queryable, tenant: string | null, batchRows: number) => Promise<unknown[]>;
+}
+
+const accountKey = (tenant: unknown, id: unknown): string => `${String(tenant)}\u0000${String(id)}`;
+
+/**
+ * Walks every account in key order with its balance (its row plus postings not yet folded into
+ * it), and yields the ones whose balance differs from `expected` (0 when absent).
+ */
+async function accountsDiffering(
+  db: Queryable,
+  tenant: string | null,
+  batchRows: number,
+  column: 'posted' | 'pending',
+  expected: Map<string, bigint>,
+  sample: (row: Record<string, unknown>, want: bigint) => unknown,
+): Promise<unknown[]> {
+  const found: unknown[] = [];
+  await forEachKeysetBatch(db, drivers.accounts, { tenant, batchRows }, async (range) => {
+    const batch = keysetPredicate(drivers.accounts, 'a', range, 2);
+    const { rows } = await db.query<Record<string, unknown>>(
+      `SELECT a.tenant, a.id, (a.${column}_minor + p.delta_minor)::text AS balance_minor
+         FROM accounts a
+         CROSS JOIN LATERAL (SELECT coalesce(sum(q.${column}_delta_minor), 0) AS delta_minor FROM pending_postings q
+                              WHERE q.tenant = a.tenant AND q.account_id = a.id) p
+        WHERE ${batch.sql} AND ($1::text IS NULL OR a.tenant = $1)`,
+      [tenant, ...batch.params],
+    );
+    for (const row of rows) {
+      const want = expected.get(accountKey(row['tenant'], row['id'])) ?? 0n;
+      if (BigInt(row['balance_minor'] as string) !== want) found.push(sample(row, want));
+    }
+  });
+  return found;
 }
 
 const sampleLimit = 5;
@@ -58,11 +93,14 @@ const invariantQueries: BatchedCheck[] = [
     description: 'every transfer has entries and they sum to zero',
     driver: drivers.transfers,
     alias: 't',
-    sql: (batch) => `SELECT t.id AS transfer_id, j.sum_minor, j.entries
-            FROM transfers t
-            CROSS JOIN LATERAL (SELECT coalesce(sum(e.amount_minor), 0) AS sum_minor, count(*) AS entries
-                                  FROM journal_entries e WHERE e.transfer_id = t.id) j
-           WHERE ${batch} AND ($1::text IS NULL OR t.tenant = $1) AND (j.entries < 2 OR j.sum_minor <> 0)`,
+    // Both sides restricted to the batch's key range (the entries by their transfer_id index), so
+    // however they are joined, neither is read beyond the batch.
+    sql: (batch, _lookBack, over) => `WITH j AS MATERIALIZED (
+              SELECT e.transfer_id, sum(e.amount_minor) AS sum_minor, count(*) AS entries
+                FROM journal_entries e WHERE ${over(['e.transfer_id'])} GROUP BY e.transfer_id)
+          SELECT t.id AS transfer_id, coalesce(j.sum_minor, 0) AS sum_minor, coalesce(j.entries, 0) AS entries
+            FROM transfers t LEFT JOIN j ON j.transfer_id = t.id
+           WHERE ${batch} AND ($1::text IS NULL OR t.tenant = $1) AND (coalesce(j.entries, 0) < 2 OR coalesce(j.sum_minor, 0) <> 0)`,
   },
   {
     name: 'journal_balanced',
@@ -82,26 +120,55 @@ const invariantQueries: BatchedCheck[] = [
     description: "each account's posted balance (its row plus postings not yet folded into it) equals the sum of its journal entries",
     driver: drivers.accounts,
     alias: 'a',
-    sql: (batch) => `SELECT a.tenant, a.id, a.posted_minor + p.posted_delta_minor AS posted_minor, j.sum_minor AS journal_minor
-            FROM accounts a
-            CROSS JOIN LATERAL (SELECT coalesce(sum(q.posted_delta_minor), 0) AS posted_delta_minor FROM pending_postings q
-                                 WHERE q.tenant = a.tenant AND q.account_id = a.id) p
-            CROSS JOIN LATERAL (SELECT coalesce(sum(e.amount_minor), 0) AS sum_minor FROM journal_entries e
-                                 WHERE e.tenant = a.tenant AND e.account_id = a.id) j
-           WHERE ${batch} AND ($1::text IS NULL OR a.tenant = $1) AND a.posted_minor + p.posted_delta_minor <> j.sum_minor`,
+    sql: () => '',
+    // The journal summed by account a batch of entries at a time (a system account holds a large
+    // share of the journal: summed through its index in one statement it was the slowest of all),
+    // then every account's balance compared with its sum.
+    run: async (db, tenant, batchRows) => {
+      const sums = new Map<string, bigint>();
+      await forEachKeysetBatch(db, drivers.journalEntries, { tenant: null, batchRows }, async (range) => {
+        const batch = keysetPredicate(drivers.journalEntries, 'e', range, 2);
+        const { rows } = await db.query<{ tenant: string; account_id: string; sum_minor: string }>(
+          `SELECT e.tenant, e.account_id, sum(e.amount_minor)::text AS sum_minor FROM journal_entries e
+            WHERE ${batch.sql} AND ($1::text IS NULL OR e.tenant = $1) GROUP BY e.tenant, e.account_id`,
+          [tenant, ...batch.params],
+        );
+        for (const row of rows) {
+          const key = accountKey(row.tenant, row.account_id);
+          sums.set(key, (sums.get(key) ?? 0n) + BigInt(row.sum_minor));
+        }
+      });
+      return accountsDiffering(db, tenant, batchRows, 'posted', sums, (row, want) => ({
+        tenant: row['tenant'],
+        id: row['id'],
+        posted_minor: row['balance_minor'],
+        journal_minor: String(want),
+      }));
+    },
   },
   {
     name: 'pending_matches_holds',
     description: "each account's pending balance (its row plus postings not yet folded into it) equals the sum of its TRIED holds",
     driver: drivers.accounts,
     alias: 'a',
-    sql: (batch) => `SELECT a.tenant, a.id, a.pending_minor + p.pending_delta_minor AS pending_minor, h.held_minor AS holds_minor
-            FROM accounts a
-            CROSS JOIN LATERAL (SELECT coalesce(sum(q.pending_delta_minor), 0) AS pending_delta_minor FROM pending_postings q
-                                 WHERE q.tenant = a.tenant AND q.account_id = a.id) p
-            CROSS JOIN LATERAL (SELECT coalesce(sum(c.held_minor), 0) AS held_minor FROM charges c
-                                 WHERE c.tenant = a.tenant AND c.payer_account_id = a.id AND c.hold_state = 'TRIED') h
-           WHERE ${batch} AND ($1::text IS NULL OR a.tenant = $1) AND a.pending_minor + p.pending_delta_minor <> h.held_minor`,
+    sql: () => '',
+    // The open holds are read through the charges_open_holds partial index (only TRIED rows: as
+    // many as the open-hold limits allow, not the ledger's history), then every account compared.
+    run: async (db, tenant, batchRows) => {
+      const held = new Map<string, bigint>();
+      const { rows } = await db.query<{ tenant: string; payer_account_id: string; held_minor: string }>(
+        `SELECT c.tenant, c.payer_account_id, sum(c.held_minor)::text AS held_minor FROM charges c
+          WHERE c.hold_state = 'TRIED' AND ($1::text IS NULL OR c.tenant = $1) GROUP BY c.tenant, c.payer_account_id`,
+        [tenant],
+      );
+      for (const row of rows) held.set(accountKey(row.tenant, row.payer_account_id), BigInt(row.held_minor));
+      return accountsDiffering(db, tenant, batchRows, 'pending', held, (row, want) => ({
+        tenant: row['tenant'],
+        id: row['id'],
+        pending_minor: row['balance_minor'],
+        holds_minor: String(want),
+      }));
+    },
   },
   {
     name: 'pending_postings_mirror_journal',
@@ -137,13 +204,19 @@ const invariantQueries: BatchedCheck[] = [
     driver: drivers.charges,
     alias: 'c',
     // The capture transfers of a charge are found through transfers' unique (tenant, kind, reference).
-    sql: (batch) => `SELECT c.tenant, c.idempotency_key, c.hold_state, c.captured_minor, t.captures, t.captured_in_journal_minor
-            FROM charges c
-            CROSS JOIN LATERAL (SELECT count(*) AS captures, coalesce(sum(t.amount_minor), 0) AS captured_in_journal_minor
-                                  FROM transfers t WHERE t.tenant = c.tenant AND t.kind = 'capture' AND t.reference = c.idempotency_key) t
+    // The batch's capture transfers are the same key range of transfers' unique (tenant, kind,
+    // reference) index with kind 'capture': both sides bounded by the batch.
+    sql: (batch, _lookBack, over) => `WITH t AS MATERIALIZED (
+              SELECT t.tenant, t.reference, count(*) AS captures, sum(t.amount_minor) AS captured_in_journal_minor
+                FROM transfers t
+               WHERE t.kind = 'capture' AND ${over(['t.tenant', { column: 't.kind', literal: "'capture'" }, 't.reference'])}
+               GROUP BY t.tenant, t.reference)
+          SELECT c.tenant, c.idempotency_key, c.hold_state, c.captured_minor, coalesce(t.captures, 0) AS captures,
+                 coalesce(t.captured_in_journal_minor, 0) AS captured_in_journal_minor
+            FROM charges c LEFT JOIN t ON t.tenant = c.tenant AND t.reference = c.idempotency_key
            WHERE ${batch} AND ($1::text IS NULL OR c.tenant = $1)
-             AND ((c.hold_state = 'CONFIRMED' AND (t.captures <> 1 OR t.captured_in_journal_minor <> c.captured_minor))
-               OR (c.hold_state <> 'CONFIRMED' AND t.captures <> 0))`,
+             AND ((c.hold_state = 'CONFIRMED' AND (coalesce(t.captures, 0) <> 1 OR coalesce(t.captured_in_journal_minor, 0) <> c.captured_minor))
+               OR (c.hold_state <> 'CONFIRMED' AND coalesce(t.captures, 0) <> 0))`,
   },
   {
     name: 'captures_have_charges',
@@ -159,12 +232,14 @@ const invariantQueries: BatchedCheck[] = [
     description: "each charge's refunded amount is the sum of its succeeded refunds and never exceeds its capture",
     driver: drivers.charges,
     alias: 'c',
-    sql: (batch) => `SELECT c.tenant, c.idempotency_key, c.captured_minor, c.refunded_minor, r.sum_minor AS refunds_minor
-            FROM charges c
-            CROSS JOIN LATERAL (SELECT coalesce(sum(r.amount_minor), 0) AS sum_minor FROM refunds r
-                                 WHERE r.tenant = c.tenant AND r.charge_key = c.idempotency_key AND r.status = 'succeeded') r
+    // The batch's refunds are the same key range of refunds' primary key (tenant, charge_key, …).
+    sql: (batch, _lookBack, over) => `WITH r AS MATERIALIZED (
+              SELECT r.tenant, r.charge_key, sum(r.amount_minor) AS sum_minor
+                FROM refunds r WHERE r.status = 'succeeded' AND ${over(['r.tenant', 'r.charge_key'])} GROUP BY r.tenant, r.charge_key)
+          SELECT c.tenant, c.idempotency_key, c.captured_minor, c.refunded_minor, coalesce(r.sum_minor, 0) AS refunds_minor
+            FROM charges c LEFT JOIN r ON r.tenant = c.tenant AND r.charge_key = c.idempotency_key
            WHERE ${batch} AND ($1::text IS NULL OR c.tenant = $1)
-             AND (c.refunded_minor <> r.sum_minor OR c.refunded_minor > c.captured_minor)`,
+             AND (c.refunded_minor <> coalesce(r.sum_minor, 0) OR c.refunded_minor > c.captured_minor)`,
   },
   {
     name: 'one_transfer_per_refund',
@@ -242,10 +317,15 @@ export async function runBatchedCheck(
   const samples: unknown[] = [];
   let state = check.fold?.initial();
   try {
+    if (check.run) {
+      const found = await check.run(db, tenant, limits.batchRows ?? keysetBatchRowsDefault);
+      return { name: check.name, description: check.description, violations: found.length, samples: found.slice(0, sampleLimit), durationMs: Math.round(performance.now() - started) };
+    }
     await forEachKeysetBatch(db, check.driver, { tenant, batchRows: limits.batchRows ?? keysetBatchRowsDefault }, async (range) => {
       const batch = keysetPredicate(check.driver, check.alias, range, 2);
       const lookBack = keysetPredicate(check.driver, check.alias, range, 2, check.lowerShift ?? {});
-      const result = await db.query<Record<string, unknown>>(check.sql(batch.sql, lookBack.sql), [tenant, ...batch.params]);
+      const over = (columns: readonly (string | { column: string; literal: string })[]): string => keysetPredicate(check.driver, check.alias, range, 2, {}, columns).sql;
+      const result = await db.query<Record<string, unknown>>(check.sql(batch.sql, lookBack.sql, over), [tenant, ...batch.params]);
       if (check.fold) {
         for (const row of result.rows) state = check.fold.add(state, row);
         return;

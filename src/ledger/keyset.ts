@@ -55,10 +55,25 @@ export function keysetPredicate(
   first: number,
   /** SQL added to a lower bound's parameter, by column (a window's look-back: ` - interval '24 hours'`). */
   lowerShift: Record<string, string> = {},
+  /**
+   * Other columns holding the same key (another table's, for a join restricted to the batch too),
+   * in that table's index order; a `{ column, literal }` entry is a column fixed to a value between
+   * them (transfers' (tenant, kind, reference) for the captures of charges' (tenant, key)).
+   */
+  over: readonly (string | { column: string; literal: string })[] | null = null,
 ): { sql: string; params: unknown[] } {
-  const columns = `(${driver.key.map((k) => `${alias}.${k.column}`).join(', ')})`;
-  const placeholders = (start: number, shift: Record<string, string>): string =>
-    `(${driver.key.map((k, i) => `$${start + i}::${k.type}${shift[k.column] ?? ''}`).join(', ')})`;
+  const entries = over ?? driver.key.map((k) => `${alias}.${k.column}`);
+  const columns = `(${entries.map((entry) => (typeof entry === 'string' ? entry : entry.column)).join(', ')})`;
+  const placeholders = (start: number, shift: Record<string, string>): string => {
+    let next = 0;
+    return `(${entries
+      .map((entry) => {
+        if (typeof entry !== 'string') return entry.literal;
+        const k = driver.key[next]!;
+        return `$${start + next++}::${k.type}${shift[k.column] ?? ''}`;
+      })
+      .join(', ')})`;
+  };
   let sql = `${columns} > ${placeholders(first, lowerShift)}`;
   const params = [...range.after];
   if (range.upTo !== null) {

@@ -1,5 +1,5 @@
 import { CheckTimeoutError, drivers, runBatchedCheck, type BatchedCheck, type BatchedCheckLimits } from '../ledger/invariants.js';
-import type { KeysetDriver, Queryable } from '../ledger/keyset.js';
+import { forEachKeysetBatch, keysetPredicate, type KeysetDriver, type Queryable } from '../ledger/keyset.js';
 import type { ReconcileCheck } from './reconcile.js';
 
 /**
@@ -66,30 +66,60 @@ export const authorityQueries: readonly AuthorityQuery[] = [
     name: 'system_accounts_move_only_by_deposit',
     description:
       'every journal entry of a system account is the debit of a deposit (@external/..., its deposit or webhook record), or, on a provider clearing account (@provider/<provider>/<currency>), the debit of a capture or the credit of a refund of a provider charge of that provider and currency that the provider captured: no other charge, refund or hand edit moves money out of or into one',
-    // Over every journal entry, a batch at a time, each one's account, transfer, refund and charge
-    // looked up by key: a system account holds a large share of the journal (every deposit and
-    // every card capture), and a join planned without statistics over it timed out after a crash.
+    // Over every journal entry, a batch at a time, the entries of system accounts (collected first:
+    // there are few) picked out by a hash of them, and each one's transfer, refund and charge looked
+    // up by key: a system account holds a large share of the journal (every deposit and every card
+    // capture), and a join planned without statistics over it timed out after a crash.
     parts: [
       {
         name: 'system_accounts_move_only_by_deposit',
         description: '',
         driver: drivers.journalEntries,
         alias: 'e',
-        sql: (batch) => `SELECT e.tenant, e.account_id, e.transfer_id, t.kind, t.reference, e.amount_minor
-            FROM journal_entries e
-            CROSS JOIN LATERAL (SELECT a.is_system FROM accounts a WHERE a.tenant = e.tenant AND a.id = e.account_id LIMIT 1) a
-            CROSS JOIN LATERAL (SELECT t.kind, t.reference FROM transfers t WHERE t.id = e.transfer_id LIMIT 1) t
-            LEFT JOIN LATERAL (SELECT r.charge_key FROM refunds r WHERE t.kind = 'refund' AND r.transfer_id = e.transfer_id LIMIT 1) r ON true
-            LEFT JOIN LATERAL (SELECT c.provider, c.provider_state, c.payer_account_id, c.currency FROM charges c
-                                WHERE t.kind IN ('capture', 'refund') AND c.tenant = e.tenant
-                                  AND c.idempotency_key = CASE WHEN t.kind = 'capture' THEN t.reference ELSE r.charge_key END
-                                LIMIT 1) c ON true
-           WHERE ${batch} AND ($1::text IS NULL OR e.tenant = $1) AND a.is_system
-             AND NOT coalesce(t.kind = 'deposit' AND e.amount_minor < 0 AND e.account_id LIKE '@external/%', false)
-             AND NOT coalesce(t.kind IN ('capture', 'refund') AND c.provider IS NOT NULL AND c.provider_state = 'captured'
-                              AND c.payer_account_id = e.account_id
-                              AND e.account_id = '@provider/' || c.provider || '/' || c.currency
-                              AND (t.kind = 'capture') = (e.amount_minor < 0), false)`,
+        sql: () => '',
+        run: async (db, tenant, batchRows) => {
+          const tenants: string[] = [];
+          const ids: string[] = [];
+          await forEachKeysetBatch(db, drivers.accounts, { tenant, batchRows }, async (range) => {
+            const batch = keysetPredicate(drivers.accounts, 'a', range, 2);
+            const { rows } = await db.query<{ tenant: string; id: string }>(
+              `SELECT a.tenant, a.id FROM accounts a WHERE ${batch.sql} AND ($1::text IS NULL OR a.tenant = $1) AND a.is_system`,
+              [tenant, ...batch.params],
+            );
+            for (const row of rows) {
+              tenants.push(row.tenant);
+              ids.push(row.id);
+            }
+          });
+          const found: unknown[] = [];
+          if (ids.length === 0) return found;
+          await forEachKeysetBatch(db, drivers.journalEntries, { tenant: null, batchRows }, async (range) => {
+            const batch = keysetPredicate(drivers.journalEntries, 'e', range, 4);
+            const { rows } = await db.query(
+              `WITH system_accounts AS MATERIALIZED (SELECT * FROM unnest($2::text[], $3::text[]) AS s(tenant, id)),
+                    entries AS MATERIALIZED (
+                      SELECT e.* FROM journal_entries e JOIN system_accounts s ON s.tenant = e.tenant AND s.id = e.account_id
+                       WHERE ${batch.sql} AND ($1::text IS NULL OR e.tenant = $1))
+               SELECT e.tenant, e.account_id, e.transfer_id, t.kind, t.reference, e.amount_minor
+                 FROM entries e
+                 CROSS JOIN LATERAL (SELECT t.kind, t.reference FROM transfers t WHERE t.id = e.transfer_id LIMIT 1) t
+                 LEFT JOIN LATERAL (SELECT r.charge_key FROM refunds r WHERE t.kind = 'refund' AND r.transfer_id = e.transfer_id LIMIT 1) r ON true
+                 LEFT JOIN LATERAL (SELECT c.provider, c.provider_state, c.payer_account_id, c.currency FROM charges c
+                                     WHERE t.kind IN ('capture', 'refund') AND c.tenant = e.tenant
+                                       AND c.idempotency_key = CASE WHEN t.kind = 'capture' THEN t.reference ELSE r.charge_key END
+                                     LIMIT 1) c ON true
+                WHERE NOT coalesce(t.kind = 'deposit' AND e.amount_minor < 0 AND e.account_id LIKE '@external/%', false)
+                  AND NOT coalesce(t.kind IN ('capture', 'refund') AND c.provider IS NOT NULL AND c.provider_state = 'captured'
+                                   AND c.payer_account_id = e.account_id
+                                   AND e.account_id = '@provider/' || c.provider || '/' || c.currency
+                                   AND (t.kind = 'capture') = (e.amount_minor < 0), false)
+                ORDER BY e.id`,
+              [tenant, tenants, ids, ...batch.params],
+            );
+            found.push(...rows);
+          });
+          return found;
+        },
       },
     ],
   },
