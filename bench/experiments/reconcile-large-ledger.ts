@@ -235,14 +235,18 @@ try {
     }
   }
   console.log('');
-  console.log('| statement | s |');
-  console.log('|---|---|');
-  const byLabel = new Map<string, { ms: number; n: number }>();
+  console.log('| statement | s in all | longest one, s |');
+  console.log('|---|---|---|');
+  const byLabel = new Map<string, { ms: number; n: number; max: number }>();
   for (const t of timings) {
-    const seen = byLabel.get(t.label) ?? { ms: 0, n: 0 };
-    byLabel.set(t.label, { ms: seen.ms + t.ms, n: seen.n + 1 });
+    const seen = byLabel.get(t.label) ?? { ms: 0, n: 0, max: 0 };
+    byLabel.set(t.label, { ms: seen.ms + t.ms, n: seen.n + 1, max: Math.max(seen.max, t.ms) });
   }
-  for (const [label, t] of byLabel) console.log(`| ${label.replace(/\|/g, '/')}${t.n > 1 ? ` (×${t.n})` : ''} | ${(t.ms / 1000).toFixed(2)} |`);
+  for (const [label, t] of byLabel) {
+    console.log(`| ${label.replace(/\|/g, '/')}${t.n > 1 ? ` (×${t.n})` : ''} | ${(t.ms / 1000).toFixed(2)} | ${(t.max / 1000).toFixed(2)} |`);
+  }
+  const longest = timings.reduce((a, b) => (b.ms > a.ms ? b : a), { label: 'none', ms: 0 });
+  console.log(`\nlongest statement: ${(longest.ms / 1000).toFixed(2)} s (${longest.label})`);
 } finally {
   await pool?.end();
   await server.stop();
