@@ -195,6 +195,8 @@ export async function providerVerdict(p: {
   tenant: string;
   storm: Storm;
   armed: readonly ArmedProviderFault[];
+  /** The workers' HOLD_TTL_MS: an automatic charge's payer-action deadline is its creation plus this. */
+  holdTtlMs: number;
 }): Promise<ProviderVerdict> {
   const { simulator } = p.provider;
   const waitStartedMs = Date.now();
@@ -225,7 +227,7 @@ export async function providerVerdict(p: {
     return intent.amountReceived > (charge?.charge.amountMinor ?? 0);
   });
 
-  const report = await reconcileProvider({ ledger: p.pool, connector: p.provider.connector, tenant: p.tenant, graceMs: 0 });
+  const report = await reconcileProvider({ ledger: p.pool, connector: p.provider.connector, tenant: p.tenant, graceMs: 0, holdTtlMs: p.holdTtlMs });
   const reconcileFailed = report.checks.filter((check) => check.violations > 0);
 
   const cardRecords = [...p.storm.keys.values()].filter((record) => record.paymentMethod !== null);

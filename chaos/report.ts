@@ -46,13 +46,13 @@ export function formatChaosReport(result: ChaosResult): string {
   lines.push('');
   lines.push('| property | value |');
   lines.push('|---|---|');
-  lines.push(`| keys debited twice | ${result.keysDebitedTwice} |`);
+  lines.push(`| keys debited twice | ${result.keysDebitedTwice ?? 'not read'} |`);
   lines.push(`| keys undecided after callers re-sent | ${result.undecidedKeys} |`);
   lines.push(`| keys answered with two outcomes | ${result.keysWithTwoOutcomes} |`);
   lines.push(`| succeeded / declined | ${result.succeeded} / ${result.declined} |`);
-  lines.push(`| holds left TRIED | ${result.openHolds} |`);
+  lines.push(`| holds left TRIED | ${result.openHolds ?? 'not read'} |`);
   lines.push(`| ledger invariants broken | ${Object.keys(result.brokenInvariants).length} |`);
-  lines.push(`| reconcile | ${result.reconcileOk ? 'clean' : 'FAILED'} |`);
+  lines.push(`| reconcile | ${result.reconcileOk ? 'clean' : result.reconcileError !== null ? `FAILED: ${result.reconcileError}` : 'FAILED'} |`);
   lines.push(`| 5xx answers | ${result.fiveXx} |`);
   if (result.provider !== null) lines.push(...providerRows(result.provider));
   lines.push('');

@@ -106,14 +106,18 @@ export interface ChaosResult {
   singleFaults: SingleFaultRecovery[];
   mode: 'storm' | 'single';
   settings: 'current' | 'previous';
-  keysDebitedTwice: number;
+  /** Null when the ledger could not be read for it (the reason is among the problems). */
+  keysDebitedTwice: number | null;
   undecidedKeys: number;
   keysWithTwoOutcomes: number;
   succeeded: number;
   declined: number;
-  openHolds: number;
+  /** Null when the ledger could not be read for it (the reason is among the problems). */
+  openHolds: number | null;
   brokenInvariants: Record<string, number>;
   reconcileOk: boolean;
+  /** Why reconcile did not finish (it then counts as failed), or null. */
+  reconcileError: string | null;
   /** Provider mode: the provider's side of the verdict; null otherwise. */
   provider: ProviderVerdict | null;
 }
@@ -240,15 +244,27 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     pool = createLedgerPool({ databaseUrl: postgres.databaseUrl, maxConnections: 4 });
     // Waited for, not assumed: the last restart's server may still be settling its membership on a
     // loaded machine, and a single 10 s connect once failed the whole verdict on one.
+    // Without Temporal the verdict still reads the ledger (reconcile's workflow checks are then
+    // skipped) and names the failure, rather than ending the run with no verdict at all.
     const connection = await connectTemporalWhenReachable(temporal.address, 'default', {
       limits: { initialDelayMs: 250, maxDelayMs: 2_000, budgetMs: afterStormConnectBudgetMs },
       log,
+    }).catch((error: unknown) => {
+      log(`Temporal did not answer after the storm: ${(error as Error).message}`);
+      return null;
     });
-    const client = new Client({ connection, dataConverter: clientDataConverter(payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile })) });
+    const client =
+      connection === null
+        ? null
+        : new Client({ connection, dataConverter: clientDataConverter(payloadProtectionFromSettings({ CHARGEGUARD_PAYLOAD_KEYS_FILE: payloadKeysFile })) });
     try {
       const keyRecords = [...storm.keys.values()];
       for (const [index, recovery] of singleFaults.entries()) {
-        recovery.slowestKey = await slowestKeyOf(faults[index]!, keyRecords, tenant, client);
+        if (client === null) break;
+        recovery.slowestKey = await slowestKeyOf(faults[index]!, keyRecords, tenant, client).catch((error: unknown) => {
+          log(`the slowest key of fault ${index + 1} could not be read: ${(error as Error).message}`);
+          return null;
+        });
       }
       return await verdict({
         pool,
@@ -265,7 +281,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         provider: provider === null ? null : { provider, armed },
       });
     } finally {
-      await connection.close();
+      await connection?.close();
     }
   } finally {
     hogs?.stop();
@@ -296,9 +312,10 @@ async function fundTenant(pool: LedgerPool, tenant: string): Promise<StormTarget
   return { apiUrls: [], apiKey: key, payerAccountId: 'payer', payeeAccountId: 'payee', currency };
 }
 
-async function verdict(p: {
+export async function verdict(p: {
   pool: LedgerPool;
-  temporal: Client;
+  /** Null when Temporal did not answer after the storm: named as a problem, the ledger still read. */
+  temporal: Client | null;
   tenant: string;
   storm: ReturnType<typeof newStorm>;
   faults: InjectedFault[];
@@ -309,31 +326,49 @@ async function verdict(p: {
   mode: 'storm' | 'single';
   settings: 'current' | 'previous';
   provider: { provider: ChaosProvider; armed: ArmedProviderFault[] } | null;
+  /** Reconcile's own statement limit (default reconcileDefaults.reconcileStatementTimeoutMs). */
+  reconcileStatementTimeoutMs?: number;
 }): Promise<ChaosResult> {
   const records = [...p.storm.keys.values()];
   const succeeded = records.filter((record) => record.outcomes.has('succeeded') || record.settled === 'succeeded').length;
   const declined = records.filter((record) => record.outcomes.has('declined')).length;
   const keysWithTwoOutcomes = records.filter((record) => createOutcomes(record).size > 1).length;
-  const totals = await captureTotals(p.pool, p.tenant);
-  const counts = await countLedger(p.pool, p.tenant);
-  const invariants = await checkLedgerInvariants(p.pool, p.tenant);
-  const brokenInvariants = Object.fromEntries(invariants.filter((check) => check.violations > 0).map((check) => [check.name, check.violations]));
-  const report = await reconcile({ ledger: p.pool, temporal: p.temporal, tenant: p.tenant });
   const fiveXx = Object.entries(p.storm.answers)
     .filter(([answer]) => answer.startsWith('5'))
     .reduce((sum, [, n]) => sum + n, 0);
 
   const problems: string[] = [];
-  if (totals.keysCapturedMoreThanOnce > 0) problems.push(`${totals.keysCapturedMoreThanOnce} keys debited more than once`);
+  // Each reading of the ledger may fail on its own (a statement limit after a crash, a server still
+  // restarting): the verdict prints what the others found, with the failure named as a problem,
+  // instead of the run ending without one.
+  const attempt = async <T>(what: string, read: () => Promise<T>): Promise<{ value: T; error: null } | { value: null; error: string }> => {
+    try {
+      return { value: await read(), error: null };
+    } catch (error) {
+      const said = (error as Error).message;
+      const message = said.startsWith(`${what} did not finish`) ? said : `${what} did not finish: ${said}`;
+      problems.push(message);
+      return { value: null, error: message };
+    }
+  };
+  if (p.temporal === null) problems.push(`Temporal did not answer within ${afterStormConnectBudgetMs} ms after the storm: the workflow checks were skipped`);
+  const totals = (await attempt('the capture totals', () => captureTotals(p.pool, p.tenant))).value;
+  const counts = (await attempt('the ledger counts', () => countLedger(p.pool, p.tenant))).value;
+  const invariants = (await attempt('the ledger invariants', () => checkLedgerInvariants(p.pool, p.tenant))).value;
+  const brokenInvariants = Object.fromEntries((invariants ?? []).filter((check) => check.violations > 0).map((check) => [check.name, check.violations]));
+  const reconciled = await attempt('reconcile', () => reconcile({ ledger: p.pool, temporal: p.temporal, tenant: p.tenant, reconcileStatementTimeoutMs: p.reconcileStatementTimeoutMs }));
+  const report = reconciled.value;
+
+  if (totals && totals.keysCapturedMoreThanOnce > 0) problems.push(`${totals.keysCapturedMoreThanOnce} keys debited more than once`);
   if (p.undecided.length > 0) problems.push(`${p.undecided.length} keys never decided, e.g. ${p.undecided.slice(0, 3).join(', ')}`);
   if (keysWithTwoOutcomes > 0) problems.push(`${keysWithTwoOutcomes} keys answered with two different outcomes`);
-  if (totals.confirmedRows !== succeeded) problems.push(`callers were told ${succeeded} charges succeeded; the ledger confirmed ${totals.confirmedRows}`);
-  if (counts.openHolds > 0) problems.push(`${counts.openHolds} holds still TRIED`);
+  if (totals && totals.confirmedRows !== succeeded) problems.push(`callers were told ${succeeded} charges succeeded; the ledger confirmed ${totals.confirmedRows}`);
+  if (counts && counts.openHolds > 0) problems.push(`${counts.openHolds} holds still TRIED`);
   for (const [name, violations] of Object.entries(brokenInvariants)) problems.push(`invariant ${name}: ${violations} violations`);
-  if (!report.ok) problems.push(`reconcile: ${report.checks.filter((check) => check.violations > 0).map((check) => check.name).join(', ')}`);
+  if (report && !report.ok) problems.push(`reconcile: ${report.checks.filter((check) => check.violations > 0).map((check) => check.name).join(', ')}`);
   for (const fault of p.faults) if (fault.error) problems.push(`${fault.kind} could not be injected: ${fault.error}`);
   if (records.length === 0) problems.push('the storm sent no key');
-  const provider = p.provider === null ? null : await providerVerdict({ ...p.provider, pool: p.pool, tenant: p.tenant, storm: p.storm });
+  const provider = p.provider === null ? null : (await attempt('the provider verdict', () => providerVerdict({ ...p.provider!, pool: p.pool, tenant: p.tenant, storm: p.storm, holdTtlMs: providerModeHoldTtlMs }))).value;
   problems.push(...(provider?.problems ?? []));
 
   return {
@@ -349,14 +384,15 @@ async function verdict(p: {
     singleFaults: p.singleFaults,
     mode: p.mode,
     settings: p.settings,
-    keysDebitedTwice: totals.keysCapturedMoreThanOnce,
+    keysDebitedTwice: totals?.keysCapturedMoreThanOnce ?? null,
     undecidedKeys: p.undecided.length,
     keysWithTwoOutcomes,
     succeeded,
     declined,
-    openHolds: counts.openHolds,
+    openHolds: counts?.openHolds ?? null,
     brokenInvariants,
-    reconcileOk: report.ok,
+    reconcileOk: report?.ok ?? false,
+    reconcileError: reconciled.error,
     provider,
   };
 }

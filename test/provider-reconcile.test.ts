@@ -76,6 +76,7 @@ describe('reconcile --provider stripe', () => {
       'provider_payments_have_charges',
       'provider_one_payment_per_charge',
       'provider_captures_match_ledger',
+      'provider_amounts_within_charge',
       'provider_no_orphan_authorizations',
       'provider_refunds_agree',
     ]);
@@ -116,8 +117,89 @@ describe('reconcile --provider stripe', () => {
     await cancelHold(h.pool, cancelled, 'requested_by_caller');
 
     const report = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant });
-    expect(violationsOf(report)).toEqual({ provider_captures_match_ledger: 2 });
+    // Both received more than the ledger captured from them: a capture above the charge's too.
+    expect(violationsOf(report)).toEqual({ provider_captures_match_ledger: 2, provider_amounts_within_charge: 2 });
     expect(JSON.stringify(report.checks.find((c) => c.name === 'provider_captures_match_ledger')!.samples)).toContain('the ledger captured 400 USD');
+  });
+
+  it('reports a capture above the charge: the provider received more than the ledger captured, or was asked for more than the charge', async () => {
+    const tenant = await fundedTenant(h, { label: 'prec' });
+    const over = await newCharge(tenant);
+    const overPayment = await authorized(over);
+    await steps.captureAtProvider(tenant, over.idempotencyKey, null);
+    const clean = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, nowMs: later() });
+    expect(violationsOf(clean), formatProviderReconcileReport(clean)).toEqual({});
+    // What a capture above the charge leaves at the provider: the charge is 1,000, the ledger captured 1,000.
+    const record = sim.payments.paymentIntents.get(overPayment)!;
+    Object.assign(record, { amount: 1_500, amountReceived: 1_500 });
+    // And a payment for more than its charge, still held.
+    const big = await newCharge(tenant);
+    const bigPayment = await authorized(big);
+    Object.assign(sim.payments.paymentIntents.get(bigPayment)!, { amount: 2_000, amountCapturable: 2_000 });
+
+    const report = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, nowMs: Date.now() });
+    expect(violationsOf(report)).toMatchObject({ provider_amounts_within_charge: 2 });
+    const samples = report.checks.find((c) => c.name === 'provider_amounts_within_charge')!.samples as { paymentId: string; problem: string }[];
+    expect(Object.fromEntries(samples.map((sample) => [sample.paymentId, sample.problem]))).toEqual({
+      [overPayment]: 'received 1500 USD at the provider; the ledger captured 1000 USD from it (the charge is 1000)',
+      [bigPayment]: 'for 2000 USD at the provider; the charge is 1000 USD',
+    });
+    expect(formatProviderReconcileReport(report)).toContain('✗ provider_amounts_within_charge');
+  });
+
+  it('judges an automatic 3-D Secure charge waiting for its payer against its payer-action deadline (creation plus the hold TTL): no finding before it, an orphan after it, never voided while held', async () => {
+    const tenant = await fundedTenant(h, { label: 'prec' });
+    const holdTtlMs = 30 * 60_000;
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required', { captureMode: 'automatic' });
+    await tryProviderHold(h.pool, intent, holdTtlMs);
+    const waiting = await steps.authorizeAtProvider(intent);
+    expect(waiting!.charge.status).toBe('requires_action');
+    expect(waiting!.charge.holdExpiresAt).toBeNull();
+    const paymentId = waiting!.charge.provider!.paymentId!;
+    const createdMs = Date.parse(waiting!.charge.createdAt);
+
+    // Minutes into the payer's 30: before, every automatic 3-D Secure charge waiting over 60 s was an orphan.
+    for (const nowMs of [later(), createdMs + holdTtlMs - 1_000, createdMs + holdTtlMs + graceMs - 1_000]) {
+      const within = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, holdTtlMs, voidOrphans: true, nowMs });
+      expect(violationsOf(within), formatProviderReconcileReport(within)).toEqual({});
+      expect(within.voided).toEqual([]);
+    }
+    // Past the deadline and its grace, the workflow should have given up: reported, and (the
+    // charge still TRIED, its workflow may yet act) left for it, not voided by reconcile.
+    const past = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, holdTtlMs, voidOrphans: true, nowMs: createdMs + holdTtlMs + 2 * graceMs });
+    expect(violationsOf(past)).toEqual({ provider_no_orphan_authorizations: 1 });
+    expect(past.checks.find((c) => c.name === 'provider_no_orphan_authorizations')!.samples[0]).toMatchObject({ paymentId, holdState: 'TRIED', status: 'requires_action' });
+    expect(past.voided).toEqual([]);
+    expect(sim.payments.paymentIntents.get(paymentId)!.status).toBe('requires_action');
+  });
+
+  it("--void-orphans voids a succeeded charge's duplicate PaymentIntent with a key of its own, never the captured one, and a rerun does nothing more", async () => {
+    const tenant = await fundedTenant(h, { label: 'prec' });
+    const intent = await newCharge(tenant);
+    const captured = await authorized(intent);
+    await steps.captureAtProvider(tenant, intent.idempotencyKey, null);
+    // A second PaymentIntent for the charge, found by its metadata (tenant, charge id): what a lost key would leave.
+    const made = await stripe.authorize({ reference: { tenant, chargeId: intent.chargeId }, amountMinor: 1_000, currency: 'USD', paymentMethod: 'pm_card_visa', idempotencyKey: newKey() });
+    expect(made.outcome).toBe('authorized');
+    const duplicate = (made as { payment: { id: string } }).payment.id;
+
+    const report = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, voidOrphans: true, nowMs: later() });
+    expect(violationsOf(report)).toEqual({ provider_one_payment_per_charge: 1, provider_no_orphan_authorizations: 1 });
+    expect(report.checks.find((c) => c.name === 'provider_no_orphan_authorizations')!.samples[0]).toMatchObject({ paymentId: duplicate, holdState: 'CONFIRMED', duplicateOf: captured });
+    expect(report.voided).toEqual([{ tenant, chargeId: intent.chargeId, paymentId: duplicate, duplicate: true, outcome: 'voided', recorded: false, detail: null }]);
+    expect(formatProviderReconcileReport(report)).toContain(`void       ${duplicate} (a duplicate) of charge ${intent.chargeId}`);
+    expect(sim.payments.paymentIntents.get(duplicate)!.status).toBe('canceled');
+    expect(sim.payments.paymentIntents.get(captured)!.status).toBe('succeeded');
+    const cancels = sim.requests.filter((r) => r.operation === 'cancel_payment_intent' && r.path.includes(duplicate));
+    expect(cancels.map((r) => r.idempotencyKey)).toEqual([`${duplicate}:void`]);
+    expect(sim.requests.some((r) => r.operation === 'cancel_payment_intent' && r.path.includes(captured))).toBe(false);
+    // The charge is untouched: still succeeded with its captured payment recorded.
+    expect((await readCharge(h.pool, tenant, intent.idempotencyKey))!.charge).toMatchObject({ status: 'succeeded', provider: { state: 'captured', paymentId: captured } });
+
+    const again = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, voidOrphans: true, nowMs: later() });
+    expect(violationsOf(again)).toEqual({ provider_one_payment_per_charge: 1 });
+    expect(again.voided).toEqual([]);
+    expect(sim.requests.filter((r) => r.operation === 'cancel_payment_intent' && r.path.includes(duplicate))).toHaveLength(1);
   });
 
   it('reports a refund the ledger recorded that the provider does not have', async () => {
@@ -146,7 +228,7 @@ describe('reconcile --provider stripe', () => {
 
     const report = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, voidOrphans: true, nowMs: later() });
     expect(violationsOf(report)).toEqual({ provider_no_orphan_authorizations: 2 });
-    expect(report.voided).toEqual([{ tenant, chargeId: orphan.chargeId, paymentId: orphanPayment, outcome: 'voided', recorded: true, detail: null }]);
+    expect(report.voided).toEqual([{ tenant, chargeId: orphan.chargeId, paymentId: orphanPayment, duplicate: false, outcome: 'voided', recorded: true, detail: null }]);
     expect(formatProviderReconcileReport(report)).toContain(`void       ${orphanPayment} of charge ${orphan.chargeId}`);
     expect(sim.payments.paymentIntents.get(orphanPayment)!.status).toBe('canceled');
     expect(sim.payments.paymentIntents.get(expiredPayment)!.status).toBe('requires_capture');

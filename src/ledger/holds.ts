@@ -1,5 +1,6 @@
 import type { ChargeIntent } from '../domain/charge.js';
 import { cancelHold, readCharge, type LedgerCharge } from './charges.js';
+import type { Queryable } from './keyset.js';
 import type { LedgerPool } from './pool.js';
 
 /** A held charge's key, as the sweeper and reconcile page through them. */
@@ -123,7 +124,7 @@ export interface ExpiredHoldSample {
  * overdue of them, without reading the rest. The database clock on both sides of the comparison.
  */
 export async function countExpiredHolds(
-  pool: LedgerPool,
+  pool: Queryable,
   options: { tenant: string | null; graceMs: number; sampleLimit: number },
 ): Promise<{ count: number; samples: ExpiredHoldSample[] }> {
   const result = await pool.query<ExpiredHoldSample & { total: number }>(

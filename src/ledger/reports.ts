@@ -1,4 +1,5 @@
 import type { ChargeStatus } from '../domain/charge.js';
+import type { Queryable } from './keyset.js';
 import type { LedgerPool } from './pool.js';
 
 /** What the ledger holds, for one tenant or (tenant null) all of them: reconcile's totals. */
@@ -16,32 +17,34 @@ export interface LedgerCounts {
   journalEntries: number;
 }
 
-export async function countLedger(pool: LedgerPool, tenant: string | null): Promise<LedgerCounts> {
+/** `pool` may be a client inside reconcile's snapshot (its statements then run one after another). */
+export async function countLedger(pool: Queryable, tenant: string | null): Promise<LedgerCounts> {
   const scope = [tenant];
-  const [accounts, charges, refunds, transfers, entries] = await Promise.all([
-    pool.query<{ n: number }>(
+  // One after another: on a client a second query must not be sent while one runs.
+  const [accounts, charges, refunds, transfers, entries] = await inTurn([
+    () => pool.query<{ n: number }>(
       'SELECT count(*)::bigint AS n FROM accounts WHERE NOT is_system AND ($1::text IS NULL OR tenant = $1)',
       scope,
     ),
-    pool.query<{ status: ChargeStatus; n: number; held_minor: number; captured_minor: number }>(
+    () => pool.query<{ status: ChargeStatus; n: number; held_minor: number; captured_minor: number }>(
       `SELECT status, count(*)::bigint AS n, sum(held_minor)::bigint AS held_minor, sum(captured_minor)::bigint AS captured_minor
          FROM charge_statuses WHERE ($1::text IS NULL OR tenant = $1) GROUP BY status`,
       scope,
     ),
-    pool.query<{ status: 'succeeded' | 'failed'; n: number; amount_minor: number }>(
+    () => pool.query<{ status: 'succeeded' | 'failed'; n: number; amount_minor: number }>(
       `SELECT status, count(*)::bigint AS n, sum(amount_minor)::bigint AS amount_minor FROM refunds
         WHERE ($1::text IS NULL OR tenant = $1) GROUP BY status`,
       scope,
     ),
-    pool.query<{ kind: string; n: number }>(
+    () => pool.query<{ kind: string; n: number }>(
       'SELECT kind, count(*)::bigint AS n FROM transfers WHERE ($1::text IS NULL OR tenant = $1) GROUP BY kind',
       scope,
     ),
-    pool.query<{ n: number }>(
+    () => pool.query<{ n: number }>(
       'SELECT count(*)::bigint AS n FROM journal_entries WHERE ($1::text IS NULL OR tenant = $1)',
       scope,
     ),
-  ]);
+  ] as const);
   const chargesByStatus: Partial<Record<ChargeStatus, number>> = {};
   let heldMinor = 0;
   let capturedMinor = 0;
@@ -68,6 +71,13 @@ export async function countLedger(pool: LedgerPool, tenant: string | null): Prom
     transfersByKind: Object.fromEntries(transfers.rows.map((row) => [row.kind, row.n])),
     journalEntries: entries.rows[0]?.n ?? 0,
   };
+}
+
+/** Runs each step after the one before, keeping the tuple's types. */
+async function inTurn<T extends readonly (() => Promise<unknown>)[]>(steps: T): Promise<{ -readonly [K in keyof T]: Awaited<ReturnType<T[K]>> }> {
+  const results: unknown[] = [];
+  for (const step of steps) results.push(await step());
+  return results as { -readonly [K in keyof T]: Awaited<ReturnType<T[K]>> };
 }
 
 /** One tenant's captures as the journal has them: what "exactly once" is checked against. */

@@ -1,4 +1,5 @@
-import type { LedgerPool } from '../ledger/pool.js';
+import { CheckTimeoutError, drivers, runBatchedCheck, type BatchedCheck, type BatchedCheckLimits } from '../ledger/invariants.js';
+import { forEachKeysetBatch, keysetPredicate, type KeysetDriver, type Queryable } from '../ledger/keyset.js';
 import type { ReconcileCheck } from './reconcile.js';
 
 /**
@@ -16,67 +17,14 @@ import type { ReconcileCheck } from './reconcile.js';
 interface AuthorityQuery {
   name: string;
   description: string;
-  /** One row per violation; $1 is the tenant, or null for all tenants. */
-  sql: string;
+  /** Parts, each batched over its own driving rows; their violations add up to the check's. */
+  parts: readonly BatchedCheck[];
 }
 
 const sampleLimit = 5;
 
-export const authorityQueries: readonly AuthorityQuery[] = [
-  {
-    name: 'system_accounts_move_only_by_deposit',
-    description:
-      'every journal entry of a system account is the debit of a deposit (@external/..., its deposit or webhook record), or, on a provider clearing account (@provider/<provider>/<currency>), the debit of a capture or the credit of a refund of a provider charge of that provider and currency that the provider captured: no other charge, refund or hand edit moves money out of or into one',
-    sql: `SELECT e.tenant, e.account_id, e.transfer_id, t.kind, t.reference, e.amount_minor
-            FROM accounts a
-            JOIN journal_entries e ON e.tenant = a.tenant AND e.account_id = a.id
-            JOIN transfers t ON t.id = e.transfer_id
-           WHERE a.is_system AND ($1::text IS NULL OR a.tenant = $1)
-             AND NOT (t.kind = 'deposit' AND e.amount_minor < 0 AND a.id LIKE '@external/%')
-             AND NOT (t.kind IN ('capture', 'refund') AND EXISTS (
-                   SELECT 1 FROM charges c
-                    WHERE c.tenant = e.tenant
-                      AND c.idempotency_key = CASE WHEN t.kind = 'capture' THEN t.reference
-                                                   ELSE (SELECT r.charge_key FROM refunds r WHERE r.transfer_id = t.id) END
-                      AND c.provider IS NOT NULL AND c.provider_state = 'captured'
-                      AND c.payer_account_id = a.id
-                      AND a.id = '@provider/' || c.provider || '/' || c.currency
-                      AND (t.kind = 'capture') = (e.amount_minor < 0)))
-           ORDER BY e.transfer_id`,
-  },
-  {
-    name: 'acting_keys_allowed_moves',
-    description:
-      "every charge that holds or captured money and every refund that moved money was made by a key that existed, belonged to the tenant, was an agent or admin key, neither revoked nor expired, within the contract's maximum and (charges) the key's mandate: largest charge, currency, payees, and a rolling 24 h total still standing at most its daily limit; without a key only in a tenant that had no key yet",
-    // The key's rolling 24 h total is one window over the key's charges in created order (the
-    // frame ends at the charge and its peers, and starts just after 24 h before it, as Try's own
-    // sum): one pass, where a correlated sum per charge scanned the key's day again for every
-    // charge and timed out on a long chaos run's ledger (tens of thousands of charges by few keys).
-    sql: `WITH key_days AS (
-            SELECT c.tenant, c.idempotency_key,
-                   sum(c.held_minor + c.captured_minor) OVER (
-                     PARTITION BY c.created_by_key_id ORDER BY c.created_at
-                     RANGE BETWEEN interval '24 hours' - interval '1 microsecond' PRECEDING AND CURRENT ROW
-                   ) AS key_day_minor
-              FROM charges c
-             WHERE c.created_by_key_id IS NOT NULL AND ($1::text IS NULL OR c.tenant = $1)
-          ), moves AS (
-            SELECT 'charge' AS move, c.tenant, c.idempotency_key AS charge_key, NULL::text AS refund_key,
-                   c.created_by_key_id AS key_id, c.created_at, c.amount_minor, c.currency::text AS currency,
-                   c.payee_account_id, kd.key_day_minor
-              FROM charges c
-              LEFT JOIN key_days kd ON kd.tenant = c.tenant AND kd.idempotency_key = c.idempotency_key
-             WHERE c.hold_state IN ('TRIED', 'CONFIRMED') AND ($1::text IS NULL OR c.tenant = $1)
-            UNION ALL
-            SELECT 'refund', r.tenant, r.charge_key, r.refund_key, r.created_by_key_id, r.created_at, r.amount_minor,
-                   r.currency::text, NULL, NULL::bigint
-              FROM refunds r
-             WHERE r.status = 'succeeded' AND ($1::text IS NULL OR r.tenant = $1)
-          )
-          SELECT m.move, m.tenant, m.charge_key, m.refund_key, m.key_id, m.amount_minor, p.problem
-            FROM moves m
-            LEFT JOIN api_keys k ON k.id = m.key_id
-            CROSS JOIN LATERAL (SELECT CASE
+/** Why a move (m) by its acting key (k, null when it has none) was not allowed, or NULL. */
+const moveProblem = `CASE
               WHEN m.amount_minor > ledger_amount_minor_max() THEN 'the amount is above the contract''s maximum'
               WHEN m.key_id IS NULL THEN CASE
                 WHEN EXISTS (SELECT 1 FROM api_keys o WHERE o.tenant = m.tenant AND o.created_at <= m.created_at)
@@ -93,23 +41,165 @@ export const authorityQueries: readonly AuthorityQuery[] = [
               WHEN m.payee_account_id <> ALL (k.allowed_payee_account_ids) THEN 'not one of the key''s payees'
               WHEN m.amount_minor > k.daily_limit_minor OR m.key_day_minor > k.daily_limit_minor
               THEN 'the key''s charges in the 24 h up to this one are above its daily limit'
-            END AS problem) p
-           WHERE p.problem IS NOT NULL
-           ORDER BY m.created_at`,
+            END`;
+
+/** The moves of one batch (m), each with its key looked up by id and its problem, violations only. */
+const judged = (moves: string): string => `SELECT m.move, m.tenant, m.charge_key, m.refund_key, m.key_id, m.amount_minor, p.problem
+            FROM (${moves}) m
+            LEFT JOIN LATERAL (SELECT * FROM api_keys k WHERE k.id = m.key_id LIMIT 1) k ON true
+            CROSS JOIN LATERAL (SELECT ${moveProblem} AS problem) p
+           WHERE p.problem IS NOT NULL`;
+
+/** Charges made by a key, in (key, created time) order: its rolling 24 h total is a window over them. */
+const chargesByKey: KeysetDriver = {
+  table: 'charges',
+  key: [
+    { column: 'created_by_key_id', type: 'text' },
+    { column: 'created_at', type: 'timestamptz' },
+  ],
+  tenantLeading: false,
+  filter: 'charges.created_by_key_id IS NOT NULL',
+};
+
+export const authorityQueries: readonly AuthorityQuery[] = [
+  {
+    name: 'system_accounts_move_only_by_deposit',
+    description:
+      'every journal entry of a system account is the debit of a deposit (@external/..., its deposit or webhook record), or, on a provider clearing account (@provider/<provider>/<currency>), the debit of a capture or the credit of a refund of a provider charge of that provider and currency that the provider captured: no other charge, refund or hand edit moves money out of or into one',
+    // Over every journal entry, a batch at a time, the entries of system accounts (collected first:
+    // there are few) picked out by a hash of them, and each one's transfer, refund and charge looked
+    // up by key: a system account holds a large share of the journal (every deposit and every card
+    // capture), and a join planned without statistics over it timed out after a crash.
+    parts: [
+      {
+        name: 'system_accounts_move_only_by_deposit',
+        description: '',
+        driver: drivers.journalEntries,
+        alias: 'e',
+        sql: () => '',
+        run: async (db, tenant, batchRows) => {
+          const tenants: string[] = [];
+          const ids: string[] = [];
+          await forEachKeysetBatch(db, drivers.accounts, { tenant, batchRows }, async (range) => {
+            const batch = keysetPredicate(drivers.accounts, 'a', range, 2);
+            const { rows } = await db.query<{ tenant: string; id: string }>(
+              `SELECT a.tenant, a.id FROM accounts a WHERE ${batch.sql} AND ($1::text IS NULL OR a.tenant = $1) AND a.is_system`,
+              [tenant, ...batch.params],
+            );
+            for (const row of rows) {
+              tenants.push(row.tenant);
+              ids.push(row.id);
+            }
+          });
+          const found: unknown[] = [];
+          if (ids.length === 0) return found;
+          await forEachKeysetBatch(db, drivers.journalEntries, { tenant: null, batchRows }, async (range) => {
+            const batch = keysetPredicate(drivers.journalEntries, 'e', range, 4);
+            const { rows } = await db.query(
+              `WITH system_accounts AS MATERIALIZED (SELECT * FROM unnest($2::text[], $3::text[]) AS s(tenant, id)),
+                    entries AS MATERIALIZED (
+                      SELECT e.* FROM journal_entries e JOIN system_accounts s ON s.tenant = e.tenant AND s.id = e.account_id
+                       WHERE ${batch.sql} AND ($1::text IS NULL OR e.tenant = $1))
+               SELECT e.tenant, e.account_id, e.transfer_id, t.kind, t.reference, e.amount_minor
+                 FROM entries e
+                 CROSS JOIN LATERAL (SELECT t.kind, t.reference FROM transfers t WHERE t.id = e.transfer_id LIMIT 1) t
+                 LEFT JOIN LATERAL (SELECT r.charge_key FROM refunds r WHERE t.kind = 'refund' AND r.transfer_id = e.transfer_id LIMIT 1) r ON true
+                 LEFT JOIN LATERAL (SELECT c.provider, c.provider_state, c.payer_account_id, c.currency FROM charges c
+                                     WHERE t.kind IN ('capture', 'refund') AND c.tenant = e.tenant
+                                       AND c.idempotency_key = CASE WHEN t.kind = 'capture' THEN t.reference ELSE r.charge_key END
+                                     LIMIT 1) c ON true
+                WHERE NOT coalesce(t.kind = 'deposit' AND e.amount_minor < 0 AND e.account_id LIKE '@external/%', false)
+                  AND NOT coalesce(t.kind IN ('capture', 'refund') AND c.provider IS NOT NULL AND c.provider_state = 'captured'
+                                   AND c.payer_account_id = e.account_id
+                                   AND e.account_id = '@provider/' || c.provider || '/' || c.currency
+                                   AND (t.kind = 'capture') = (e.amount_minor < 0), false)
+                ORDER BY e.id`,
+              [tenant, tenants, ids, ...batch.params],
+            );
+            found.push(...rows);
+          });
+          return found;
+        },
+      },
+    ],
+  },
+  {
+    name: 'acting_keys_allowed_moves',
+    description:
+      "every charge that holds or captured money and every refund that moved money was made by a key that existed, belonged to the tenant, was an agent or admin key, neither revoked nor expired, within the contract's maximum and (charges) the key's mandate: largest charge, currency, payees, and a rolling 24 h total still standing at most its daily limit; without a key only in a tenant that had no key yet",
+    parts: [
+      {
+        // The key's rolling 24 h total is one window over the key's charges in created order (the
+        // frame ends at the charge and its peers, and starts just after 24 h before it, as Try's
+        // own sum). Batched in (key, created) order, each batch reading the 24 h before its first
+        // charge too: a correlated sum per charge scanned the key's day again for every charge.
+        name: 'acting_keys_allowed_moves (charges by a key)',
+        description: '',
+        driver: chargesByKey,
+        alias: 'c',
+        lowerShift: { created_at: " - interval '24 hours'" },
+        sql: (batch, lookBack) =>
+          judged(`SELECT 'charge' AS move, w.tenant, w.idempotency_key AS charge_key, NULL::text AS refund_key,
+                   w.created_by_key_id AS key_id, w.created_at, w.amount_minor, w.currency, w.payee_account_id, w.key_day_minor
+              FROM (SELECT c.*, (${batch}) AS in_batch,
+                           sum(c.held_minor + c.captured_minor) OVER (
+                             PARTITION BY c.created_by_key_id ORDER BY c.created_at
+                             RANGE BETWEEN interval '24 hours' - interval '1 microsecond' PRECEDING AND CURRENT ROW
+                           ) AS key_day_minor
+                      FROM charges c
+                     WHERE c.created_by_key_id IS NOT NULL AND ${lookBack} AND ($1::text IS NULL OR c.tenant = $1)) w
+             WHERE w.in_batch AND w.hold_state IN ('TRIED', 'CONFIRMED')`),
+      },
+      {
+        name: 'acting_keys_allowed_moves (charges without a key)',
+        description: '',
+        driver: drivers.charges,
+        alias: 'c',
+        sql: (batch) =>
+          judged(`SELECT 'charge' AS move, c.tenant, c.idempotency_key AS charge_key, NULL::text AS refund_key,
+                   NULL::text AS key_id, c.created_at, c.amount_minor, c.currency::text AS currency, c.payee_account_id, NULL::numeric AS key_day_minor
+              FROM charges c
+             WHERE ${batch} AND ($1::text IS NULL OR c.tenant = $1)
+               AND c.created_by_key_id IS NULL AND c.hold_state IN ('TRIED', 'CONFIRMED')`),
+      },
+      {
+        name: 'acting_keys_allowed_moves (refunds)',
+        description: '',
+        driver: drivers.refunds,
+        alias: 'r',
+        sql: (batch) =>
+          judged(`SELECT 'refund' AS move, r.tenant, r.charge_key, r.refund_key, r.created_by_key_id AS key_id, r.created_at,
+                   r.amount_minor, r.currency::text AS currency, NULL::text AS payee_account_id, NULL::numeric AS key_day_minor
+              FROM refunds r
+             WHERE ${batch} AND ($1::text IS NULL OR r.tenant = $1) AND r.status = 'succeeded'`),
+      },
+    ],
   },
 ];
 
-/** Runs every authority check for one tenant (or all): read-only. */
-export async function checkAuthority(pool: LedgerPool, tenant: string | null): Promise<ReconcileCheck[]> {
-  return Promise.all(
-    authorityQueries.map(async (query) => {
-      const result = await pool.query(query.sql, [tenant]);
-      return {
-        name: query.name,
-        description: query.description,
-        violations: result.rowCount ?? result.rows.length,
-        samples: result.rows.slice(0, sampleLimit),
-      };
-    }),
-  );
+/** Runs every authority check for one tenant (or all) on `db` (a client in reconcile's snapshot): read-only. */
+export async function checkAuthority(
+  db: Queryable,
+  tenant: string | null,
+  limits: BatchedCheckLimits = {},
+): Promise<(ReconcileCheck & { durationMs: number })[]> {
+  const checks = [];
+  for (const query of authorityQueries) {
+    const started = performance.now();
+    let violations = 0;
+    const samples: unknown[] = [];
+    for (const part of query.parts) {
+      try {
+        const result = await runBatchedCheck(db, part, tenant, limits);
+        violations += result.violations;
+        samples.push(...result.samples.slice(0, sampleLimit - samples.length));
+      } catch (error) {
+        // Named after the check the operator sees, not its part.
+        if (error instanceof CheckTimeoutError) throw new CheckTimeoutError(query.name, error.statementTimeoutMs, error.cause);
+        throw error;
+      }
+    }
+    checks.push({ name: query.name, description: query.description, violations, samples, durationMs: Math.round(performance.now() - started) });
+  }
+  return checks;
 }

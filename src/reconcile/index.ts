@@ -1,4 +1,4 @@
-export { reconcile, reconcileDefaults, reconcileExitCode, outcomeMismatch } from './reconcile.js';
+export { reconcile, reconcileDefaults, reconcileExitCode, outcomeMismatch, ReconcileTimeoutError, reconcileStatementTimeoutMsMax } from './reconcile.js';
 export type { ReconcileCheck, ReconcileCounts, ReconcileOptions, ReconcileReport } from './reconcile.js';
 export { formatReconcileReport } from './format.js';
 // Holds past their expiry, for the API's metrics: the same question as the no_expired_holds check.
@@ -7,7 +7,9 @@ export { pendingProviderVoids, type PendingProviderVoids } from '../ledger/provi
 export {
   assertWindowHours,
   formatProviderReconcileReport,
+  duplicateVoidKey,
   providerReconcileExitCode,
+  providerReconcileHoldTtlMsDefault,
   providerReconcileWindowHoursDefault,
   providerReconcileWindowHoursMax,
   reconcileProvider,

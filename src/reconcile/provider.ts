@@ -16,7 +16,11 @@ import { reconcileDefaults } from './reconcile.js';
  * - a charge has one payment, and it is the one the ledger recorded;
  * - every CONFIRMED charge has exactly one captured payment of the amount and currency the ledger
  *   captured, and every captured payment belongs to a CONFIRMED charge;
- * - no payment is held (or waiting for the payer) unless its charge is still TRIED within its hold;
+ * - no payment is for, can capture, or received more than its charge allows (a capture above the
+ *   charge, or a duplicate's receipts, are money outside the ledger);
+ * - no payment is held (or waiting for the payer) unless its charge is still TRIED before its
+ *   payer-action deadline (a manual charge's hold expiry; an automatic charge's creation plus the
+ *   hold TTL, as its workflow waits);
  * - every provider refund the ledger recorded exists at the provider with the refund's amount.
  */
 
@@ -38,6 +42,11 @@ export interface ProviderReconcileOptions {
   voidOrphans?: boolean;
   /** How long after a charge's last change, or its hold's expiry, a held payment is still left to the workflow. */
   graceMs?: number;
+  /**
+   * The workers' hold TTL (HOLD_TTL_MS): an automatic charge records no hold expiry, and its payer
+   * may act (3-D Secure) until its creation plus this, the deadline its workflow waits for.
+   */
+  holdTtlMs?: number;
   /** The reconciliation's clock (tests run it in the future instead of waiting). */
   nowMs?: number;
 }
@@ -46,6 +55,8 @@ export interface OrphanVoid {
   tenant: string;
   chargeId: string;
   paymentId: string;
+  /** A second payment of the charge (not the one the ledger recorded), voided with a key of its own. */
+  duplicate: boolean;
   outcome: 'voided' | 'already_voided' | 'refused' | 'unknown';
   /** The void was recorded on the charge (a cancelled charge's one payment). */
   recorded: boolean;
@@ -76,6 +87,8 @@ export interface ProviderReconcileReport {
 }
 
 const sampleLimit = 5;
+/** HOLD_TTL_MS's default: how long an automatic charge's payer may take when no TTL is given. */
+export const providerReconcileHoldTtlMsDefault = 7 * 24 * 60 * 60 * 1000;
 /** Subtracted from the window's start when listing, for clocks that disagree (as findByReference does). */
 const providerClockSkewMs = 5 * 60 * 1000;
 const hourMs = 60 * 60 * 1000;
@@ -120,6 +133,7 @@ export async function reconcileProvider(options: ProviderReconcileOptions): Prom
   const tenant = options.tenant ?? null;
   const hours = assertWindowHours(options.windowHours ?? providerReconcileWindowHoursDefault);
   const graceMs = options.graceMs ?? reconcileDefaults.holdGraceMs;
+  const holdTtlMs = options.holdTtlMs ?? providerReconcileHoldTtlMsDefault;
   const provider = options.connector.provider as ProviderName;
   const fromMs = nowMs - hours * hourMs;
 
@@ -152,12 +166,16 @@ export async function reconcileProvider(options: ProviderReconcileOptions): Prom
     'provider_captures_match_ledger',
     `every CONFIRMED provider charge has exactly one captured ${provider} payment of the captured amount and currency, and every captured payment belongs to a CONFIRMED charge`,
   );
+  const amounts = new Check(
+    'provider_amounts_within_charge',
+    `no ${provider} payment is for more than its charge, can capture more than it, or received more than the ledger captured from it (nothing, for a payment the ledger did not capture)`,
+  );
   const orphans = new Check(
     'provider_no_orphan_authorizations',
-    `no ${provider} payment is held or waiting for the payer unless its charge is still TRIED within its hold (${graceMs} ms of grace after a change or the hold's expiry)`,
+    `no ${provider} payment is held or waiting for the payer unless its charge is still TRIED within its hold: a manual charge's recorded expiry, an automatic charge's creation plus the hold TTL (${holdTtlMs} ms), the deadline its payer has (${graceMs} ms of grace after a change or the deadline)`,
   );
   const refunds = new Check('provider_refunds_agree', `every provider refund the ledger recorded exists at ${provider} with the refund's amount`);
-  const toVoid: { charge: LedgerCharge; payment: ProviderPayment }[] = [];
+  const toVoid: OrphanToVoid[] = [];
 
   for (const payment of payments) {
     const reference = payment.reference!;
@@ -169,14 +187,21 @@ export async function reconcileProvider(options: ProviderReconcileOptions): Prom
     if (payment.state === 'captured' && charge.holdState !== 'CONFIRMED') {
       captures.note({ paymentId: payment.id, chargeId: reference.chargeId, problem: `captured ${payment.amountCapturedMinor} at the provider; the ledger's hold is ${charge.holdState}` });
     }
+    const recorded = charge.charge.provider?.paymentId ?? null;
+    const amountProblem = amountBeyondCharge(payment, charge, recorded);
+    if (amountProblem !== null) amounts.note({ paymentId: payment.id, chargeId: reference.chargeId, tenant: reference.tenant, problem: amountProblem });
     if (payment.state === 'authorized' || payment.state === 'requires_action') {
-      const expiresMs = charge.charge.holdExpiresAt === null ? Number.NEGATIVE_INFINITY : Date.parse(charge.charge.holdExpiresAt);
-      const openHold = charge.holdState === 'TRIED' && nowMs <= expiresMs + graceMs;
+      const openHold = charge.holdState === 'TRIED' && nowMs <= payerDeadlineMs(charge, holdTtlMs) + graceMs;
       // A decision just made: the workflow's compensation may be voiding this payment right now.
       const justDecided = nowMs - Date.parse(charge.charge.updatedAt) < graceMs;
       if (!openHold && !justDecided) {
-        orphans.note({ paymentId: payment.id, chargeId: reference.chargeId, tenant: reference.tenant, holdState: charge.holdState, status: payment.providerStatus });
-        if (charge.holdState === 'CANCELLED' || charge.holdState === 'DECLINED') toVoid.push({ charge, payment });
+        const duplicate = recorded !== null && payment.id !== recorded;
+        orphans.note({ paymentId: payment.id, chargeId: reference.chargeId, tenant: reference.tenant, holdState: charge.holdState, status: payment.providerStatus, ...(duplicate ? { duplicateOf: recorded } : {}) });
+        // Decided charges only: a TRIED charge's workflow may still record this payment as its own.
+        // A succeeded charge's payment is the one the ledger recorded and captured; any other is a
+        // duplicate that holds the payer's money for nothing.
+        const decided = charge.holdState === 'CANCELLED' || charge.holdState === 'DECLINED' || (charge.holdState === 'CONFIRMED' && duplicate);
+        if (decided) toVoid.push({ charge, payment, duplicate });
       }
     }
   }
@@ -233,7 +258,7 @@ export async function reconcileProvider(options: ProviderReconcileOptions): Prom
   }
 
   const voided = options.voidOrphans ? await voidOrphans(options.ledger, options.connector, toVoid) : [];
-  const checks = [haveCharges, onePayment, captures, orphans, refunds].map((check) => check.result());
+  const checks = [haveCharges, onePayment, captures, amounts, orphans, refunds].map((check) => check.result());
   const violations = checks.reduce((sum, check) => sum + check.violations, 0);
   return {
     ok: violations === 0,
@@ -249,20 +274,64 @@ export async function reconcileProvider(options: ProviderReconcileOptions): Prom
   };
 }
 
+interface OrphanToVoid {
+  charge: LedgerCharge;
+  payment: ProviderPayment;
+  duplicate: boolean;
+}
+
 /**
- * Voids each orphan with its charge's void key (a void the workflow already sent replays instead of
- * acting again), and records the void on a cancelled charge whose one payment it is. One at a time:
- * a handful per run, and the provider's rate limit is shared with live charges.
+ * When an open charge's payer-action deadline passes: a manual charge's recorded hold expiry, else
+ * (an automatic charge records none) its creation plus the hold TTL, as its workflow computes it.
  */
-async function voidOrphans(ledger: LedgerPool, connector: PaymentConnector, orphans: { charge: LedgerCharge; payment: ProviderPayment }[]): Promise<OrphanVoid[]> {
+function payerDeadlineMs(charge: LedgerCharge, holdTtlMs: number): number {
+  const recorded = charge.charge.holdExpiresAt === null ? Number.NaN : Date.parse(charge.charge.holdExpiresAt);
+  return Number.isFinite(recorded) ? recorded : Date.parse(charge.charge.createdAt) + holdTtlMs;
+}
+
+/** Why a payment's amounts go beyond what its charge allows, or null. */
+function amountBeyondCharge(payment: ProviderPayment, charge: LedgerCharge, recorded: string | null): string | null {
+  const c = charge.charge;
+  // Only the payment the ledger recorded for a confirmed charge may have received money, and no
+  // more than the ledger captured; any other payment's receipts are money outside the ledger.
+  const capturedByLedger = charge.holdState === 'CONFIRMED' && payment.id === recorded ? c.amountCapturedMinor : 0;
+  if (payment.amountCapturedMinor > capturedByLedger) {
+    return `received ${payment.amountCapturedMinor} ${payment.currency} at the provider; the ledger captured ${capturedByLedger} ${c.currency} from it (the charge is ${c.amountMinor})`;
+  }
+  if (payment.amountMinor > c.amountMinor) return `for ${payment.amountMinor} ${payment.currency} at the provider; the charge is ${c.amountMinor} ${c.currency}`;
+  if (payment.amountCapturableMinor > c.amountMinor) {
+    return `${payment.amountCapturableMinor} ${payment.currency} capturable at the provider; the charge is ${c.amountMinor} ${c.currency}`;
+  }
+  return null;
+}
+
+/**
+ * The key a reconcile void of a duplicate payment is sent with: its own, derived from the payment's
+ * id (the charge's void key belongs to the charge's one payment; reused for another, the provider
+ * would replay that void or refuse the key), so a rerun replays instead of acting again.
+ */
+export function duplicateVoidKey(paymentId: string): string {
+  return `${paymentId}:void`;
+}
+
+/**
+ * Voids each orphan: the charge's own payment with its charge's void key (a void the workflow
+ * already sent replays instead of acting again), a duplicate with a key derived from its id; and
+ * records the void on a cancelled charge whose one payment it is. One at a time: a handful per
+ * run, and the provider's rate limit is shared with live charges.
+ */
+async function voidOrphans(ledger: LedgerPool, connector: PaymentConnector, orphans: OrphanToVoid[]): Promise<OrphanVoid[]> {
   const done: OrphanVoid[] = [];
-  for (const { charge, payment } of orphans) {
+  for (const { charge, payment, duplicate } of orphans) {
     const { tenant, idempotencyKey, id: chargeId } = charge.charge;
-    const result = await connector.void({ paymentId: payment.id, idempotencyKey: providerIdempotencyKey(chargeId, 'void') });
-    const base = { tenant, chargeId, paymentId: payment.id };
+    // Never the payment the ledger recorded for a succeeded charge: it is the captured one.
+    if (charge.holdState === 'CONFIRMED' && !duplicate) continue;
+    const idempotencyKey_ = duplicate ? duplicateVoidKey(payment.id) : providerIdempotencyKey(chargeId, 'void');
+    const result = await connector.void({ paymentId: payment.id, idempotencyKey: idempotencyKey_ });
+    const base = { tenant, chargeId, paymentId: payment.id, duplicate };
     if (result.outcome === 'voided' || result.outcome === 'already_voided') {
       const recordedId = charge.charge.provider?.paymentId ?? null;
-      const record = charge.holdState === 'CANCELLED' && (recordedId === null || recordedId === payment.id);
+      const record = !duplicate && charge.holdState === 'CANCELLED' && (recordedId === null || recordedId === payment.id);
       if (record) await recordProviderVoided(ledger, tenant, idempotencyKey, payment.id);
       done.push({ ...base, outcome: result.outcome, recorded: record, detail: null });
     } else if (result.outcome === 'rejected') {
@@ -302,7 +371,7 @@ export function formatProviderReconcileReport(report: ProviderReconcileReport): 
   }
   for (const v of report.voided) {
     const what = v.outcome === 'voided' || v.outcome === 'already_voided' ? `${v.outcome}${v.recorded ? ', recorded on the charge' : ''}` : `NOT voided, ${v.outcome}: ${v.detail}`;
-    lines.push(`  void       ${v.paymentId} of charge ${v.chargeId} (tenant ${v.tenant}): ${what}`);
+    lines.push(`  void       ${v.paymentId} ${v.duplicate ? '(a duplicate) ' : ''}of charge ${v.chargeId} (tenant ${v.tenant}): ${what}`);
   }
   return lines.join('\n');
 }

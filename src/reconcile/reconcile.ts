@@ -2,7 +2,8 @@ import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '
 import { chargeWorkflowId, type Charge, type ChargeStatus, type HoldState } from '../domain/charge.js';
 import { readChargesByKeys, type LedgerCharge } from '../ledger/charges.js';
 import { countExpiredHolds, listHeldCharges, type HeldChargeKey } from '../ledger/holds.js';
-import { checkLedgerInvariants } from '../ledger/invariants.js';
+import { CheckTimeoutError, inSnapshot, isStatementTimeout, ledgerInvariantChecks, runBatchedCheck } from '../ledger/invariants.js';
+import { keysetBatchRowsDefault, type Queryable } from '../ledger/keyset.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { countLedger, type LedgerCounts } from '../ledger/reports.js';
 import { chargeWorkflowType } from '../../workflows/definitions.js';
@@ -26,15 +27,50 @@ export interface ReconcileOptions {
   pageSize?: number;
   /** Temporal calls in flight at once. */
   concurrency?: number;
+  /**
+   * How long any one of reconcile's ledger statements may run (each is one keyset batch of a
+   * check, so this bounds a batch, not the whole run); past it reconcile stops with an error naming
+   * the check. Its own limit, not the service's statement_timeout (10 s by default).
+   */
+  reconcileStatementTimeoutMs?: number;
+  /** Driving rows per statement of the ledger checks (src/ledger/keyset.ts). */
+  batchRows?: number;
 }
 
-type ReconcileSettings = Required<Pick<ReconcileOptions, 'holdGraceMs' | 'pageSize' | 'concurrency'>>;
+type ReconcileSettings = Required<Pick<ReconcileOptions, 'holdGraceMs' | 'pageSize' | 'concurrency' | 'reconcileStatementTimeoutMs' | 'batchRows'>>;
+
+/** The largest reconcileStatementTimeoutMs: an hour for one batch is a sign of something else wrong. */
+export const reconcileStatementTimeoutMsMax = 3_600_000;
 
 export const reconcileDefaults: Readonly<ReconcileSettings> = {
   holdGraceMs: 60_000,
   pageSize: 100,
   concurrency: 8,
+  // A batch reads batchRows driving rows and a few index lookups each: well under a second on a
+  // quiet machine (bench/experiments/reconcile-large-ledger.ts); a minute leaves room for a loaded
+  // one, or a database just back from a crash with a cold cache.
+  reconcileStatementTimeoutMs: 60_000,
+  batchRows: keysetBatchRowsDefault,
 };
+
+/**
+ * Reconcile did not finish: one statement of a check ran past reconcileStatementTimeoutMs. Nothing
+ * was found wrong by that check; the message names it and the limit to raise.
+ */
+export class ReconcileTimeoutError extends Error {
+  constructor(
+    readonly check: string,
+    readonly reconcileStatementTimeoutMs: number,
+    cause: unknown,
+  ) {
+    super(
+      `reconcile did not finish: check ${check} ran past reconcileStatementTimeoutMs (${reconcileStatementTimeoutMs} ms) on one statement ` +
+        `(${(cause as Error).message}); raise it (reconcile --statement-timeout-ms) or run it when the database is less busy`,
+      { cause },
+    );
+    this.name = 'ReconcileTimeoutError';
+  }
+}
 
 /** One check and how many things break it (0 when it holds). */
 export interface ReconcileCheck {
@@ -43,6 +79,8 @@ export interface ReconcileCheck {
   violations: number;
   /** A few offenders, for the on-call engineer. */
   samples: unknown[];
+  /** How long the check took, in ms (ledger checks). */
+  durationMs?: number;
   /** Why the check did not run (no Temporal client given). */
   skipped?: string;
 }
@@ -78,11 +116,34 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
   const tenant = options.tenant ?? null;
   const settings: ReconcileSettings = { ...reconcileDefaults, ...definedOnly(options) };
 
-  const ledgerChecks: ReconcileCheck[] = await checkLedgerInvariants(options.ledger, tenant);
-  // Who moved money and whether they could (src/reconcile/authority.ts).
-  const authorityChecks = await checkAuthority(options.ledger, tenant);
-  const counts = await countLedgerForReport(options.ledger, tenant);
-  const expiredHolds = await checkExpiredHolds(options.ledger, tenant, settings.holdGraceMs);
+  if (!Number.isSafeInteger(settings.reconcileStatementTimeoutMs) || settings.reconcileStatementTimeoutMs < 1 || settings.reconcileStatementTimeoutMs > reconcileStatementTimeoutMsMax) {
+    throw new RangeError(`reconcileStatementTimeoutMs must be a whole number of ms from 1 to ${reconcileStatementTimeoutMsMax}`);
+  }
+  const limits = { statementTimeoutMs: settings.reconcileStatementTimeoutMs, batchRows: settings.batchRows };
+
+  // Every ledger check in one repeatable-read snapshot, each statement under reconcile's own limit.
+  const { ledgerChecks, authorityChecks, counts, expiredHolds } = await inSnapshot(options.ledger, limits, async (client) => {
+    let current = 'ledger counts';
+    try {
+      const ledgerChecks: ReconcileCheck[] = [];
+      for (const check of ledgerInvariantChecks) {
+        current = check.name;
+        ledgerChecks.push(await runBatchedCheck(client, check, tenant, limits));
+      }
+      // Who moved money and whether they could (src/reconcile/authority.ts).
+      current = 'authority';
+      const authorityChecks = await checkAuthority(client, tenant, limits);
+      current = 'ledger counts';
+      const counts = await countLedgerForReport(client, tenant);
+      current = 'no_expired_holds';
+      const expiredHolds = await checkExpiredHolds(client, tenant, settings.holdGraceMs);
+      return { ledgerChecks, authorityChecks, counts, expiredHolds };
+    } catch (error) {
+      if (error instanceof CheckTimeoutError) throw new ReconcileTimeoutError(error.check, settings.reconcileStatementTimeoutMs, error.cause);
+      if (isStatementTimeout(error)) throw new ReconcileTimeoutError(current, settings.reconcileStatementTimeoutMs, error);
+      throw error;
+    }
+  });
 
   let workflowChecks: ReconcileCheck[];
   if (options.temporal) {
@@ -127,12 +188,13 @@ function definedOnly(options: ReconcileOptions): Partial<ReconcileSettings> {
   return picked;
 }
 
-async function countLedgerForReport(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts> {
-  const [counts, audit] = await Promise.all([countLedger(pool, tenant), countByKey(pool, tenant)]);
+async function countLedgerForReport(pool: Queryable, tenant: string | null): Promise<ReconcileCounts> {
+  const counts = await countLedger(pool, tenant);
+  const audit = await countByKey(pool, tenant);
   return { ...counts, workflowsExamined: 0, workflowsMatched: 0, holdsExamined: 0, audit };
 }
 
-async function countByKey(pool: LedgerPool, tenant: string | null): Promise<ReconcileCounts['audit']> {
+async function countByKey(pool: Queryable, tenant: string | null): Promise<ReconcileCounts['audit']> {
   const result = await pool.query<{ key_id: string | null; n: string }>(
     `SELECT key_id, count(*) AS n FROM (
        SELECT created_by_key_id AS key_id FROM charges WHERE $1::text IS NULL OR tenant = $1
@@ -151,13 +213,15 @@ async function countByKey(pool: LedgerPool, tenant: string | null): Promise<Reco
   return audit;
 }
 
-async function checkExpiredHolds(pool: LedgerPool, tenant: string | null, graceMs: number): Promise<ReconcileCheck> {
+async function checkExpiredHolds(pool: Queryable, tenant: string | null, graceMs: number): Promise<ReconcileCheck> {
+  const started = performance.now();
   const expired = await countExpiredHolds(pool, { tenant, graceMs, sampleLimit });
   return {
     name: 'no_expired_holds',
     description: `no hold is still TRIED more than ${graceMs} ms after its expiry`,
     violations: expired.count,
     samples: expired.samples,
+    durationMs: Math.round(performance.now() - started),
   };
 }
 

@@ -10,9 +10,12 @@ import {
   providerReconcileWindowHoursDefault,
   providerReconcileWindowHoursMax,
   reconcile,
+  reconcileDefaults,
   reconcileExitCode,
   reconcileProvider,
+  reconcileStatementTimeoutMsMax,
 } from '../../reconcile/index.js';
+import { loadConfig } from '../../config.js';
 import { addOutputOption, openCliContext, openCliLedger, print, runCommand, UsageError } from './surface.js';
 
 interface ReconcileOptions {
@@ -21,6 +24,7 @@ interface ReconcileOptions {
   provider?: string;
   windowHours?: string;
   voidOrphans?: boolean;
+  statementTimeoutMs?: string;
 }
 
 export function registerReconcileCommand(program: Command): void {
@@ -33,16 +37,24 @@ export function registerReconcileCommand(program: Command): void {
     .option('--tenant <id>', 'only this tenant (default: all tenants)')
     .option('--provider <name>', `reconcile with a payment provider (${providerNames.join(', ')}), configured from the environment (docs/providers.md)`)
     .option('--window-hours <n>', `with --provider: payments created in the last n hours (default ${providerReconcileWindowHoursDefault}, at most ${providerReconcileWindowHoursMax})`)
-    .option('--void-orphans', 'with --provider: void each payment still held for a cancelled or declined charge, and say what was voided');
+    .option('--void-orphans', "with --provider: void each payment still held for a cancelled or declined charge, and each duplicate payment of a succeeded charge, and say what was voided")
+    .option(
+      '--statement-timeout-ms <ms>',
+      `the ledger checks: how long one statement (one batch of a check) may run before reconcile stops naming the check (default ${reconcileDefaults.reconcileStatementTimeoutMs}, at most ${reconcileStatementTimeoutMsMax})`,
+    );
   addOutputOption(command);
   command.action((options: ReconcileOptions) =>
     runCommand(options, async () => {
       if (options.tenant !== undefined) assertTenant(options.tenant);
-      if (options.provider !== undefined) return reconcileWithProvider(options, options.provider);
+      if (options.provider !== undefined) {
+        if (options.statementTimeoutMs !== undefined) throw new UsageError('--statement-timeout-ms is for the ledger checks, not --provider');
+        return reconcileWithProvider(options, options.provider);
+      }
       if (options.windowHours !== undefined || options.voidOrphans) throw new UsageError('--window-hours and --void-orphans need --provider');
+      const reconcileStatementTimeoutMs = statementTimeoutOption(options.statementTimeoutMs);
       const context = await openCliContext();
       try {
-        const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null });
+        const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
         print(options, report, formatReconcileReport(report));
         process.exitCode = reconcileExitCode(report);
       } finally {
@@ -50,6 +62,15 @@ export function registerReconcileCommand(program: Command): void {
       }
     }),
   );
+}
+
+function statementTimeoutOption(text: string | undefined): number {
+  if (text === undefined) return reconcileDefaults.reconcileStatementTimeoutMs;
+  const ms = /^\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms < 1 || ms > reconcileStatementTimeoutMsMax) {
+    throw new UsageError(`--statement-timeout-ms must be a whole number of ms from 1 to ${reconcileStatementTimeoutMsMax}`);
+  }
+  return ms;
 }
 
 function windowHoursOption(text: string | undefined): number {
@@ -82,6 +103,8 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
       tenant: options.tenant ?? null,
       windowHours,
       voidOrphans: options.voidOrphans ?? false,
+      // An automatic charge's payer may act until its creation plus the workers' hold TTL.
+      holdTtlMs: loadConfig().HOLD_TTL_MS,
     });
     print(options, report, formatProviderReconcileReport(report));
     process.exitCode = providerReconcileExitCode(report);
