@@ -33,6 +33,12 @@ export interface BuildOptions {
    * one that adds its worker child, so that child never ships in dist/.
    */
   tsconfig?: string;
+  /**
+   * Record the CLI's top-level help (cli-help.txt, what bin/chargeguard.mjs prints). It runs the
+   * built CLI, which must then resolve the repository's packages: true (the default) for a build
+   * inside the repository; a build elsewhere (the chaos run's) links node_modules only afterwards.
+   */
+  cliHelp?: boolean;
 }
 
 /** A clean build: nothing of an earlier build survives to be run by mistake. */
@@ -53,7 +59,7 @@ export async function buildDist(options: BuildOptions): Promise<void> {
   }
   // The CLI's top-level help, which lists every command and so loads every command's module:
   // bin/chargeguard.mjs prints it from here instead.
-  await writeFile(join(outDir, 'cli-help.txt'), await runNode([join(outDir, 'src', 'cli', 'main.js'), '--help']));
+  if (options.cliHelp ?? true) await writeFile(join(outDir, 'cli-help.txt'), await runNode([join(outDir, 'src', 'cli', 'main.js'), '--help']));
   // Last: what bin/chargeguard.mjs reads to know this build is whole and made of these sources.
   await writeFile(join(outDir, stampFileName), `${stamp}\n`);
 }

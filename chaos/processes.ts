@@ -11,7 +11,7 @@ import { bundleChargeWorkflows, compiledLayout } from '../src/worker/charge-work
  */
 export async function buildCli(outDir: string): Promise<string> {
   const { buildDist } = await import('../build/build.js');
-  await buildDist({ outDir, workflowBundle: false });
+  await buildDist({ outDir, workflowBundle: false, cliHelp: false });
   // A folder outside the repository still resolves the repository's packages, as ESM; the
   // workflows are bundled from the build once they can (as the build itself does in the repository).
   await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');

@@ -10,6 +10,7 @@ import { canonicalJson, sha256Hex } from '../src/domain/request-fingerprint.js';
 import { ValidationError } from '../src/service/errors.js';
 import { parseChargeRequest } from '../src/service/validation.js';
 import { chargeToWire, wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
+import { withoutNulls } from '../src/mcp/portable-schema.js';
 import { describeCharge } from '../src/cli/commands/surface.js';
 import { runCli as cli } from './support/cli.js';
 import { callTool, mcpOverHttp } from './support/mcp.js';
@@ -323,12 +324,13 @@ describe('the MCP create_charge tool takes payment_method', () => {
       const charge = (create.outputSchema as any).properties.charge;
       expect(Object.keys(charge.properties)).toEqual(expect.arrayContaining(['payment_method', 'provider', 'next_action']));
       const validate = new Ajv({ allErrors: true }).compile(create.outputSchema!);
-      const wire = chargeToWire(
+      // As the tool answers it: the HTTP wire object without its null members (tool-results.ts).
+      const wire = withoutNulls(chargeToWire(
         storedCharge({
           status: 'requires_action',
           provider: { provider: 'stripe', paymentMethod: 'pm_card_threeDSecure2Required', paymentId: 'pi_1', state: 'requires_action', nextAction: threeDSecure, declineCode: null },
         }),
-      );
+      ));
       expect(validate({ charge: wire, replayed: false, completed: false }), JSON.stringify(validate.errors)).toBe(true);
       expect(validate({ charge: { ...wire, provider: { ...wire.provider, state: 'lost' } } })).toBe(false);
 

@@ -152,7 +152,7 @@ function compiledWorkerProcess(config: BenchWorkersConfig): Promise<string> {
       const startedAtMs = performance.now();
       const { buildDist } = await import('../../build/build.js');
       // The child is handed the run's workflow bundles; a second bundle in the build would go unused.
-      await buildDist({ outDir, workflowBundle: false, tsconfig: join(repoRoot, 'bench', 'tsconfig.worker.json') });
+      await buildDist({ outDir, workflowBundle: false, cliHelp: false, tsconfig: join(repoRoot, 'bench', 'tsconfig.worker.json') });
       // A data folder outside the repository still resolves the repository's packages, as ESM.
       await writeFile(join(outDir, 'package.json'), '{ "type": "module" }\n');
       await symlink(join(repoRoot, 'node_modules'), join(outDir, 'node_modules'), 'dir');

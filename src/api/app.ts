@@ -101,7 +101,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const deps: ApiDeps = {
     context,
     accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
-    metrics: new ApiMetrics({ ledger: context.ledger, admission: context.charges.admission }),
+    metrics: new ApiMetrics({ ledger: context.ledger, admission: () => context.charges.admission }),
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,
     retryAfterSeconds: options.retryAfterSeconds ?? apiDefaults.retryAfterSeconds,

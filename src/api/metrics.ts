@@ -28,7 +28,14 @@ export class ApiMetrics {
    * on the partial index of TRIED holds). A hold stays TRIED past its expiry only when nothing
    * settled it: its workflow is gone or stuck, and the hold sweeper has not reached it yet.
    */
-  constructor(options: { defaultMetrics?: boolean; ledger?: LedgerPool; admission?: ChargeAdmission | null } = {}) {
+  constructor(
+    options: {
+      defaultMetrics?: boolean;
+      ledger?: LedgerPool;
+      /** Read at each scrape, not at construction: the app (and its OpenAPI document) is built before any service is used. */
+      admission?: () => ChargeAdmission | null;
+    } = {},
+  ) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
     const ledger = options.ledger;
@@ -75,13 +82,13 @@ export class ApiMetrics {
       });
     }
     const admission = options.admission;
-    if (admission) {
+    if (admission !== undefined) {
       new Gauge({
         name: 'chargeguard_charges_in_flight',
         help: 'new charges this process admitted that are not yet decided (bounded by CHARGE_ADMISSION_MAX_IN_FLIGHT)',
         registers,
         collect() {
-          this.set(admission.chargesInFlight);
+          this.set(admission()?.chargesInFlight ?? 0);
         },
       });
       new Gauge({
@@ -89,7 +96,7 @@ export class ApiMetrics {
         help: 'new charges this process refused (503 overloaded) since it started, every slot being taken',
         registers,
         collect() {
-          this.set(admission.refused);
+          this.set(admission()?.refused ?? 0);
         },
       });
     }

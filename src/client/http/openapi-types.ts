@@ -150,7 +150,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a charge that has not succeeded; the hold is released (at the provider too, for a provider charge)
-         * @description Repeating a cancel returns the cancelled charge. A succeeded charge cannot be cancelled: refund it. A cancel takes no parameters: no body, or `{}`; any field is refused.
+         * @description Repeating a cancel returns the cancelled charge. A succeeded charge cannot be cancelled: refund it. A cancel takes no parameters: no body, or `{}`; any field is refused. A provider charge whose hold the provider has not yet voided answers 202 with status `cancelling`: the ledger has released the money and nothing can capture it; the void is retried until the provider takes it. Poll `Location` (it becomes `cancelled`) or repeat the cancel.
          */
         post: operations["cancelCharge"];
         delete?: never;
@@ -355,7 +355,7 @@ export interface components {
             object: "charge";
             idempotency_key: string;
             /** @enum {string} */
-            status: "pending" | "requires_action" | "reserved" | "succeeded" | "declined" | "cancelled" | "partially_refunded" | "refunded";
+            status: "pending" | "requires_action" | "reserved" | "succeeded" | "declined" | "cancelling" | "cancelled" | "partially_refunded" | "refunded";
             /** @description integer amount in the currency's minor unit (cents) */
             amount: number;
             /** @description integer amount in the currency's minor unit (cents) */
@@ -839,7 +839,7 @@ export interface operations {
                          * @description what the event led to (docs/providers.md, Webhooks)
                          * @enum {string}
                          */
-                        action: "signalled" | "voided" | "void_refused" | "no_action" | "no_charge" | "not_ours" | "not_a_payment";
+                        action: "signalled" | "voided" | "void_refused" | "no_action" | "no_charge" | "not_ours" | "not_a_payment" | "payment_mismatch";
                         replayed: boolean;
                     };
                 };
@@ -915,7 +915,7 @@ export interface operations {
                 order_id?: string;
                 /** @example payer */
                 payer_account_id?: string;
-                status?: "pending" | "requires_action" | "reserved" | "succeeded" | "declined" | "cancelled" | "partially_refunded" | "refunded";
+                status?: "pending" | "requires_action" | "reserved" | "succeeded" | "declined" | "cancelling" | "cancelled" | "partially_refunded" | "refunded";
                 /** @example 10 */
                 limit?: number;
                 /** @description the next page: the objects after this one (a charge id, ch_…, or its idempotency key); an id that names no object of this list is a 400 */
@@ -1214,6 +1214,17 @@ export interface operations {
             /** @description the cancelled charge */
             200: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Charge"];
+                };
+            };
+            /** @description cancelled in the ledger; the provider's hold is still being voided (status `cancelling`) */
+            202: {
+                headers: {
+                    Location?: unknown;
+                    "Retry-After"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
