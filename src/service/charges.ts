@@ -8,6 +8,7 @@ import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
 import { cancelReasons } from '../domain/refusals.js';
 import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { chargeStatusQuery } from '../../workflows/definitions.js';
+import { pendingCharge } from '../../workflows/charge-state.js';
 import type { ServiceContext } from './context.js';
 import { NotFoundError } from './errors.js';
 import { applicationFailureIn } from './temporal-failures.js';
@@ -162,35 +163,7 @@ async function startOrAttachKnowingTheOutcome(ctx: ServiceContext, intent: Charg
  */
 async function stillProcessing(ctx: ServiceContext, intent: ChargeIntent, requestedAt: Date): Promise<Charge> {
   const row = await readCharge(ctx.ledger, intent.tenant, intent.idempotencyKey);
-  return row !== null ? row.charge : pendingChargeOf(intent, requestedAt);
-}
-
-/** The charge before the ledger has seen it: the same fields as the workflow's first state. */
-export function pendingChargeOf(intent: ChargeIntent, at: Date): Charge {
-  const r = intent.request;
-  const iso = at.toISOString();
-  return {
-    id: intent.chargeId,
-    tenant: intent.tenant,
-    idempotencyKey: intent.idempotencyKey,
-    status: 'pending',
-    amountMinor: r.amountMinor,
-    amountCapturedMinor: 0,
-    amountRefundedMinor: 0,
-    amountHeldMinor: 0,
-    currency: r.currency,
-    orderId: r.orderId,
-    payerAccountId: r.payerAccountId,
-    payeeAccountId: r.payeeAccountId,
-    captureMode: r.captureMode,
-    description: r.description,
-    metadata: r.metadata,
-    declineCode: null,
-    failureReason: null,
-    holdExpiresAt: null,
-    createdAt: iso,
-    updatedAt: iso,
-  };
+  return row !== null ? row.charge : pendingCharge(intent, requestedAt);
 }
 
 /** The charge as it stands now: the ledger once decided (refunds included), the workflow while open. */
