@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 import { startCpuHogs } from '../chaos/cpu-hog.js';
 import { buildCli } from '../chaos/processes.js';
+import { unthrottledLimits } from '../chaos/unthrottled-limits.js';
 import { createApiKey } from '../src/auth/api-keys.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
@@ -302,12 +303,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       ...(stack.passwordFilePath ? { PGPASSFILE: stack.passwordFilePath } : {}),
       CHARGE_WAIT_BUDGET_MS: String(waitBudgetMs),
       // Limits out of the way: any refusal is the service protecting itself.
-      RATE_LIMIT_KEY_PER_SECOND: '100000',
-      RATE_LIMIT_KEY_BURST: '100000',
-      RATE_LIMIT_TENANT_PER_SECOND: '100000',
-      RATE_LIMIT_TENANT_BURST: '100000',
-      OPEN_HOLDS_KEY_MAX: '100000',
-      OPEN_HOLDS_TENANT_MAX: '100000',
+      ...unthrottledLimits,
     };
     const start = async (name: string, args: string[], extraEnv: Record<string, string>, readyLine: RegExp) => {
       const started = await startChargeguardProcess({

@@ -41,6 +41,7 @@ import { armProviderFaults, providerVerdict, startChaosProvider, type ArmedProvi
 const previousTimeouts = { WORKFLOW_TASK_TIMEOUT_MS: '10000', WORKFLOW_STICKY_SCHEDULE_TO_START_MS: '10000' } as const;
 const defaultSingleFaultGapMs = 20_000;
 import { createOutcomes, newStorm, runStorm, settleStorm, type AnswerCounts, type StormTarget } from './storm.js';
+import { unthrottledLimits } from './unthrottled-limits.js';
 
 export interface ChaosOptions {
   durationMs: number;
@@ -125,14 +126,6 @@ export interface ChaosResult {
 const readyTimeoutMs = 120_000;
 /** How long the verdict waits for Temporal to answer after the storm before the run fails. */
 const afterStormConnectBudgetMs = 120_000;
-const unthrottled = {
-  RATE_LIMIT_KEY_PER_SECOND: '100000',
-  RATE_LIMIT_KEY_BURST: '100000',
-  RATE_LIMIT_TENANT_PER_SECOND: '100000',
-  RATE_LIMIT_TENANT_BURST: '100000',
-  OPEN_HOLDS_KEY_MAX: '100000',
-  OPEN_HOLDS_TENANT_MAX: '100000',
-} as const;
 const currency = 'USD';
 const payerDepositMinor = 1_000_000_000;
 const amountMinorMax = 10_000;
@@ -184,7 +177,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       CHARGE_WAIT_BUDGET_MS: '10000',
       // The storm is one agent key of one tenant far beyond the default request rate: the run is
       // about money under faults, so the limiter (tested on its own) does not throttle it.
-      ...unthrottled,
+      ...unthrottledLimits,
       ...(previous ? previousTimeouts : {}),
       ...(provider === null ? {} : { ...provider.env, HOLD_TTL_MS: String(providerModeHoldTtlMs) }),
       ...options.appEnv,
