@@ -98,6 +98,27 @@ CREATE TABLE charges (
   CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
 );
 
+CREATE TABLE events (
+  seq bigint NOT NULL,
+  id text NOT NULL,
+  tenant text NOT NULL,
+  type text NOT NULL,
+  object_type text NOT NULL,
+  object_id text NOT NULL,
+  object_sequence integer NOT NULL,
+  data jsonb NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT events_data_check CHECK (jsonb_typeof(data) = 'object'::text AND data ? 'object'::text),
+  CONSTRAINT events_id_check CHECK (id ~ '^evt_[A-Za-z0-9]{16,64}$'::text),
+  CONSTRAINT events_object_id_check CHECK (object_id ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT events_object_sequence_check CHECK (object_sequence >= 1),
+  CONSTRAINT events_object_type_check CHECK (object_type ~ '^[a-z][a-z_]{0,31}$'::text),
+  CONSTRAINT events_pkey PRIMARY KEY (id),
+  CONSTRAINT events_seq_key UNIQUE (seq),
+  CONSTRAINT events_tenant_object_type_object_id_object_sequence_key UNIQUE (tenant, object_type, object_id, object_sequence),
+  CONSTRAINT events_type_check CHECK (type ~ '^[a-z][a-z_]{0,31}(\.[a-z][a-z_]{0,31}){1,3}$'::text)
+);
+
 CREATE TABLE idempotency_tokens (
   tenant text NOT NULL,
   token_hash text NOT NULL,
@@ -270,6 +291,8 @@ CREATE INDEX charges_open_holds_by_key ON public.charges USING btree (created_by
 CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant) WHERE (hold_state = 'TRIED'::text);
 CREATE INDEX charges_provider_open ON public.charges USING btree (tenant, created_at) WHERE ((provider IS NOT NULL) AND (provider_state = ANY (ARRAY['authorizing'::text, 'requires_action'::text, 'authorized'::text])));
 CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (provider, provider_payment_id) WHERE (provider_payment_id IS NOT NULL);
+CREATE INDEX events_by_object ON public.events USING btree (tenant, object_id, object_sequence);
+CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
@@ -279,6 +302,7 @@ CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (
 CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);
 CREATE INDEX webhook_secrets_by_provider ON public.webhook_secrets USING btree (provider, created_at);
 
+CREATE SEQUENCE events_seq_seq AS bigint START 1 INCREMENT 1 OWNED BY events.seq;
 CREATE SEQUENCE journal_entries_id_seq AS bigint START 1 INCREMENT 1 OWNED BY journal_entries.id;
 CREATE SEQUENCE transfers_id_seq AS bigint START 1 INCREMENT 1 OWNED BY transfers.id;
 
