@@ -111,8 +111,8 @@ export default tseslint.config(
     },
   },
   {
-    // Surfaces call the service; they never run ledger SQL themselves.
-    files: ['src/mcp/**/*.ts', 'src/cli/**/*.ts'],
+    // Surfaces call the service; they never run ledger SQL themselves (the queue intake is one).
+    files: ['src/mcp/**/*.ts', 'src/cli/**/*.ts', 'src/queue/**/*.ts'],
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: surfacePatterns }] },
   },
   {

@@ -141,6 +141,15 @@ const configSchema = z.object({
    * (non-browser clients) are served. Unset: no browser origin at all.
    */
   MCP_ALLOWED_ORIGINS: z.string().default(''),
+  /**
+   * Queue intake and the event stream (docs/queues.md): host:port[,host:port…] of a Kafka cluster.
+   * Unset: `chargeguard consume` refuses to start, and `start --kafka` starts a broker of its own.
+   */
+  KAFKA_BROKERS: z.string().min(1).optional(),
+  /** The intake's bound on messages of one partition being decided at once (src/queue/settings.ts). */
+  INTAKE_MAX_IN_FLIGHT_PER_PARTITION: z.coerce.number().int().min(1).max(1_000).default(16),
+  /** How long one intake message waits for its charge's outcome before its result says pending, in ms. */
+  INTAKE_OUTCOME_WAIT_MS: positiveMs.max(3_600_000).default(120_000),
 });
 
 export type ChargeguardConfig = z.infer<typeof configSchema>;

@@ -24,6 +24,7 @@ const commands: Array<readonly [name: string, load: () => Promise<(program: Comm
   ['api-keys', async () => (await import('./commands/api-keys.js')).registerApiKeysCommand],
   ['webhook-secrets', async () => (await import('./commands/webhook-secrets.js')).registerWebhookSecretsCommand],
   ['reconcile', async () => (await import('./commands/reconcile.js')).registerReconcileCommand],
+  ['consume', async () => (await import('./commands/consume.js')).registerConsumeCommand],
 ];
 
 /** The commands that run a Temporal worker in this process, whose runtime is set up before it starts. */

@@ -165,3 +165,30 @@ export async function revokeApiKey(pool: LedgerPool, id: string): Promise<ApiKey
   );
   return result.rows[0] ? fromRow(result.rows[0]) : null;
 }
+
+/** A key as a signed queue message names it (by id): its principal, and why it may not act if it may not. */
+export interface SigningKeyLookup {
+  principal: ApiKeyPrincipal;
+  /** null: usable; otherwise why not (the message is dead-lettered with this reason). */
+  unusable: 'revoked' | 'expired' | null;
+}
+
+/**
+ * The key with this id, revoked and expired ones included so a refusal can say which, for the queue
+ * intake's signature check (src/auth/message-signatures.ts). Looked up per message, never cached,
+ * so a revocation takes effect on the next message.
+ */
+export async function signingKeyById(pool: LedgerPool, keyId: string): Promise<SigningKeyLookup | null> {
+  const result = await pool.query<{ id: string; tenant: string; role: ApiKeyRole; signing_secret: string | null; revoked: boolean; expired: boolean } & MandateColumns>(
+    `SELECT id, tenant, role, max_amount_minor, daily_limit_minor, allowed_payee_account_ids, currency, expires_at, signing_secret,
+            revoked_at IS NOT NULL AS revoked, (expires_at IS NOT NULL AND expires_at <= now()) AS expired
+       FROM api_keys WHERE id = $1`,
+    [keyId],
+  );
+  const row = result.rows[0];
+  if (!row) return null;
+  return {
+    principal: { keyId: row.id, tenant: row.tenant, role: row.role, mandate: mandateOf(row), signingSecret: row.signing_secret },
+    unusable: row.revoked ? 'revoked' : row.expired ? 'expired' : null,
+  };
+}

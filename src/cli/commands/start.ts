@@ -12,6 +12,7 @@ import { step } from '../../support/progress.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';
 import { waitForShutdownSignal, waitForStopReason } from '../shutdown.js';
 import { clusterApiPorts, maxClusterProcessesPerKind, parseCount, runClusterStart } from './start-cluster.js';
+import { startQueueIntake, type StartedQueue } from './start-queue.js';
 
 /**
  * How other terminals reach the same servers, without a password or a key on screen or in a
@@ -92,7 +93,8 @@ export function registerStartCommand(program: Command): void {
     .option('--workers <count>', `with --cluster: worker processes (1-${maxClusterProcessesPerKind})`, '2')
     .option('--apis <count>', `with --cluster: API processes on consecutive ports from --port (1-${maxClusterProcessesPerKind})`, '2')
     .option('--api-ports <ports>', 'with --cluster: one API process per port of this comma-separated list, instead of --port/--apis')
-    .action(async (options: { uiPort: string; host: string; port: string; cluster?: boolean; workers: string; apis: string; apiPorts?: string }) => {
+    .option('--kafka', 'also take charge requests from Kafka (docs/queues.md): a single-node broker of its own (or KAFKA_BROKERS) and a queue intake beside the API')
+    .action(async (options: { uiPort: string; host: string; port: string; cluster?: boolean; workers: string; apis: string; apiPorts?: string; kafka?: boolean }) => {
       const safety = installProcessSafetyNet({ command: 'start' });
       const config = loadConfig();
       // Listening from here on: a Ctrl-C while the servers start is kept and acted on once they are
@@ -104,6 +106,9 @@ export function registerStartCommand(program: Command): void {
         early.signal = signal;
         if (!early.running) process.stderr.write(`received ${signal} while starting: stopping once the servers are up (${signal} again exits at once)\n`);
       });
+      if (options.cluster === true && options.kafka === true) {
+        throw new Error('--kafka runs with the dev shape only for now: start the cluster, then `chargeguard consume` with KAFKA_BROKERS (docs/queues.md)');
+      }
       if (options.cluster === true) {
         // Checked before anything starts: a typo in a flag should not cost a server start.
         const apiPorts = clusterApiPorts(options);
@@ -137,6 +142,7 @@ export function registerStartCommand(program: Command): void {
       });
       let failure: unknown = undefined;
       let uiServer: TemporalUiServer | null = null;
+      let queue: StartedQueue | null = null;
       try {
         if (early.signal !== null) {
           // Asked to stop before it served: no API, no banner whose addresses would be gone at once.
@@ -164,6 +170,7 @@ export function registerStartCommand(program: Command): void {
                 }),
               );
             }
+            if (options.kafka === true) queue = await startQueueIntake(config, runtime.context);
             const uiUrl = uiServer?.url ?? runtime.stack.temporalUiUrl;
             const lines = [
               'chargeguard is running',
@@ -172,16 +179,20 @@ export function registerStartCommand(program: Command): void {
               ...(uiUrl === null ? [] : webUiCodecLines(codecEndpoint, api.url, ownUiServer ? 'ui-server' : 'dev-server')),
               `  worker:          task queue "charges"`,
               `  card payments:   ${runtime.provider.summary}`,
+              ...(queue === null ? [] : queue.lines),
               '',
               ...connectionLines(runtime.stack, runtime.config),
+              ...(queue === null ? [] : [`  export KAFKA_BROKERS=${queue.brokers}`]),
               'Ctrl-C stops everything.',
             ];
             early.running = true;
             process.stdout.write(`${lines.join('\n')}\n`);
-            const stop = await waitForStopReason(safety, { 'the worker': runtime.workerRun });
+            const stop = await waitForStopReason(safety, { 'the worker': runtime.workerRun, ...(queue === null ? {} : { 'the queue intake': queue.failed }) });
             failure = stop.error;
             process.stderr.write(`stopping (${stop.reason})…\n`);
           } finally {
+            // The intake first: its messages in flight finish through the service before it closes.
+            if (queue !== null) await queue.stop().catch((error: unknown) => process.stderr.write(`cleanup: stopping the queue intake failed: ${(error as Error).message}\n`));
             // The UI first: nothing left to decode for once the API is gone.
             if (uiServer !== null) await uiServer.stop().catch((error: unknown) => process.stderr.write(`cleanup: stopping the Temporal Web UI failed: ${(error as Error).message}\n`));
             await api.close().catch((error: unknown) => process.stderr.write(`cleanup: closing the API failed: ${(error as Error).message}\n`));
