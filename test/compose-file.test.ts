@@ -253,6 +253,21 @@ describe('docker-compose.yml', () => {
     expect(withDefaults(String((api.environment as JsonObject).CHARGEGUARD_METRICS_TOKEN))).toBe('');
   });
 
+  it('runs Kafka and the queue intake only in the kafka profile, unpublished, the broker the installer pins', () => {
+    const doc = copy();
+    const kafka = service(doc, 'kafka');
+    const consume = service(doc, 'consume');
+    expect(kafka.profiles).toEqual(['kafka']);
+    expect(consume.profiles).toEqual(['kafka']);
+    const pinned = /KAFKA_VERSION="([0-9.]+)"/.exec(readFileSync(join(repoRoot, 'scripts', 'install-kafka.sh'), 'utf8'))?.[1];
+    expect(kafka.image).toBe(`apache/kafka:${pinned}`);
+    expect(kafka.ports).toBeUndefined();
+    expect((kafka.environment as JsonObject).KAFKA_PROCESS_ROLES).toBe('broker,controller');
+    expect((consume.environment as JsonObject).KAFKA_BROKERS).toBe('kafka:9092');
+    expect(consume.command).toEqual(expect.arrayContaining(['consume']));
+    expect((consume.depends_on as JsonObject).kafka).toEqual({ condition: 'service_healthy' });
+  });
+
   it('runs the Temporal server release the dev server embeds', () => {
     expect(devServerVersion()).toBe('1.29.1');
     expect(service(copy(), 'temporal').image).toBe(`temporalio/server:${devServerVersion()}`);

@@ -187,6 +187,33 @@ describe('queue intake on a real Kafka broker', () => {
     }
   });
 
+  it('the broker restarted mid-stream: every message decided once, nothing lost, lag drained', async () => {
+    const tenant = await fundedTenant(h, { label: 'intake-restart' });
+    const signer = await signingKey(tenant);
+    const q = await openIntake();
+    try {
+      const topic = q.settings.requestTopic;
+      const before = Array.from({ length: 10 }, (_, i) => newKey(`before-${i}`));
+      const after = Array.from({ length: 10 }, (_, i) => newKey(`after-${i}`));
+      await produce(kafka.brokers, topic, before.map((key) => signedRequest(topic, signer, key, chargeBody({ amount: 100 }))));
+      // Some decided, others maybe in flight when the broker goes away.
+      await q.reader.waitForCount(q.settings.resultTopic, 1);
+      const restartMs = await kafka.restart();
+      process.stderr.write(`kafka broker restarted in ${restartMs} ms\n`);
+      await produce(kafka.brokers, topic, after.map((key) => signedRequest(topic, signer, key, chargeBody({ amount: 100 }))));
+      for (const key of [...before, ...after]) {
+        const results = await q.reader.waitForCount(q.settings.resultTopic, 1, key, 120_000);
+        expect(results[0]!.value, key).toMatchObject({ outcome: 'charge', charge: { status: 'succeeded' } });
+        expect(await debitsOf(tenant, key), key).toBe(1);
+      }
+      expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 20 * 100);
+      await waitFor(async () => [...(await q.intake.lag()).values()].every((lag) => lag === 0n), { timeoutMs: 60_000, what: 'consumer lag 0 after the restart' });
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await q.close();
+    }
+  });
+
   it('a consumer SIGKILLed between start-or-attach and the commit: the redelivery attaches, one charge', async () => {
     const tenant = await fundedTenant(h, { label: 'intake-crash' });
     const signer = await signingKey(tenant);

@@ -89,6 +89,7 @@ export class ChargeIntake {
   private readonly stopping = new AbortController();
   private readonly running = new Set<Promise<void>>();
   private paused = false;
+  private reopening = false;
   /** The publish in progress: the next waits for it (see publish). */
   private sending: Promise<void> = Promise.resolve();
   private failure: ((error: Error) => void) | null = null;
@@ -110,7 +111,14 @@ export class ChargeIntake {
     const { settings } = this.options;
     await ensureIntakeTopics(settings);
     this.producer = this.newProducer();
-    this.consumer = new Consumer({
+    this.metrics.watchLag(() => this.lag());
+    await this.openStream();
+  }
+
+  /** A consumer in the group and its stream of messages, from the group's last commit. */
+  private async openStream(): Promise<void> {
+    const { settings } = this.options;
+    const consumer = new Consumer<Buffer, Buffer, Buffer, Buffer>({
       clientId: 'chargeguard-intake',
       groupId: settings.groupId,
       bootstrapBrokers: settings.brokers,
@@ -118,28 +126,71 @@ export class ChargeIntake {
       heartbeatInterval: Math.max(500, Math.floor(settings.sessionTimeoutMs / 5)),
       retries: 10,
     });
-    this.metrics.watchLag(() => this.lag());
-    this.stream = await this.consumer.consume({
-      topics: [settings.requestTopic],
-      // Offsets are committed by this class, one message's outcome at a time, never on a timer.
-      autocommit: false,
-      mode: 'committed',
-      fallbackMode: 'earliest',
-    });
-    this.stream.on('data', (message: Message<Buffer, Buffer, Buffer, Buffer>) => this.accept(message));
-    this.stream.on('error', (error: Error) => {
-      this.log(`intake: the consumer stream failed: ${error.message}`);
-      this.failure?.(error);
-    });
+    try {
+      const stream = await consumer.consume({
+        topics: [settings.requestTopic],
+        // Offsets are committed by this class, one message's outcome at a time, never on a timer.
+        autocommit: false,
+        mode: 'committed',
+        fallbackMode: 'earliest',
+      });
+      this.consumer = consumer;
+      this.stream = stream;
+      stream.on('data', (message: Message<Buffer, Buffer, Buffer, Buffer>) => this.accept(message));
+      // Only the current stream's error: a closed stream's late one must not tear down its successor.
+      stream.on('error', (error: Error) => {
+        if (this.stream === stream) void this.reopen(error);
+        else this.log(`intake: a replaced stream failed: ${describeError(error)}`);
+      });
+    } catch (error) {
+      await settleWithin(consumer.close(), closeWaitMs, this.log, 'closing a consumer that failed to start');
+      throw error;
+    }
+  }
+
+  /**
+   * The stream ends on an error it does not retry (the broker restarted: "leader epoch older than
+   * the broker's", the connection refused): a new consumer rejoins the group, with backoff until
+   * the broker answers. Messages still in flight from the old stream finish; their commits fail
+   * and the new stream delivers them again, where they attach to their charges.
+   */
+  private async reopen(error: Error): Promise<void> {
+    if (this.reopening || this.stopping.signal.aborted) return;
+    this.reopening = true;
+    this.metrics.reconnects.inc();
+    this.log(`intake: the consumer stream failed (${describeError(error)}); rejoining the group`);
+    try {
+      const oldStream = this.stream;
+      const oldConsumer = this.consumer;
+      this.stream = null;
+      this.consumer = null;
+      if (oldStream !== null) await settleWithin(oldStream.close(), closeWaitMs, this.log, 'closing the failed stream');
+      if (oldConsumer !== null) await settleWithin(oldConsumer.close(), closeWaitMs, this.log, 'closing the failed consumer');
+      this.partitions.clear();
+      this.paused = false;
+      for (let attempt = 1; !this.stopping.signal.aborted; attempt++) {
+        try {
+          await this.openStream();
+          this.log('intake: rejoined the group');
+          return;
+        } catch (openError) {
+          const waitMs = Math.min(this.options.settings.retryMaxDelayMs, this.options.settings.retryInitialDelayMs * 2 ** Math.min(attempt, 16));
+          this.log(`intake: rejoining failed (${describeError(openError)}); again in ${waitMs} ms`);
+          await delay(waitMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+        }
+      }
+    } finally {
+      this.reopening = false;
+    }
   }
 
   /** Stops reading, lets the messages in flight finish (their commits included), then leaves the group. */
   async stop(): Promise<void> {
     this.stopping.abort();
-    await this.stream?.close().catch((error: unknown) => this.log(`intake: closing the stream failed: ${(error as Error).message}`));
+    if (this.stream !== null) await settleWithin(this.stream.close(), closeWaitMs, this.log, 'closing the stream');
     await Promise.allSettled([...this.running]);
-    await this.consumer?.close().catch((error: unknown) => this.log(`intake: closing the consumer failed: ${(error as Error).message}`));
-    await this.producer?.close().catch((error: unknown) => this.log(`intake: closing the producer failed: ${(error as Error).message}`));
+    if (this.consumer !== null) await settleWithin(this.consumer.close(), closeWaitMs, this.log, 'closing the consumer');
+    if (this.producer !== null) await settleWithin(this.producer.close(), closeWaitMs, this.log, 'closing the producer');
   }
 
   /** Per partition of the request topic, how many messages the group has not committed yet. */
@@ -368,6 +419,24 @@ export class ChargeIntake {
     });
     this.sending = send.catch(() => undefined);
     await send;
+  }
+}
+
+/** How long closing a client may take, in ms: against a broker that is away, a close can wait for ever. */
+const closeWaitMs = 5_000;
+
+async function settleWithin(promise: Promise<unknown>, waitMs: number, log: (line: string) => void, what: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), waitMs);
+  });
+  try {
+    const outcome = await Promise.race([promise.then(() => 'done' as const), timeout]);
+    if (outcome === 'timeout') log(`intake: ${what} took over ${waitMs} ms; going on without it`);
+  } catch (error) {
+    log(`intake: ${what} failed: ${describeError(error)}`);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -11,6 +11,7 @@ export class IntakeMetrics {
   readonly messages: Counter<'outcome' | 'reason'>;
   readonly retries: Counter;
   readonly inFlight: Gauge;
+  readonly reconnects: Counter;
   private lagReader: (() => Promise<Map<number, bigint>>) | null = null;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -25,6 +26,11 @@ export class IntakeMetrics {
     this.retries = new Counter({
       name: 'chargeguard_intake_retries_total',
       help: 'attempts at an intake message that failed for a reason that may pass (Temporal, the database or the broker away) and were tried again',
+      registers,
+    });
+    this.reconnects = new Counter({
+      name: 'chargeguard_intake_reconnects_total',
+      help: 'times the consumer stream failed (the broker away or restarted) and the intake rejoined its group',
       registers,
     });
     this.inFlight = new Gauge({ name: 'chargeguard_intake_in_flight', help: 'intake messages being decided in this process', registers });

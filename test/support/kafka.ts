@@ -104,25 +104,60 @@ export interface Received {
   headers: Record<string, string>;
 }
 
-/** Reads topics from their start into memory, for assertions; `waitForCount` waits on a condition with a deadline. */
+/**
+ * Reads topics from their start into memory, for assertions; `waitForCount` waits on a condition
+ * with a deadline. A broker restart ends the client's stream: the reader then reads everything
+ * again from the start, with a new consumer.
+ */
 export class TopicReader {
-  readonly messages: Received[] = [];
+  messages: Received[] = [];
+  private consumer: Consumer<Buffer, Buffer, Buffer, Buffer> | null = null;
+  private stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
+  private closed = false;
+
   private constructor(
-    private readonly consumer: Consumer<Buffer, Buffer, Buffer, Buffer>,
-    private readonly stream: MessagesStream<Buffer, Buffer, Buffer, Buffer>,
-  ) {
+    private readonly brokers: string[],
+    private readonly topics: string[],
+  ) {}
+
+  static async open(brokers: string[], topics: string[]): Promise<TopicReader> {
+    const reader = new TopicReader(brokers, topics);
+    await reader.connect();
+    return reader;
+  }
+
+  private async connect(): Promise<void> {
+    const consumer = new Consumer<Buffer, Buffer, Buffer, Buffer>({ clientId: 'test-reader', groupId: `reader-${randomBytes(4).toString('hex')}`, bootstrapBrokers: this.brokers, sessionTimeout: 6_000, heartbeatInterval: 1_000, retries: 10 });
+    const stream = await consumer.consume({ topics: this.topics, mode: 'earliest', autocommit: false });
+    const messages: Received[] = [];
+    this.messages = messages;
+    this.consumer = consumer;
+    this.stream = stream;
     stream.on('data', (message: Message<Buffer, Buffer, Buffer, Buffer>) => {
       const raw = message.value?.toString('utf8') ?? '';
       const headers: Record<string, string> = {};
       for (const [name, value] of message.headers ?? []) headers[name.toString()] = value.toString();
-      this.messages.push({ topic: message.topic, key: message.key?.toString('utf8') ?? '', value: JSON.parse(raw) as Record<string, unknown>, raw, headers });
+      messages.push({ topic: message.topic, key: message.key?.toString('utf8') ?? '', value: JSON.parse(raw) as Record<string, unknown>, raw, headers });
+    });
+    stream.on('error', (error: Error) => {
+      if (this.stream !== stream || this.closed) return;
+      process.stderr.write(`test reader: stream failed (${error.message}); reading again from the start\n`);
+      this.stream = null;
+      void consumer.close().catch((closeError: unknown) => process.stderr.write(`test reader: close failed: ${(closeError as Error).message}\n`));
+      void this.reconnect();
     });
   }
 
-  static async open(brokers: string[], topics: string[]): Promise<TopicReader> {
-    const consumer = new Consumer<Buffer, Buffer, Buffer, Buffer>({ clientId: 'test-reader', groupId: `reader-${randomBytes(4).toString('hex')}`, bootstrapBrokers: brokers, sessionTimeout: 6_000, heartbeatInterval: 1_000, retries: 10 });
-    const stream = await consumer.consume({ topics, mode: 'earliest', autocommit: false });
-    return new TopicReader(consumer, stream);
+  private async reconnect(): Promise<void> {
+    for (let attempt = 0; attempt < 60 && !this.closed; attempt++) {
+      try {
+        await this.connect();
+        return;
+      } catch (error) {
+        process.stderr.write(`test reader: reconnect failed (${(error as Error).message})\n`);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
   }
 
   of(topic: string, key?: string): Received[] {
@@ -134,7 +169,8 @@ export class TopicReader {
   }
 
   async close(): Promise<void> {
-    await this.stream.close();
-    await this.consumer.close();
+    this.closed = true;
+    await this.stream?.close();
+    await this.consumer?.close();
   }
 }
