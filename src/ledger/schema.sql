@@ -98,6 +98,17 @@ CREATE TABLE charges (
   CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
 );
 
+CREATE TABLE event_stream_publications (
+  event_id text NOT NULL,
+  attempts integer NOT NULL DEFAULT 1,
+  first_sent_at timestamp with time zone NOT NULL DEFAULT now(),
+  last_sent_at timestamp with time zone NOT NULL DEFAULT now(),
+  published_at timestamp with time zone,
+  CONSTRAINT event_stream_publications_attempts_check CHECK (attempts >= 1),
+  CONSTRAINT event_stream_publications_event_id_fkey FOREIGN KEY (event_id) REFERENCES events(id),
+  CONSTRAINT event_stream_publications_pkey PRIMARY KEY (event_id)
+);
+
 CREATE TABLE events (
   seq bigint NOT NULL,
   id text NOT NULL,
@@ -291,6 +302,7 @@ CREATE INDEX charges_open_holds_by_key ON public.charges USING btree (created_by
 CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant) WHERE (hold_state = 'TRIED'::text);
 CREATE INDEX charges_provider_open ON public.charges USING btree (tenant, created_at) WHERE ((provider IS NOT NULL) AND (provider_state = ANY (ARRAY['authorizing'::text, 'requires_action'::text, 'authorized'::text])));
 CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (provider, provider_payment_id) WHERE (provider_payment_id IS NOT NULL);
+CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
 CREATE INDEX events_by_object ON public.events USING btree (tenant, object_id, object_sequence);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
+import { eventStreamDefaults, EventStreamPublisher } from '../../queue/event-stream.js';
 import { ChargeIntake } from '../../queue/intake.js';
 import { serveIntakeMetrics } from '../../queue/metrics.js';
 import { intakeSettings, parseBrokers } from '../../queue/settings.js';
@@ -15,7 +16,8 @@ export function registerConsumeCommand(program: Command): void {
     .option('--group <id>', 'consumer group id', 'chargeguard-intake')
     .option('--metrics-host <host>', 'address /metrics listens on', '127.0.0.1')
     .option('--metrics-port <port>', 'port of /metrics (consumer lag, per-outcome counts); 0 picks a free one', '9464')
-    .action((options: { group: string; metricsHost: string; metricsPort: string }) =>
+    .option('--no-events', 'do not publish the outbound events to the event stream (one consume process publishes at a time; the others stand by)')
+    .action((options: { group: string; metricsHost: string; metricsPort: string; events: boolean }) =>
       runCommand({}, async () => {
         const safety = installProcessSafetyNet({ command: 'consume' });
         const config = loadConfig();
@@ -29,13 +31,18 @@ export function registerConsumeCommand(program: Command): void {
         const context = await openServiceContext(config, log);
         try {
           const intake = new ChargeIntake({ context, settings, log });
+          const publisher = options.events
+            ? new EventStreamPublisher(context.ledger, { ...eventStreamDefaults, brokers: settings.brokers }, { log, registry: intake.metrics.registry })
+            : null;
           const metrics = await serveIntakeMetrics(intake.metrics.registry, options.metricsHost, Number(options.metricsPort));
           try {
             await intake.start();
-            log(`consuming ${settings.requestTopic} on ${settings.brokers.join(',')} as group ${settings.groupId}; results to ${settings.resultTopic}, dead letters to ${settings.deadLetterTopic}; metrics ${metrics.url}`);
+            await publisher?.start();
+            log(`consuming ${settings.requestTopic} on ${settings.brokers.join(',')} as group ${settings.groupId}; results to ${settings.resultTopic}, dead letters to ${settings.deadLetterTopic}; ${publisher ? `events to ${eventStreamDefaults.topic}; ` : ''}metrics ${metrics.url}`);
             const stop = await waitForStopReason(safety, { 'the intake': intake.failed });
             log(`stopping (${stop.reason})…`);
             await intake.stop();
+            await publisher?.stop();
             if (stop.error !== undefined) throw stop.error;
           } finally {
             await metrics.close();

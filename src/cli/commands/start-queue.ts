@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { ChargeguardConfig } from '../../config.js';
+import { eventStreamDefaults, EventStreamPublisher } from '../../queue/event-stream.js';
 import { ChargeIntake } from '../../queue/intake.js';
 import { serveIntakeMetrics } from '../../queue/metrics.js';
 import { intakeSettings, parseBrokers } from '../../queue/settings.js';
@@ -36,16 +37,23 @@ export async function startQueueIntake(config: ChargeguardConfig, context: AppCo
     });
     const intake = new ChargeIntake({ context, settings, log: (line) => process.stderr.write(`${line}\n`) });
     await step('starting the queue intake', () => intake.start());
+    const publisher = new EventStreamPublisher(context.ledger, { ...eventStreamDefaults, brokers: settings.brokers }, {
+      log: (line) => process.stderr.write(`${line}\n`),
+      registry: intake.metrics.registry,
+    });
+    await publisher.start();
     const metrics = await serveIntakeMetrics(intake.metrics.registry, '127.0.0.1', 0);
     return {
       brokers,
       lines: [
         `  Kafka:           ${brokers}${broker === null ? ' (KAFKA_BROKERS)' : ' (single node, data in the data dir)'}`,
         `  queue intake:    requests ${settings.requestTopic}, results ${settings.resultTopic}, dead letters ${settings.deadLetterTopic}; metrics ${metrics.url}`,
+        `  event stream:    ${eventStreamDefaults.topic} (keyed by object id)`,
       ],
       failed: intake.failed,
       stop: async () => {
         await intake.stop();
+        await publisher.stop();
         await metrics.close();
         await broker?.stop();
       },
