@@ -214,6 +214,51 @@ describe('queue intake on a real Kafka broker', () => {
     }
   });
 
+  it('chargeguard consume: its own process, serves /metrics with lag and per-outcome counts, stops cleanly on SIGTERM', async () => {
+    const tenant = await fundedTenant(h, { label: 'intake-cli' });
+    const signer = await signingKey(tenant);
+    const settings = testIntakeSettings(kafka.brokers);
+    const stack = inject('stack');
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'consume', '--group', settings.groupId, '--metrics-port', '0', '--no-events'], {
+      env: {
+        ...process.env,
+        ...testPayloadSettings(),
+        TEMPORAL_ADDRESS: stack.temporalAddress,
+        DATABASE_URL: stack.databaseUrl,
+        KAFKA_BROKERS: kafka.brokers.join(','),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const key = newKey('cli');
+    try {
+      const metricsUrl = await waitFor(async () => /metrics (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(output)?.[1] ?? (child.exitCode !== null ? 'exited' : null), { timeoutMs: 90_000, what: 'consume to start' });
+      expect(metricsUrl, output).not.toBe('exited');
+      // The command's own topics (the defaults): requests to chargeguard.charge-requests.
+      const reader = await TopicReader.open(kafka.brokers, ['chargeguard.charge-results']);
+      try {
+        await produce(kafka.brokers, 'chargeguard.charge-requests', [signedRequest('chargeguard.charge-requests', signer, key, chargeBody({ amount: 250 }))]);
+        const [result] = await reader.waitForCount('chargeguard.charge-results', 1, key, 90_000);
+        expect(result!.value).toMatchObject({ outcome: 'charge', charge: { status: 'succeeded', amount: 250 } });
+      } finally {
+        await reader.close();
+      }
+      const metrics = await waitFor(async () => {
+        const text = await (await fetch(metricsUrl)).text();
+        return /chargeguard_intake_consumer_lag\{partition="\d+"\} 0/.test(text) && !/chargeguard_intake_consumer_lag\{partition="\d+"\} [1-9]/.test(text) ? text : null;
+      }, { what: 'lag 0 on /metrics' });
+      expect(metrics).toMatch(/chargeguard_intake_messages_total\{outcome="succeeded",reason=""\} 1/);
+      expect(metrics).toMatch(/chargeguard_intake_in_flight 0/);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited, output).toBe(0);
+    expect(await debitsOf(tenant, key)).toBe(1);
+  });
+
   it('a consumer SIGKILLed between start-or-attach and the commit: the redelivery attaches, one charge', async () => {
     const tenant = await fundedTenant(h, { label: 'intake-crash' });
     const signer = await signingKey(tenant);
