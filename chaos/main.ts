@@ -16,6 +16,8 @@
  *                                      one setting changed for every worker and API
  *   npm run chaos -- --mode single --settings previous
  *                                      the same with the settings before the recovery work (A/B)
+ *   npm run chaos -- --kafka --duration-s 60
+ *                                      the queue intake: consumers SIGKILLed, the broker restarted
  *   npm run chaos -- --provider        the payment provider in the loop: the Stripe simulator is
  *                                      every process's provider, half the keys are card charges,
  *                                      and the simulator loses answers, fails and times out
@@ -50,6 +52,10 @@ const program = new Command('chaos')
   .option('--provider-fault-every-s <seconds>', 'with --provider: arm a random simulator fault this often', '3')
   .option('--cpu-hog [processes]', 'busy-looping processes competing for the CPU while the storm runs (default: one per core)')
   .option('--json <file>', 'write the result as JSON')
+  .option('--kafka', 'the queue intake instead (chaos/kafka.ts): consumers SIGKILLed and the broker restarted during a storm of signed, duplicated and poison messages; --duration-s, --settle-budget-s apply')
+  .option('--consumers <n>', 'with --kafka: consumer processes', '2')
+  .option('--consumer-kill-every-s <seconds>', 'with --kafka: SIGKILL a consumer this often', '8')
+  .option('--broker-restart-every-s <seconds>', 'with --kafka: restart the broker this often', '30')
   .parse();
 
 const options = program.opts<Record<string, string | boolean | undefined>>();
@@ -93,6 +99,19 @@ if (!Number.isSafeInteger(postgresDownMs) || postgresDownMs < 0 || postgresDownM
 
 const temporalPostgres = options.temporalPostgres;
 if (temporalPostgres !== 'shared' && temporalPostgres !== 'separate') throw new Error(`--temporal-postgres must be shared or separate, got ${String(temporalPostgres)}`);
+
+if (options.kafka === true) {
+  const { runKafkaChaos } = await import('./kafka.js');
+  const ok = await runKafkaChaos({
+    durationMs: seconds('durationS'),
+    consumers: positiveWhole('consumers', options.consumers),
+    consumerKillEveryMs: seconds('consumerKillEveryS'),
+    brokerRestartEveryMs: seconds('brokerRestartEveryS'),
+    settleBudgetMs: seconds('settleBudgetS'),
+  });
+  // Everything it started is stopped; nothing of the cluster run below applies.
+  process.exit(ok ? 0 : 1);
+}
 
 const result = await runChaos({
   mode,
