@@ -24,6 +24,7 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { eventStreamDefaults } from '../src/queue/event-stream.js';
+import { groupLagOf } from '../src/queue/intake.js';
 import { intakeDefaults } from '../src/queue/settings.js';
 import { startKafkaBroker, type KafkaBroker } from '../src/stack/kafka.js';
 import { repoRoot } from '../src/stack/repo-root.js';
@@ -40,6 +41,8 @@ export interface KafkaChaosOptions {
   brokerRestartEveryMs: number;
   /** How long after the storm the verdict waits for every message to be decided. */
   settleBudgetMs: number;
+  /** New keys per second the producers send (each in 1-3 copies): below what the machine decides, so the run measures faults, not overload. */
+  keysPerSecond: number;
 }
 
 const groupId = 'chaos-intake';
@@ -129,7 +132,8 @@ export async function runKafkaChaos(options: KafkaChaosOptions): Promise<boolean
             log(`produce failed (${(error as Error).message}); the batch's keys are left out of the verdict`);
             for (const m of batch) (poison.has(m.key!) ? poison : valid).delete(m.key!);
           }
-          await new Promise((resolve) => setTimeout(resolve, 200));
+          // Ten keys a batch: one batch every 10 / keysPerSecond seconds.
+          await new Promise((resolve) => setTimeout(resolve, (10 / options.keysPerSecond) * 1000));
         }
       } finally {
         clearInterval(killer);
@@ -199,11 +203,11 @@ export async function runKafkaChaos(options: KafkaChaosOptions): Promise<boolean
 
 /** The group's lag summed over the request topic's partitions, waiting (until `deadline`) for it to reach 0. */
 async function groupLag(brokers: string[], deadline: number): Promise<number> {
-  const consumer = new Consumer({ clientId: 'chaos-lag', groupId, bootstrapBrokers: brokers });
+  const consumer = new Consumer<Buffer, Buffer, Buffer, Buffer>({ clientId: 'chaos-lag', groupId, bootstrapBrokers: brokers });
   try {
     for (;;) {
-      const lags = await consumer.getLag({ topics: [intakeDefaults.requestTopic] });
-      const total = (lags.get(intakeDefaults.requestTopic) ?? []).reduce((sum, lag) => sum + (lag > 0n ? Number(lag) : 0), 0);
+      const lags = await groupLagOf(consumer, intakeDefaults.requestTopic);
+      const total = [...lags.values()].reduce((sum, lag) => sum + Number(lag), 0);
       if (total === 0 || Date.now() > deadline) return total;
       await new Promise((resolve) => setTimeout(resolve, 1_000));
     }

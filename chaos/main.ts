@@ -56,6 +56,7 @@ const program = new Command('chaos')
   .option('--consumers <n>', 'with --kafka: consumer processes', '2')
   .option('--consumer-kill-every-s <seconds>', 'with --kafka: SIGKILL a consumer this often', '8')
   .option('--broker-restart-every-s <seconds>', 'with --kafka: restart the broker this often', '30')
+  .option('--keys-per-s <n>', 'with --kafka: new keys per second sent (each in 1-3 copies)', '4')
   .parse();
 
 const options = program.opts<Record<string, string | boolean | undefined>>();
@@ -108,6 +109,7 @@ if (options.kafka === true) {
     consumerKillEveryMs: seconds('consumerKillEveryS'),
     brokerRestartEveryMs: seconds('brokerRestartEveryS'),
     settleBudgetMs: seconds('settleBudgetS'),
+    keysPerSecond: positiveWhole('keys-per-s', options.keysPerS),
   });
   // Everything it started is stopped; nothing of the cluster run below applies.
   process.exit(ok ? 0 : 1);

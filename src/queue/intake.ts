@@ -193,16 +193,11 @@ export class ChargeIntake {
     if (this.producer !== null) await settleWithin(this.producer.close(), closeWaitMs, this.log, 'closing the producer');
   }
 
-  /** Per partition of the request topic, how many messages the group has not committed yet. */
+  /** Per partition of the request topic, how many messages the group (every consumer of it) has not committed yet. */
   async lag(): Promise<Map<number, bigint>> {
     const consumer = this.consumer;
-    const out = new Map<number, bigint>();
-    if (consumer === null) return out;
-    const lags = await consumer.getLag({ topics: [this.options.settings.requestTopic] });
-    (lags.get(this.options.settings.requestTopic) ?? []).forEach((lag, partition) => {
-      if (lag >= 0n) out.set(partition, lag);
-    });
-    return out;
+    if (consumer === null) return new Map();
+    return groupLagOf(consumer, this.options.settings.requestTopic);
   }
 
   private newProducer(): Producer<Buffer, Buffer, Buffer, Buffer> {
@@ -443,6 +438,24 @@ async function settleWithin(promise: Promise<unknown>, waitMs: number, log: (lin
 function headerMap(headers: Map<Buffer, Buffer> | undefined): Map<string, string> {
   const out = new Map<string, string>();
   for (const [name, value] of headers ?? []) out.set(name.toString('utf8').toLowerCase(), value.toString('utf8'));
+  return out;
+}
+
+/**
+ * The group's lag per partition: the topic's end offset less the group's committed offset (the
+ * whole topic when the group has committed nothing there). The client's own getLag counts only the
+ * partitions this consumer holds; this asks the group coordinator, so any consumer of the group
+ * (or one that never joins) sees the group's lag.
+ */
+export async function groupLagOf(consumer: Consumer<Buffer, Buffer, Buffer, Buffer>, topic: string): Promise<Map<number, bigint>> {
+  const ends = (await consumer.listOffsets({ topics: [topic] })).get(topic) ?? [];
+  const partitions = ends.map((_, partition) => partition);
+  const committed = (await consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic) ?? [];
+  const out = new Map<number, bigint>();
+  ends.forEach((end, partition) => {
+    const done = committed[partition] ?? -1n;
+    out.set(partition, done < 0n ? end : end - done);
+  });
   return out;
 }
 
