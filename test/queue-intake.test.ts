@@ -187,6 +187,26 @@ describe('queue intake on a real Kafka broker', () => {
     }
   });
 
+  it("a key's rate limit holds for queue messages too: over it they wait (Retry-After), then are charged; none refused, none lost", async () => {
+    const tenant = await fundedTenant(h, { label: 'intake-rate' });
+    const { record, signingSecret } = await createApiKey(h.pool, tenant, 'slow producer', 'agent', noMandate, { requireSignature: true }, { ratePerSecond: 1, burst: 1, maxOpenHolds: null });
+    const signer = { keyId: record.id, secret: signingSecret! };
+    const q = await openIntake();
+    try {
+      const keys = [newKey('rate-a'), newKey('rate-b'), newKey('rate-c')];
+      await produce(kafka.brokers, q.settings.requestTopic, keys.map((key) => signedRequest(q.settings.requestTopic, signer, key, chargeBody({ amount: 100 }))));
+      for (const key of keys) {
+        const [result] = await q.reader.waitForCount(q.settings.resultTopic, 1, key);
+        expect(result!.value, key).toMatchObject({ outcome: 'charge', charge: { status: 'succeeded' } });
+        expect(await debitsOf(tenant, key)).toBe(1);
+      }
+      const retries = await q.intake.metrics.registry.getSingleMetricAsString('chargeguard_intake_retries_total');
+      expect(Number(/chargeguard_intake_retries_total (\d+)/.exec(retries)?.[1])).toBeGreaterThan(0);
+    } finally {
+      await q.close();
+    }
+  });
+
   it('the broker restarted mid-stream: every message decided once, nothing lost, lag drained', async () => {
     const tenant = await fundedTenant(h, { label: 'intake-restart' });
     const signer = await signingKey(tenant);

@@ -2,6 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Admin, Consumer, Producer, type Message, type MessagesStream } from '@platformatic/kafka';
 import { authenticateMessage, MessageSignatureError, type ReceivedMessage } from '../auth/message-signatures.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
+import { admitRequest, rateLimitSettingsFrom, type RateLimitSettings } from '../auth/rate-limits.js';
 import { problemFor } from '../http/problem.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ChargeReply } from '../service/charge-service.js';
@@ -11,6 +12,7 @@ import {
   IdempotencyConflictError,
   MandateExceededError,
   NotFoundError,
+  RateLimitedError,
   ValidationError,
   type ChargeguardError,
 } from '../service/errors.js';
@@ -96,8 +98,11 @@ export class ChargeIntake {
   /** Settles when the intake stops on an error it cannot get past (the consume command exits non-zero). */
   readonly failed: Promise<never>;
 
+  private readonly limits: RateLimitSettings;
+
   constructor(private readonly options: IntakeOptions) {
     this.metrics = options.metrics ?? new IntakeMetrics();
+    this.limits = rateLimitSettingsFrom(options.context.config);
     this.log = options.log ?? (() => undefined);
     this.failed = new Promise<never>((_, reject) => {
       this.failure = reject;
@@ -270,7 +275,12 @@ export class ChargeIntake {
         // must be decided; it is tried again (nothing is committed meanwhile, so a crash replays it).
         attempt++;
         this.metrics.retries.inc();
-        const waitMs = Math.min(this.options.settings.retryMaxDelayMs, this.options.settings.retryInitialDelayMs * 2 ** Math.min(attempt, 16));
+        // Over its key's (or tenant's) request rate or open holds: the message waits as long as the
+        // limiter says, as an HTTP caller told 429 with Retry-After would; the queue is the buffer.
+        const waitMs =
+          error instanceof RateLimitedError
+            ? Math.min(rateLimitWaitMaxMs, error.retryAfterSeconds * 1000)
+            : Math.min(this.options.settings.retryMaxDelayMs, this.options.settings.retryInitialDelayMs * 2 ** Math.min(attempt, 16));
         this.log(`intake: ${message.topic}/${message.partition}@${message.offset} not decided yet (${describeError(error)}); again in ${waitMs} ms`);
         if (this.stopping.signal.aborted) return;
         await delay(waitMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
@@ -335,6 +345,10 @@ export class ChargeIntake {
       }
       try {
         authorize(principal, 'charges.create');
+        // The key's limits, as the API's front door applies them: one request token, and the open
+        // holds unless the ledger already knows this key (a redelivery holds nothing new).
+        const admission = await admitRequest(this.options.context.ledger, this.limits, principal, { cost: 1, chargeKeys: [key] });
+        if (admission.refusal) throw admission.refusal;
         const reply = await this.charge(principal, key, body);
         const wire = chargeToWire(reply.charge);
         return {
@@ -416,6 +430,9 @@ export class ChargeIntake {
     await send;
   }
 }
+
+/** The longest a rate-limited message waits before it is tried again, in ms (the limiter's Retry-After, capped). */
+const rateLimitWaitMaxMs = 60_000;
 
 /** How long closing a client may take, in ms: against a broker that is away, a close can wait for ever. */
 const closeWaitMs = 5_000;
