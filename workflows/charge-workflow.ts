@@ -21,12 +21,10 @@ import {
   defaultProviderVoidAlertAfterMs,
   holdDeadlineMs,
   payerActionLookEveryMs,
-  providerPayerEventsPatch,
   providerStepFailure,
   providerSteps,
-  providerVoidAlertPatch,
-  providerWaitsPatch,
 } from './provider-steps.js';
+import { providerPayerEventsPatch, providerVoidAlertPatch, providerWaitsPatch } from './patches.js';
 import { isOpen } from '../src/domain/charge-rules.js';
 import { assertCancellable, assertCapturable, pendingCharge } from './charge-state.js';
 import { chargeShapeOf } from './charge-generations.js';
