@@ -39,7 +39,7 @@ import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-
 import { StripeSimulator } from '../src/providers/simulator/server.js';
 import { StripeConnector } from '../src/providers/stripe.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
-import { chargeGeneration6Patch } from '../workflows/charge-generations.js';
+import { chargeGeneration6Patch } from '../workflows/patches.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
 import {
   EventType,

@@ -105,7 +105,7 @@ const edits: Record<Exclude<VariantName, 'current'>, [string, string][]> = {
   'no-preload': [],
   'no-verify': [['if (patched(verifiedStartPatch)) assertGenuineStart(workflowInfo().workflowId, input);', '']],
   'no-upserts': [['const indexesStatus = patched(chargeSearchAttributesPatch);', 'const indexesStatus = false;']],
-  'final-upsert': [['charge = await reserve();\n  index();', 'charge = await reserve();']],
+  'final-upsert': [['run.charge = await reserve(run);\n  indexStatusChange(run);', 'run.charge = await reserve(run);']],
   neither: [
     ['if (patched(verifiedStartPatch)) assertGenuineStart(workflowInfo().workflowId, input);', ''],
     ['const indexesStatus = patched(chargeSearchAttributesPatch);', 'const indexesStatus = false;'],
