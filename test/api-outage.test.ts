@@ -7,7 +7,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
 import { buildApi } from '../src/api/app.js';
 import { ChargeService } from '../src/service/charge-service.js';
-import { UnavailableError } from '../src/service/errors.js';
+import { UnavailableError } from '../src/domain/errors.js';
 import { asUnavailable } from '../src/service/unavailable.js';
 import { wireProblemSchema } from '../src/service/wire.js';
 import { loadConfig } from '../src/config.js';

@@ -7,7 +7,7 @@ import { clearingAccountId, paymentMethodIdMaxLength, returnUrlMaxLength } from 
 import { countLedger } from '../src/ledger/reports.js';
 import { buildChargeIntent, chargeFingerprint } from '../src/service/intent.js';
 import { canonicalJson, sha256Hex } from '../src/domain/request-fingerprint.js';
-import { ValidationError } from '../src/service/errors.js';
+import { ValidationError } from '../src/domain/errors.js';
 import { parseChargeRequest } from '../src/service/validation.js';
 import { chargeToWire, wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
 import { withoutNulls } from '../src/mcp/portable-schema.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { IdempotencyConflictError, ValidationError } from '../src/service/errors.js';
+import { IdempotencyConflictError, ValidationError } from '../src/domain/errors.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { deposit } from '../src/ledger/accounts.js';
 import { countLedger } from '../src/ledger/reports.js';

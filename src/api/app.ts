@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { AccountsService } from '../service/accounts-service.js';
-import { IdempotencyConflictError, ValidationError } from '../service/errors.js';
+import { IdempotencyConflictError, ValidationError } from '../domain/errors.js';
 import type { WireProblem } from '../service/wire.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiDeps, ApiRoutes } from './deps.js';

@@ -4,7 +4,7 @@ import { listApiKeys, principalForApiKey } from '../auth/api-keys.js';
 import { authorize, type Principal } from '../auth/principal.js';
 import type { Operation } from '../domain/permissions.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { UnauthorizedError, ValidationError } from '../service/errors.js';
+import { UnauthorizedError, ValidationError } from '../domain/errors.js';
 import { assertTenant } from '../service/validation.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
-import { ChargeguardError, OverloadedError, RateLimitedError, UnauthorizedError, UnavailableError, type FieldError } from '../service/errors.js';
-import { errorKinds } from '../service/error-kinds.js';
+import { ChargeguardError, OverloadedError, RateLimitedError, UnauthorizedError, UnavailableError, type FieldError } from '../domain/errors.js';
+import { errorKinds } from '../domain/error-kinds.js';
 import { asUnavailable } from '../service/unavailable.js';
 import type { WireProblem } from '../service/wire.js';
 
@@ -38,7 +38,7 @@ function headersFor(error: ChargeguardError, retryAfterSeconds: number): Record<
 /**
  * Maps every error a route can meet to RFC 9457 problem details. `type` is the client error's
  * stable code (the contract names them: `idempotency_conflict`, …), so callers can branch on it;
- * status and title are its kind's (src/service/error-kinds.ts).
+ * status and title are its kind's (src/domain/error-kinds.ts).
  */
 export function problemFor(error: unknown, retryAfterSeconds: number): Problem {
   const e = asUnavailable(error);

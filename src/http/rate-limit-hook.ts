@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../runtime/app-context.js';
-import { RateLimitedError } from '../service/errors.js';
+import { RateLimitedError } from '../domain/errors.js';
 import {
   addressLimitSettingsFrom,
   admitByAddress,

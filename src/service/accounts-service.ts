@@ -14,7 +14,7 @@ import {
 import type { LedgerPool } from '../ledger/pool.js';
 import { isSystemAccountId } from '../domain/providers.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
-import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError } from './errors.js';
+import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { asUnavailable } from './unavailable.js';
 import {
   accountIdSchema,

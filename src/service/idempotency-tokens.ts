@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { limits } from '../domain/limits.js';
 import { consumeIdempotencyToken, insertIdempotencyToken } from '../ledger/idempotency-tokens.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { ValidationError } from './errors.js';
+import { ValidationError } from '../domain/errors.js';
 import { assertIdempotencyKey, assertObjectBody, assertTenant, idempotencyKeyProblem, parseWith } from './validation.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { ChargeStatus } from '../domain/charge.js';
 import { findChargeCursor, listCharges as listLedgerCharges, type ChargePage } from '../ledger/listing.js';
 import type { ServiceContext } from './context.js';
-import { ValidationError } from './errors.js';
+import { ValidationError } from '../domain/errors.js';
 import {
   assertTenant,
   parseChargeListQuery,

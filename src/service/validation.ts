@@ -10,7 +10,7 @@ import {
   returnUrlMaxLength,
   type ProviderName,
 } from '../domain/providers.js';
-import { ValidationError, type FieldError } from './errors.js';
+import { ValidationError, type FieldError } from '../domain/errors.js';
 
 /**
  * The contract's rules for everything a caller sends, in one place: every surface (HTTP body,

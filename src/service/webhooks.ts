@@ -20,7 +20,7 @@ import {
   type RecordedWebhookEvent,
   type WebhookSecretRecord,
 } from '../ledger/webhooks.js';
-import { IdempotencyConflictError, NotFoundError, UnauthorizedError, ValidationError, type FieldError } from './errors.js';
+import { IdempotencyConflictError, NotFoundError, UnauthorizedError, ValidationError, type FieldError } from '../domain/errors.js';
 import { asUnavailable } from './unavailable.js';
 import { amountSchema, currencySchema, accountIdSchema, idempotencyKeySchema, parseWith } from './validation.js';
 import type { WireDeposit } from './wire.js';

@@ -7,7 +7,7 @@ import { declineCodes } from '../domain/refusals.js';
 import { providerNames, providerPaymentStates, type ChargeProviderPayment } from '../domain/providers.js';
 import { mandateRules } from '../domain/mandate.js';
 import { limitScopes } from '../domain/rate-limits.js';
-import { dependencies } from './errors.js';
+import { dependencies } from '../domain/errors.js';
 import type { Account } from '../ledger/accounts.js';
 
 /**

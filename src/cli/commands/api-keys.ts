@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { createApiKey, getApiKey, listApiKeys, revokeApiKey, type ApiKeyLimits, type ApiKeyRecord } from '../../auth/api-keys.js';
 import { rateLimitBounds } from '../../domain/rate-limits.js';
 import { defaultRole, isRole, roles, type Role } from '../../domain/permissions.js';
-import { NotFoundError, ValidationError, type FieldError } from '../../service/errors.js';
+import { NotFoundError, ValidationError, type FieldError } from '../../domain/errors.js';
 import { accountIdProblem, assertTenant, assertText } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
 import { hasMandate, type Mandate } from '../../domain/mandate.js';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ValidationError } from '../../service/errors.js';
+import { ValidationError } from '../../domain/errors.js';
 import {
   addWebhookSecret,
   assertProvider,
