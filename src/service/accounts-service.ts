@@ -22,12 +22,12 @@ import {
   assertAccountId,
   assertIdempotencyKey,
   assertObjectBody,
-  assertTenant,
   currencySchema,
   idempotencyKeySchema,
   parsePageQuery,
   parseWith,
 } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import type { WireDeposit } from './wire.js';
 
 /** The account id is taken with other settings (currency, overdraft): a 409 for HTTP callers. */

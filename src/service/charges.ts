@@ -13,7 +13,8 @@ import type { ServiceContext } from './context.js';
 import { NotFoundError } from '../domain/errors.js';
 import { applicationFailureIn } from './temporal-failures.js';
 import { chargeHandle, startOrAttachCharge, type ChargeHandle } from './start-or-attach.js';
-import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { assertIdempotencyKey } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { payerActionNeeded, waitForOutcome, waitForReservation } from './waiting.js';
 
 /** What a charge call answers: the charge, whether this call replayed an earlier one, and whether it is decided. */

@@ -4,7 +4,8 @@ import { limits } from '../domain/limits.js';
 import { consumeIdempotencyToken, insertIdempotencyToken } from '../ledger/idempotency-tokens.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { ValidationError } from '../domain/errors.js';
-import { assertIdempotencyKey, assertObjectBody, assertTenant, idempotencyKeyProblem, parseWith } from './validation.js';
+import { assertIdempotencyKey, assertObjectBody, idempotencyKeyProblem, parseWith } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /**
  * Server-issued idempotency tokens, for callers that cannot mint a good key themselves (an HTML

@@ -3,12 +3,12 @@ import { findChargeCursor, listCharges as listLedgerCharges, type ChargePage } f
 import type { ServiceContext } from './context.js';
 import { ValidationError } from '../domain/errors.js';
 import {
-  assertTenant,
   parseChargeListQuery,
   validateChargeListQuery,
   type ValidChargeListQuery,
   type ValidPageQuery,
 } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /** Filters for finding charges; every one optional, newest first. */
 export interface ChargeListQuery {

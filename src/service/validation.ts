@@ -374,13 +374,6 @@ export function assertAccountId(id: unknown, field = 'account_id'): string {
   return id;
 }
 
-export function assertTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !limits.tenantIdPattern.test(tenant)) {
-    throw new ValidationError([{ field: 'tenant', message: 'must match [a-z0-9_-]{1,64}' }]);
-  }
-  return tenant;
-}
-
 /** Free text that is not part of a charge (an API key's label): the same rules. */
 export function assertText(text: unknown, field: string, rule: TextRule): string {
   if (typeof text !== 'string') throw new ValidationError([{ field, message: 'must be a string' }]);

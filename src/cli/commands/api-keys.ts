@@ -3,7 +3,8 @@ import { createApiKey, getApiKey, listApiKeys, revokeApiKey, type ApiKeyLimits, 
 import { rateLimitBounds } from '../../domain/rate-limits.js';
 import { defaultRole, isRole, roles, type Role } from '../../domain/permissions.js';
 import { NotFoundError, ValidationError, type FieldError } from '../../domain/errors.js';
-import { accountIdProblem, assertTenant, assertText } from '../../service/validation.js';
+import { accountIdProblem, assertText } from '../../service/validation.js';
+import { assertTenant } from '../../domain/identifiers.js';
 import { limits } from '../../domain/limits.js';
 import { hasMandate, type Mandate } from '../../domain/mandate.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';

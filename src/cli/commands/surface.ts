@@ -3,7 +3,7 @@ import { AccountsService } from '../../service/accounts-service.js';
 import { ChargeguardError, ValidationError } from '../../domain/errors.js';
 import { exitCodes } from '../../domain/error-kinds.js';
 import { asUnavailable } from '../../service/unavailable.js';
-import { assertTenant } from '../../service/validation.js';
+import { assertTenant } from '../../domain/identifiers.js';
 import { loadConfig } from '../../config.js';
 import { migrateLedger } from '../../ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../ledger/pool.js';
