@@ -12,7 +12,8 @@ import { noMandate } from '../src/domain/mandate.js';
 import { limits } from '../src/domain/limits.js';
 import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { wireIdempotencyTokenSchema } from '../src/service/idempotency-tokens.js';
-import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
+import { wireChargeSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import {
   balanceOf,
   captureCount,

@@ -9,7 +9,7 @@ import { buildApi } from '../src/api/app.js';
 import { ChargeService } from '../src/service/charge-service.js';
 import { UnavailableError } from '../src/domain/errors.js';
 import { asUnavailable } from '../src/service/unavailable.js';
-import { wireProblemSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import { loadConfig } from '../src/config.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
