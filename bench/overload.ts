@@ -31,7 +31,7 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { startLocalStack } from '../src/stack/stack.js';
 
 interface Flags {

@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
-import { findFreePorts } from '../src/stack/free-port.js';
+import { findFreePorts } from '../src/support/free-port.js';
 import { findFreePortsBelow, smallintPortCeiling, startTemporalCluster, type TemporalCluster } from '../src/stack/temporal-cluster.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
-import { pollUntil } from '../src/stack/wait.js';
-import { isProcessAlive } from '../src/stack/child-process.js';
+import { pollUntil } from '../src/support/wait.js';
+import { isProcessAlive } from '../src/support/child-process.js';
 
 /** How PostgreSQL goes down: `fast` is a clean shutdown (SIGINT), `immediate` a crash (SIGQUIT: no checkpoint, WAL replay on start). */
 export type PostgresStopMode = 'fast' | 'immediate';

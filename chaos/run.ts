@@ -19,7 +19,7 @@ import { reconcile } from '../src/reconcile/reconcile.js';
 import { clientDataConverter } from '../src/codec/data-converter.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
 import { ensurePayloadKeyFile } from '../src/stack/payload-key-file.js';
-import { findFreePorts } from '../src/stack/free-port.js';
+import { findFreePorts } from '../src/support/free-port.js';
 import {
   measureRecoveries,
   planFaults,

@@ -6,7 +6,7 @@ import { createApiKey } from '../src/auth/api-keys.js';
 import { loadConfig } from '../src/config.js';
 import { ChargeService } from '../src/service/charge-service.js';
 import type { AppContext } from '../src/runtime/app-context.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { noMandate } from '../src/domain/mandate.js';
 import { limits } from '../src/domain/limits.js';

@@ -14,7 +14,7 @@ import { loadConfig } from '../src/config.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import {

@@ -15,7 +15,7 @@ import { workerDataConverter } from '../src/codec/data-converter.js';
 import { parsePayloadKeyRing } from '../src/codec/key-ring.js';
 import { isUndecodablePayload } from '../src/domain/undecodable-payload.js';
 import { ensurePayloadKeyFile } from '../src/stack/payload-key-file.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { chargeBody, fundedTenant, newKey, testPayloadProtection, testPolicy, useHarness, waitFor } from './support/harness.js';
 import { encryptedInputArgs, plaintextInputArgs, temporalCli } from './support/temporal-cli.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { startLocalStack, type LocalStack } from '../src/stack/stack.js';
 
 const stackTimeoutMs = 120_000;

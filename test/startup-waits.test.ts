@@ -8,7 +8,7 @@ import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { migrateLedgerWhenReachable } from '../src/runtime/app-context.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { chargeBody, fundedTenant, newKey, testDataConverter, testPayloadSettings, useHarness, waitFor } from './support/harness.js';
 

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { findFreePorts } from '../../src/stack/free-port.js';
+import { findFreePorts } from '../../src/support/free-port.js';
 import { resolveTemporalServerInstall, startTemporalCluster } from '../../src/stack/temporal-cluster.js';
 import type { RunningTemporal } from './bench-stack.js';
 

@@ -4,13 +4,13 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { ledgerAppRole, ledgerOwnerRole, provisionLedgerRoles } from '../ledger/roles.js';
 import { isMissingFile, readFileIfPresent } from '../support/files.js';
-import { hasExited, isProcessAlive, terminate } from './child-process.js';
-import { findFreePort } from './free-port.js';
+import { hasExited, isProcessAlive, terminate } from '../support/child-process.js';
+import { findFreePort } from '../support/free-port.js';
 import { ensurePasswords } from './postgres-credentials.js';
-import { LogSink } from './log-sink.js';
+import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import { ensureOwnedBy, ensurePostgresOsUser, isRoot, prepareParentDirsFor, type OsUserIds } from './postgres-user.js';
-import { withTimeout } from './wait.js';
+import { withTimeout } from '../support/wait.js';
 
 export interface EmbeddedPostgresOptions {
   /** PostgreSQL data directory; initialised on first start, reused (with its data) afterwards. */

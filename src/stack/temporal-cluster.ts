@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { killOnParentExit, terminate } from './child-process.js';
-import { LogSink } from './log-sink.js';
+import { killOnParentExit, terminate } from '../support/child-process.js';
+import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import {
   defaultNumHistoryShards,

@@ -4,12 +4,12 @@ import { dirname, resolve } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { chargeSearchAttributeKeys } from '../../workflows/search-attributes.js';
-import { hasExited, killOnParentExit, terminate } from './child-process.js';
-import { findFreePorts } from './free-port.js';
-import { LogSink } from './log-sink.js';
+import { hasExited, killOnParentExit, terminate } from '../support/child-process.js';
+import { findFreePorts } from '../support/free-port.js';
+import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
-import { isPortAccepting, pollUntil } from './wait.js';
+import { isPortAccepting, pollUntil } from '../support/wait.js';
 
 export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';
 

@@ -13,7 +13,7 @@ import {
 } from '../../stack/chargeguard-processes.js';
 import { startLocalStack, type LocalStack } from '../../stack/stack.js';
 import { Supervisor } from '../../stack/supervisor.js';
-import { findFreePort } from '../../stack/free-port.js';
+import { findFreePort } from '../../support/free-port.js';
 import { startTemporalUiServer, type TemporalUiServer } from '../../stack/temporal-ui-server.js';
 import { codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
 import { step } from '../../support/progress.js';
