@@ -10,8 +10,9 @@ import type pg from 'pg';
  * freshly migrated database holds is committed as schema.sql, and a test compares the two, so a
  * migration or function source whose effect differs from what was reviewed cannot pass unnoticed.
  * (pg_dump would do, but only in the server's major version, which a machine need not have.)
+ * A development tool, not product code: it starts a PostgreSQL of its own (`npm run ledger:schema`).
  */
-export const committedSchemaPath = fileURLToPath(new URL('./schema.sql', import.meta.url));
+export const committedSchemaPath = fileURLToPath(new URL('../src/ledger/schema.sql', import.meta.url));
 
 export const regenerateSchemaHint = 'run `npm run ledger:schema` and commit src/ledger/schema.sql';
 
@@ -172,8 +173,8 @@ export function describeSchemaDifference(committed: string, fresh: string, conte
 async function writeCommittedSchema(): Promise<void> {
   // Imported here: the dump itself needs no server of its own.
   const [{ startEmbeddedPostgres }, { migrateLedger }, { default: pg }] = await Promise.all([
-    import('../stack/embedded-postgres.js'),
-    import('./migrate.js'),
+    import('../src/stack/embedded-postgres.js'),
+    import('../src/ledger/migrate.js'),
     import('pg'),
   ]);
   const dir = await mkdtemp(join(tmpdir(), 'ledger-schema-'));
