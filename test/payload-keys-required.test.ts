@@ -14,7 +14,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { workerDataConverter } from '../src/codec/data-converter.js';
 import { parsePayloadKeyRing } from '../src/codec/key-ring.js';
 import { isUndecodablePayload } from '../src/domain/undecodable-payload.js';
-import { ensurePayloadKeyFile } from '../src/stack/payload-key-file.js';
+import { ensurePayloadKeyFile } from '../src/codec/payload-key-file.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { chargeBody, fundedTenant, newKey, testPayloadProtection, testPolicy, useHarness, waitFor } from './support/harness.js';

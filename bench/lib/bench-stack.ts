@@ -1,4 +1,4 @@
-import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
+import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { migrateLedger } from '../../src/ledger/migrate.js';

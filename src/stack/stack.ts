@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
 import { reclaimOrphanedPostgres, startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
-import { ensurePayloadKeyFile } from './payload-key-file.js';
+import { ensurePayloadKeyFile } from '../codec/payload-key-file.js';
 import { startOnRememberedPort } from './remembered-ports.js';
 import { Supervisor } from './supervisor.js';
 import { smallintPortCeiling, startTemporalCluster, type TemporalCluster, type TemporalClusterOptions } from './temporal-cluster.js';

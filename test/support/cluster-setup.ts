@@ -11,7 +11,7 @@ import {
   type ChargeguardProcess,
   type CliInvocation,
 } from '../../src/stack/chargeguard-processes.js';
-import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
+import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
 import { startLocalStack } from '../../src/stack/stack.js';
 import { generousRateLimits } from './api.js';
 

@@ -7,7 +7,7 @@ import type { TestProject } from 'vitest/node';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { payloadProtectionFromSettings } from '../../src/codec/payload-protection.js';
-import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
+import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
 import { startLocalStack } from '../../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../../src/worker/charge-worker.js';
 
