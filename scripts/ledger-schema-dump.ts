@@ -172,8 +172,8 @@ export function describeSchemaDifference(committed: string, fresh: string, conte
 /** Migrates a fresh embedded PostgreSQL and writes its dump to schema.sql. */
 async function writeCommittedSchema(): Promise<void> {
   // Imported here: the dump itself needs no server of its own.
-  const [{ startEmbeddedPostgres }, { migrateLedger }, { default: pg }] = await Promise.all([
-    import('../src/stack/embedded-postgres.js'),
+  const [{ startLedgerPostgres }, { migrateLedger }, { default: pg }] = await Promise.all([
+    import('../src/runtime/local-stack.js'),
     import('../src/ledger/migrate.js'),
     import('pg'),
   ]);
@@ -181,7 +181,7 @@ async function writeCommittedSchema(): Promise<void> {
   try {
     // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
     await chmod(dir, 0o711);
-    const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+    const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
     try {
       await migrateLedger(server.databaseUrl);
       const client = new pg.Client({ connectionString: server.databaseUrl });

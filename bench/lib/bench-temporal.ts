@@ -6,7 +6,7 @@ import { hasExited, killOnParentExit, terminate } from '../../src/support/child-
 import { findFreePorts } from '../../src/support/free-port.js';
 import { LogSink } from '../../src/support/log-sink.js';
 import { resolveTemporalCliPath } from '../../src/stack/temporal-cli.js';
-import { chargeSearchAttributes } from '../../src/stack/temporal-dev-server.js';
+import { chargeSearchAttributes } from '../../src/worker/search-attributes-check.js';
 import { pollUntil } from '../../src/support/wait.js';
 
 export interface BenchTemporalOptions {

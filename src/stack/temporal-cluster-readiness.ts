@@ -4,7 +4,7 @@ import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { hasExited } from '../support/child-process.js';
 import type { TemporalClusterTls } from './temporal-cluster-config.js';
-import { indexedValueTypeByKind, type SearchAttributeKind } from './temporal-dev-server.js';
+import { indexedValueTypeByKind, type SearchAttributeKind } from '../support/search-attribute-kinds.js';
 import { isPortAccepting, pollUntil } from '../support/wait.js';
 
 /**
