@@ -5,6 +5,9 @@ import tseslint from 'typescript-eslint';
 /** Node and I/O modules, which workflow code must never load (the worker's bundle refuses most anyway). */
 const nodeAndIo = ['node:*', 'fs', 'path', 'os', 'crypto', 'net', 'http', 'https', 'child_process', 'pg', 'pg-*'];
 
+/** I/O modules the domain's pure rules never load (hashing with node:crypto is pure, and allowed). */
+const domainIo = ['node:fs', 'node:fs/*', 'fs', 'fs/*', 'node:net', 'net', 'node:http', 'http', 'node:https', 'https', 'node:child_process', 'child_process', 'pg', 'pg-*', '@temporalio/client', '@temporalio/worker', 'fastify'];
+
 /** Imports of the bench from product code, which would ship it in dist/ and the image. */
 const notTheBench = { group: ['**/bench/*', '**/bench', '**/chaos/*', '**/chaos'], message: 'product code never imports the bench or the chaos run' };
 /** Imports of the CLI from below it; what both need lives in src/support. */
@@ -159,7 +162,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/service/*', '**/api/*', '**/mcp/*', '**/cli/*', '**/workflows/*', '**/activities/*'],
+              group: ['**/service/*', '**/api/*', '**/mcp/*', '**/cli/*', '**/workflows/*', '**/activities/*', '**/runtime/*', '**/stack/*'],
               message: 'the ledger knows nothing of its callers',
             },
           ],
@@ -173,6 +176,71 @@ export default tseslint.config(
       '@typescript-eslint/no-restricted-imports': [
         'error',
         { patterns: [{ group: ['@temporalio/client'], message: 'activities never start workflows' }] },
+      ],
+    },
+  },
+  // The layout's floors (README.md, Layout), each block for folders no block above names with the
+  // same rule, so none replaces another's patterns.
+  {
+    // Errors and pure rules: every layer may use them, workflow code included, so they import nothing
+    // of the project but each other, and no I/O.
+    files: ['src/domain/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../*', '../**'], message: 'src/domain imports only src/domain: pure rules that every layer may use' },
+            { group: domainIo, message: 'src/domain is pure: no I/O (workflow code may import it)' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Process helpers and small utilities: the ground floor, below everything of the project.
+    files: ['src/support/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../*', '../**'], message: 'src/support imports nothing of the project: it is the ground floor' }] },
+      ],
+    },
+  },
+  {
+    // The stack starts processes (Temporal, PostgreSQL, the UI): a leaf that knows no program. What the
+    // program needs of it (search attributes, database roles, the payload key file) is handed in by
+    // src/runtime/local-stack.ts.
+    files: ['src/stack/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../*', '!../support', '../../*'],
+              message: 'src/stack imports only src/support: take what the program needs as a parameter from src/runtime/local-stack.ts',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Authentication and the HTTP pieces the API, MCP and codec endpoints share sit below the service:
+    // the errors and rules they need are src/domain's. Base rule, beside the typescript-eslint one of
+    // src/http's block above; it restates the bench and CLI patterns it would otherwise replace.
+    files: ['src/auth/**/*.ts', 'src/http/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            notTheBench,
+            notTheCli,
+            { group: ['**/service/*', '**/service'], message: 'auth and http sit below the service: errors and pure rules are in src/domain' },
+          ],
+        },
       ],
     },
   },

@@ -13,7 +13,7 @@ import type { FaultRuleInput, Operation } from '../src/providers/simulator/fault
 import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
 import { StripeSimulator } from '../src/providers/simulator/server.js';
 import { StripeConnector, stripeRequestTimeoutMs } from '../src/providers/stripe.js';
-import { pollUntil } from '../src/stack/wait.js';
+import { pollUntil } from '../src/support/wait.js';
 import type { AnswerCounts, Storm } from './storm.js';
 
 const chaosStripeApiKey = 'sk_test_chargeguard_chaos';

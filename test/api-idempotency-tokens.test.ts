@@ -6,13 +6,14 @@ import { createApiKey } from '../src/auth/api-keys.js';
 import { loadConfig } from '../src/config.js';
 import { ChargeService } from '../src/service/charge-service.js';
 import type { AppContext } from '../src/runtime/app-context.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { noMandate } from '../src/domain/mandate.js';
 import { limits } from '../src/domain/limits.js';
 import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { wireIdempotencyTokenSchema } from '../src/service/idempotency-tokens.js';
-import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
+import { wireChargeSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import {
   balanceOf,
   captureCount,

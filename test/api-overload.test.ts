@@ -7,7 +7,7 @@ import { readCharge } from '../src/ledger/charges.js';
 import type { AppContext } from '../src/runtime/app-context.js';
 import { Client, type Connection } from '@temporalio/client';
 import { ChargeService } from '../src/service/charge-service.js';
-import { UnavailableError } from '../src/service/errors.js';
+import { UnavailableError } from '../src/domain/errors.js';
 import { apiKeyFor, generousRateLimits, listenOnLoopback, send, type TestResponse } from './support/api.js';
 import {
   balanceOf,

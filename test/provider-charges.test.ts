@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { IdempotencyConflictError } from '../src/service/errors.js';
+import { IdempotencyConflictError } from '../src/domain/errors.js';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { clearingAccountId } from '../src/domain/providers.js';

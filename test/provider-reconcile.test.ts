@@ -8,7 +8,7 @@ import { recordProviderRefunded, refundCharge } from '../src/ledger/refunds.js';
 import { StripeSimulator } from '../src/providers/simulator/server.js';
 import { StripeConnector } from '../src/providers/stripe.js';
 import { formatProviderReconcileReport, reconcileProvider, type ProviderReconcileReport } from '../src/reconcile/index.js';
-import { exitCodes } from '../src/service/error-kinds.js';
+import { exitCodes } from '../src/domain/error-kinds.js';
 import { runCli } from './support/cli.js';
 import { fundedTenant, newKey, newTenant, providerIntent, useHarness } from './support/harness.js';
 

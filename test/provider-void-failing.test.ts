@@ -7,7 +7,7 @@ import { clearingAccountId } from '../src/domain/providers.js';
 import { readCharge } from '../src/ledger/charges.js';
 import { StripeSimulator } from '../src/providers/simulator/server.js';
 import { StripeConnector } from '../src/providers/stripe.js';
-import { ChargeStateConflictError } from '../src/service/errors.js';
+import { ChargeStateConflictError } from '../src/domain/errors.js';
 import { chargeWorkflowType, type ChargePolicy, type ChargeWorkflowInput } from '../workflows/definitions.js';
 import { chargeSearchAttributeKeys } from '../workflows/search-attributes.js';
 import { fundedTenant, newKey, providerIntent, startTestWorker, testPolicy, useHarness, waitFor } from './support/harness.js';

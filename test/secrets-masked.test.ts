@@ -6,7 +6,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { connectionLines } from '../src/cli/commands/start.js';
 import { maskDatabaseUrl } from '../src/runtime/dependency-wait.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { maskToken, maskUrlPassword, withoutUrlPassword } from '../src/support/redact.js';
 import { waitFor } from './support/harness.js';
 

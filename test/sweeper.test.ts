@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiMetrics } from '../src/api/metrics.js';
 import { fundedApiTenant, openTestApi } from './support/api.js';
-import { ChargeStateConflictError } from '../src/service/errors.js';
+import { ChargeStateConflictError } from '../src/domain/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
 import { readCharge, tryHold } from '../src/ledger/charges.js';

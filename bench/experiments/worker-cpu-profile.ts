@@ -52,7 +52,7 @@ import { createLedgerPool } from '../../src/ledger/pool.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
 import { readFileIfPresent } from '../../src/support/files.js';
-import { isProcessAlive } from '../../src/stack/child-process.js';
+import { isProcessAlive } from '../../src/support/child-process.js';
 import { baselineWorkflowType, type BaselineInput } from '../baseline-workflow.js';
 import { startBenchStack } from '../lib/bench-stack.js';
 import { clientDataConverter } from '../../src/codec/data-converter.js';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { defaultStepBatchLimits, type StepBatchLimits } from '../../src/ledger/step-batches.js';
-import { terminate } from '../../src/stack/child-process.js';
+import { terminate } from '../../src/support/child-process.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { workerDataConverter } from '../../src/codec/data-converter.js';
 import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { AccountsService } from '../service/accounts-service.js';
-import { IdempotencyConflictError, ValidationError } from '../service/errors.js';
-import type { WireProblem } from '../service/wire.js';
+import { IdempotencyConflictError, ValidationError } from '../domain/errors.js';
+import { asUnavailable } from '../service/unavailable.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiDeps, ApiRoutes } from './deps.js';
 import { authenticate, verifySignedRequest } from './authenticate.js';
@@ -12,7 +12,7 @@ import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
 import { refuseUnknownQueryParameters } from './query-parameters.js';
-import { problemFor, sendProblem } from '../http/problem.js';
+import { problemFor, sendProblem, type WireProblem } from '../http/problem.js';
 import { strictJsonBodyParser } from '../http/json-body.js';
 import { registerAccountRoutes } from './routes/accounts.js';
 import { registerChargeRoutes } from './routes/charges.js';
@@ -155,7 +155,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     }
   });
   app.setErrorHandler((error, request, reply) => {
-    const found = problemFor(error, deps.retryAfterSeconds);
+    const found = problemFor(asUnavailable(error), deps.retryAfterSeconds);
     if (error instanceof IdempotencyConflictError) deps.metrics.idempotencyConflict();
     if (found.body.status >= 500) request.failure = error;
     return sendProblem(reply, { ...found, body: { ...found.body, instance: request.url } });

@@ -4,7 +4,7 @@ import type { Principal } from '../auth/principal.js';
 import { acceptSignedRequest, type SignatureKey } from '../auth/request-signatures.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import type { AppContext } from '../runtime/app-context.js';
-import { UnauthorizedError } from '../service/errors.js';
+import { UnauthorizedError } from '../domain/errors.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { addressLimiterFor, admitFromAddress } from '../http/rate-limit-hook.js';
 

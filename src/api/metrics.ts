@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { secretTokenMatches } from '../support/secret-token.js';
-import { UnauthorizedError } from '../service/errors.js';
+import { UnauthorizedError } from '../domain/errors.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { sendProblem } from '../http/problem.js';
 import { isLoopback } from '../http/source-address.js';

@@ -7,7 +7,8 @@ import { chargeRequestSchema } from '../service/validation.js';
 import { limits, textPatterns } from '../domain/limits.js';
 import { webhookMaxSignatures, webhookSignatureHeader } from '../domain/webhook-signature.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
-import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
+import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireRefundSchema } from '../service/wire.js';
+import { wireProblemSchema } from '../http/problem.js';
 import {
   idempotencyTokenLength,
   idempotencyTokenPattern,

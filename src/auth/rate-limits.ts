@@ -10,7 +10,7 @@ import {
 } from '../domain/rate-limits.js';
 import { deleteFullAddressBuckets, takeChainedTokens, takeRequestTokens, type ChainedBucket } from '../ledger/rate-limits.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { RateLimitedError } from '../service/errors.js';
+import { RateLimitedError } from '../domain/errors.js';
 import type { Principal } from './principal.js';
 
 /** The configured limits: a key's defaults (its own limits win) and its tenant's. */

@@ -4,8 +4,8 @@ import { listApiKeys, principalForApiKey } from '../auth/api-keys.js';
 import { authorize, type Principal } from '../auth/principal.js';
 import type { Operation } from '../domain/permissions.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { UnauthorizedError, ValidationError } from '../service/errors.js';
-import { assertTenant } from '../service/validation.js';
+import { UnauthorizedError, ValidationError } from '../domain/errors.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /**
  * Who a command (charge, refund, capture, cancel) or the stdio MCP server acts as.

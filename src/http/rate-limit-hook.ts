@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../runtime/app-context.js';
-import { RateLimitedError } from '../service/errors.js';
+import { RateLimitedError } from '../domain/errors.js';
 import {
   addressLimitSettingsFrom,
   admitByAddress,
@@ -12,7 +12,7 @@ import {
 } from '../auth/rate-limits.js';
 import { ProvenKeys, provenKeysMax } from '../auth/proven-keys.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
-import { providerPattern } from '../service/webhooks.js';
+import { providerPattern } from '../domain/identifiers.js';
 import { limitSubjectOf } from './source-address.js';
 
 /**

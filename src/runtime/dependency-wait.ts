@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Dependency } from '../service/errors.js';
+import type { Dependency } from '../domain/errors.js';
 import { maskUrlPassword } from '../support/redact.js';
 
 /**

@@ -2,13 +2,14 @@ import { resolve } from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { step } from '../support/progress.js';
 import type { ChargeguardConfig } from '../config.js';
-import { startLocalStack, type LocalStack } from '../stack/stack.js';
+import type { LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
 import { startEmbeddedProvider, type EmbeddedProvider } from './embedded-provider.js';
 import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
 import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 import { payloadProtectionFromSettings } from '../codec/payload-protection.js';
 import { nativeConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
+import { startChargeguardStack } from './local-stack.js';
 
 export interface LocalRuntime {
   stack: LocalStack;
@@ -95,7 +96,7 @@ export async function startLocalRuntime(
   const temporalSecurity = temporalConnectionSecurity(config);
   if (config.TEMPORAL_ADDRESS !== undefined) payloadProtectionFromSettings(config);
   const stack = await step('starting Temporal and PostgreSQL', () =>
-    startLocalStack({
+    startChargeguardStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
       temporalUiPort: options.temporalUiPort,
       ...(options.temporalUiCodecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: options.temporalUiCodecEndpoint }),

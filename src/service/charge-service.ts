@@ -17,7 +17,7 @@ import { translateFailures } from './temporal-failures.js';
 import { assertEmptyBody, parseCaptureBody, parseOptionalAmount, parsePageQuery } from './validation.js';
 import { boundedWaitMs } from './waiting.js';
 import { mandateRefusal, type Mandate } from '../domain/mandate.js';
-import { MandateExceededError } from './errors.js';
+import { MandateExceededError } from '../domain/errors.js';
 
 export type { ChargeReply } from './charges.js';
 export type { ChargeListQuery } from './listing.js';

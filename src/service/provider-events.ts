@@ -16,7 +16,7 @@ export { providerEventActions } from '../ledger/provider-events.js';
 import { providerIdempotencyKey, type PaymentConnector, type ProviderEvent, type ProviderPayment } from '../providers/connector.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { providerEventSignal, type ProviderEventSignal } from '../../workflows/definitions.js';
-import { NotFoundError, ValidationError } from './errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { asUnavailable } from './unavailable.js';
 
 /**

@@ -10,7 +10,7 @@ import {
   returnUrlMaxLength,
   type ProviderName,
 } from '../domain/providers.js';
-import { ValidationError, type FieldError } from './errors.js';
+import { ValidationError, type FieldError } from '../domain/errors.js';
 
 /**
  * The contract's rules for everything a caller sends, in one place: every surface (HTTP body,
@@ -372,13 +372,6 @@ export function assertAccountId(id: unknown, field = 'account_id'): string {
   const problem = accountIdProblem(id);
   if (problem) throw new ValidationError([{ field, message: problem }]);
   return id;
-}
-
-export function assertTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !limits.tenantIdPattern.test(tenant)) {
-    throw new ValidationError([{ field: 'tenant', message: 'must match [a-z0-9_-]{1,64}' }]);
-  }
-  return tenant;
 }
 
 /** Free text that is not part of a charge (an API key's label): the same rules. */

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { webhookMaxSignatures, webhookSignatureHeader, webhookToleranceSeconds } from '../../domain/webhook-signature.js';
-import { depositSucceededSchema, providerPattern, WebhookService, wireWebhookReceiptSchema } from '../../service/webhooks.js';
+import { providerPattern } from '../../domain/identifiers.js';
+import { depositSucceededSchema, WebhookService, wireWebhookReceiptSchema } from '../../service/webhooks.js';
 import type { ApiDeps } from '../deps.js';
 import { webhookRateLimitHook } from '../../http/rate-limit-hook.js';
 import { bodyProblems, problemResponses } from '../openapi.js';

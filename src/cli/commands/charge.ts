@@ -3,7 +3,7 @@ import { chargeActorOf } from '../../auth/principal.js';
 import { addIdentityOptions, assertIdentityNamed, resolvePrincipal } from '../identity.js';
 import { assertIdempotencyKey, parseChargeRequest } from '../../service/validation.js';
 import { chargeToWire } from '../../service/wire.js';
-import { ValidationError, type FieldError } from '../../service/errors.js';
+import { ValidationError, type FieldError } from '../../domain/errors.js';
 import { defaultProviderName } from '../../service/validation.js';
 import { providerNames } from '../../domain/providers.js';
 import { loadConfig } from '../../config.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { providerNames, type ProviderName } from '../../domain/providers.js';
 import { configuredProviderConnectors, ProviderConfigurationError } from '../../providers/configured.js';
-import { assertTenant } from '../../service/validation.js';
+import { assertTenant } from '../../domain/identifiers.js';
 import {
   assertWindowHours,
   formatProviderReconcileReport,

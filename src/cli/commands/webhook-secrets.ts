@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { ValidationError } from '../../service/errors.js';
+import { ValidationError } from '../../domain/errors.js';
+import { assertProvider } from '../../domain/identifiers.js';
 import {
   addWebhookSecret,
-  assertProvider,
   assertWebhookSecretId,
   defaultRotationOverlapSeconds,
   listProviderSecrets,
