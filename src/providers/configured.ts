@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { ProviderConnectors } from './connectors.js';
-import { StripeConnector, stripeKeyRetentionMs, type StripeEndpoint } from './stripe.js';
+import { StripeConnector, stripeKeyRetentionMs, type StripeEndpoint } from './stripe/connector.js';
 
 /** What configuration reads: the process's environment, or a test's. */
 export type ProviderEnvironment = Readonly<Record<string, string | undefined>>;

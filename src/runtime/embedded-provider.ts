@@ -8,8 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { configuredProviderConnectors, type ProviderEnvironment } from '../providers/configured.js';
-import { StripeSimulator } from '../providers/simulator/server.js';
-import { StripeConnector } from '../providers/stripe.js';
+import { StripeSimulator } from '../providers/stripe/simulator/server.js';
+import { StripeConnector } from '../providers/stripe/connector.js';
 
 export interface EmbeddedProvider {
   connectors: ProviderConnectors;

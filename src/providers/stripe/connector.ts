@@ -4,7 +4,7 @@
  * only the PaymentConnector interface.
  */
 import Stripe from 'stripe';
-import { mapProviderDecline } from '../domain/provider-declines.js';
+import { mapProviderDecline } from '../../domain/provider-declines.js';
 import type {
   AuthorizeRequest,
   AuthorizeResult,
@@ -31,8 +31,8 @@ import type {
   VerifyWebhookResult,
   VoidRequest,
   VoidResult,
-} from './connector.js';
-import { decodeStripeEvent, NotAnEvent, stripeStateOf } from './stripe-events.js';
+} from '../connector.js';
+import { decodeStripeEvent, NotAnEvent, stripeStateOf } from './events.js';
 
 /**
  * The API version every request pins. The SDK's types describe only its own latest version, so an
