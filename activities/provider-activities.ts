@@ -14,7 +14,6 @@ import {
   recordProviderVoided,
 } from '../src/ledger/provider-charges.js';
 import { authorizeOnce } from '../src/providers/authorize-once.js';
-import { mapProviderDecline } from '../src/domain/provider-declines.js';
 import {
   keyMayHaveExpired,
   providerIdempotencyKey,
@@ -250,7 +249,7 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
           case 'declined':
           case 'voided': {
             // The payer failed (or abandoned) authentication: the provider's last error says why.
-            const mapped = mapProviderDecline(payment.lastDeclineCode ?? 'authentication_required');
+            const mapped = connector.declineOf(payment.lastDeclineCode, 'authentication');
             return recordAuthorizeAnswer(intent, connector, { outcome: 'declined', payment, ...mapped, detail: `payment ${payment.id} is ${payment.providerStatus}` });
           }
           default:

@@ -9,7 +9,7 @@
  * Every call answers with a typed outcome instead of throwing: the caller decides on outcomes, and
  * an exception would blur "the provider said no" with "we do not know what happened".
  */
-import type { MappedDeclineCode } from '../domain/provider-declines.js';
+import type { MappedDeclineCode, ProviderDecline } from '../domain/provider-declines.js';
 
 /** Our name for a provider payment: who it belongs to and which charge it is. */
 export interface PaymentReference {
@@ -289,6 +289,12 @@ export interface PaymentConnector {
    */
   retrievePayment(request: RetrievePaymentRequest): Promise<RetrievePaymentResult>;
   verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult;
+  /**
+   * A decline in the caller's words, from the provider's own code (its vocabulary is the
+   * connector's). Without a code, the provider's own default for what failed: an attempt
+   * (`attempt`), or the payer's authentication (`authentication`, 3-D Secure failed or abandoned).
+   */
+  declineOf(providerCode: string | null, failed: 'attempt' | 'authentication'): ProviderDecline;
 }
 
 export interface RetrievePaymentRequest {

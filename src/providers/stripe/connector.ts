@@ -4,7 +4,8 @@
  * only the PaymentConnector interface.
  */
 import Stripe from 'stripe';
-import { mapProviderDecline } from '../../domain/provider-declines.js';
+import type { ProviderDecline } from '../../domain/provider-declines.js';
+import { mapStripeDecline } from './declines.js';
 import type {
   AuthorizeRequest,
   AuthorizeResult,
@@ -153,7 +154,7 @@ export class StripeConnector implements PaymentConnector {
         return {
           outcome: 'declined',
           payment,
-          ...mapProviderDecline(err.decline_code ?? err.code),
+          ...mapStripeDecline(err.decline_code ?? err.code),
           detail: err.message,
         };
       }
@@ -170,7 +171,7 @@ export class StripeConnector implements PaymentConnector {
         return {
           outcome: 'declined',
           payment,
-          ...mapProviderDecline(payment.lastDeclineCode),
+          ...mapStripeDecline(payment.lastDeclineCode),
           detail: intent.last_payment_error?.message ?? `PaymentIntent ${intent.id} needs a new payment method`,
         };
       case 'processing':
@@ -355,6 +356,11 @@ export class StripeConnector implements PaymentConnector {
       if (err instanceof NotAnEvent) return { outcome: 'refused', reason: 'not_an_event', field: err.field, detail: err.problem };
       throw err;
     }
+  }
+
+  declineOf(providerCode: string | null, failed: 'attempt' | 'authentication'): ProviderDecline {
+    // Stripe's last_payment_error after a failed or abandoned 3-D Secure is authentication_required.
+    return mapStripeDecline(providerCode ?? (failed === 'authentication' ? 'authentication_required' : null));
   }
 
   private verifiedWithAnySecret(request: VerifyWebhookRequest, toleranceS: number, receivedAtMs: number): boolean {
