@@ -174,8 +174,8 @@ export const returnUrlSchema = z
 
 export const providerNameSchema = z.enum(providerNames, { error: notNull(`one of ${providerNames.map((name) => `"${name}"`).join(', ')}`) });
 
-/** The provider a charge naming a payment method goes to when it names none. */
-export const defaultProviderName: ProviderName = 'stripe';
+/** The provider a charge naming a payment method goes to when it names none: the first one listed. */
+export const defaultProviderName: ProviderName = providerNames[0];
 
 const knownCurrencies = new Set(Intl.supportedValuesOf('currency'));
 
