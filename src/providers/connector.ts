@@ -267,6 +267,11 @@ export interface PaymentConnector {
    * must look the payment up by reference first (`keyMayHaveExpired`).
    */
   readonly keyRetentionMs: number;
+  /**
+   * The longest an authorization may stay open at the provider before it lapses: how far back
+   * reconciliation may usefully look (`reconcile --provider --window-hours` is bounded by it).
+   */
+  readonly longestAuthorizationMs: number;
 
   authorize(request: AuthorizeRequest): Promise<AuthorizeResult>;
   capture(request: CaptureRequest): Promise<CaptureResult>;

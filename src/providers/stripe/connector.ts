@@ -108,9 +108,15 @@ export interface StripeConnectorOptions {
   keyRetentionMs?: number;
 }
 
+/**
+ * 30 days: Stripe's longest authorization (7 days online, up to 30 with extended authorization).
+ */
+export const stripeLongestAuthorizationMs = 30 * 24 * 60 * 60 * 1000;
+
 export class StripeConnector implements PaymentConnector {
   readonly provider = 'stripe';
   readonly keyRetentionMs: number;
+  readonly longestAuthorizationMs = stripeLongestAuthorizationMs;
   private readonly stripe: Stripe;
   private readonly webhookSecrets: readonly string[];
   private readonly webhookToleranceMs: number;
