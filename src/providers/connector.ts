@@ -10,6 +10,9 @@
  * an exception would blur "the provider said no" with "we do not know what happened".
  */
 import type { MappedDeclineCode, ProviderDecline } from '../domain/provider-declines.js';
+import type { ProviderPaymentState, ProviderStepName } from '../domain/providers.js';
+
+export type { ProviderStepName } from '../domain/providers.js';
 
 /** Our name for a provider payment: who it belongs to and which charge it is. */
 export interface PaymentReference {
@@ -17,37 +20,30 @@ export interface PaymentReference {
   chargeId: string;
 }
 
-/** The steps a charge takes at the provider; each gets its own idempotency key. */
-export type ProviderStep = 'authorize' | 'capture' | 'void' | `refund:${string}`;
 
 /**
  * The idempotency key for one step of one charge: the same on every attempt, so the provider
  * replays the first answer instead of acting twice. `<charge id>:<step>`; a refund's step names the
  * refund (`refund:<refund id>`), since one charge may be refunded several times.
  */
-export function providerIdempotencyKey(chargeId: string, step: ProviderStep): string {
+export function providerIdempotencyKey(chargeId: string, step: ProviderStepName): string {
   return `${chargeId}:${step}`;
 }
 
-/** Where a provider payment stands, in our words (the provider's own status travels beside it). */
-export type ProviderPaymentState =
-  /** The payer must act (3-D Secure); nothing is held yet. */
-  | 'requires_action'
-  /** Held at the provider, waiting for capture or void. */
-  | 'authorized'
-  /** Captured (whole or partial): the money moved. */
-  | 'captured'
-  /** Voided (cancelled) before capture: nothing moved. */
-  | 'voided'
-  /** The last attempt was declined; nothing is held. */
-  | 'declined'
-  /** The provider has not decided yet. */
-  | 'processing';
+/**
+ * Where a provider payment stands, in our words (the provider's own status travels beside it): the
+ * ledger's provider states (src/domain/providers.ts, ProviderPaymentState) but `authorizing`, which
+ * is ours (sent, no answer recorded) and never the provider's, plus `processing`: the provider has
+ * not decided yet. `requires_action`: the payer must act (3-D Secure), nothing is held yet;
+ * `authorized`: held, waiting for capture or void; `captured` (whole or partial): the money moved;
+ * `voided`: cancelled before capture, nothing moved; `declined`: the last attempt was declined.
+ */
+export type PaymentStateAtProvider = Exclude<ProviderPaymentState, 'authorizing'> | 'processing';
 
 export interface ProviderPayment {
   /** The provider's id (Stripe: `pi_…`). */
   id: string;
-  state: ProviderPaymentState;
+  state: PaymentStateAtProvider;
   /** The provider's own status, for operators and logs. */
   providerStatus: string;
   /** From the payment's metadata; null when it carries none of ours. */

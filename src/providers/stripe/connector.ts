@@ -20,7 +20,7 @@ import type {
   PaymentConnector,
   PaymentReference,
   ProviderPayment,
-  ProviderPaymentState,
+  PaymentStateAtProvider,
   ProviderRefund,
   RefundRequest,
   RefundResult,
