@@ -3,7 +3,7 @@ import { fromRow, type ChargeRow, type LedgerCharge } from '../ledger/charges.js
 import type { LedgerPool } from '../ledger/pool.js';
 import { recordProviderVoided } from '../ledger/provider-charges.js';
 import { providerIdempotencyKey, type PaymentConnector, type ProviderPayment } from '../providers/connector.js';
-import type { ReconcileCheck } from './reconcile.js';
+import type { ReconcileCheck } from './check.js';
 import { reconcileDefaults } from './reconcile.js';
 
 /**
