@@ -22,7 +22,7 @@ export interface LocalRuntime {
   worker: Worker;
   /** Resolves when the worker stops; rejects if it crashes. */
   workerRun: Promise<void>;
-  /** The payment provider provider charges go to: the embedded simulator unless Stripe is configured. */
+  /** The payment provider provider charges go to: the default provider's double unless a provider is configured. */
   provider: EmbeddedProvider;
   /** Stops the worker, closes the connections and stops the embedded servers; every step runs even if one fails. */
   stop(): Promise<void>;

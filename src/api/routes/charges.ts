@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { chargeToWire, listToWire } from '../../service/wire.js';
 import { chargeStatuses } from '../../domain/charge.js';
-import { assertIdempotencyKey } from '../../service/validation.js';
+import { assertIdempotencyKey, defaultProviderName } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
 import { serviceDeadlineEpochMs, type ApiDeps } from '../deps.js';
 import {
@@ -66,7 +66,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
           'the charge and it is decided. 200 with `Idempotent-Replayed: true`: an earlier request with the same key ' +
           'and body made it; the body is that request\'s outcome. 202: still processing, poll `Location` or retry.\n\n' +
           'The payer is a ledger account (`payer_account_id`) or an instrument at a payment provider (`payment_method`, ' +
-          'with `provider`, default "stripe"): exactly one of the two. A provider charge whose payer must authenticate ' +
+          `with \`provider\`, default "${defaultProviderName}"): exactly one of the two. A provider charge whose payer must authenticate ` +
           '(3-D Secure) is not decided: it answers 202 with status `requires_action` and `next_action` (the provider\'s, ' +
           'untouched), and so does every repeat of the request until the payer has acted. Send `return_url` (https) so that ' +
           '`next_action` is a `redirect_to_url` whose `url` a person opens; then poll `Location` every `Retry-After` seconds. ' +

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { providerNames, type ProviderName } from '../../domain/providers.js';
 import { configuredProviderConnectors, ProviderConfigurationError } from '../../providers/configured.js';
+import { providerFolders } from '../../providers/registry.js';
 import { assertTenant } from '../../domain/identifiers.js';
 import {
   assertWindowHours,
@@ -36,7 +37,7 @@ export function registerReconcileCommand(program: Command): void {
     )
     .option('--tenant <id>', 'only this tenant (default: all tenants)')
     .option('--provider <name>', `reconcile with a payment provider (${providerNames.join(', ')}), configured from the environment (docs/providers.md)`)
-    .option('--window-hours <n>', `with --provider: payments created in the last n hours (default ${providerReconcileWindowHoursDefault}, at most ${providerReconcileWindowHoursMax})`)
+    .option('--window-hours <n>', `with --provider: payments created in the last n hours (default ${providerReconcileWindowHoursDefault}, at most the provider's longest authorization in hours, docs/providers.md)`)
     .option('--void-orphans', "with --provider: void each payment still held for a cancelled or declined charge, and each duplicate payment of a succeeded charge, and say what was voided")
     .option(
       '--statement-timeout-ms <ms>',
@@ -73,11 +74,11 @@ function statementTimeoutOption(text: string | undefined): number {
   return ms;
 }
 
-function windowHoursOption(text: string | undefined): number {
+function windowHoursOption(text: string | undefined, maxHours: number): number {
   if (text === undefined) return providerReconcileWindowHoursDefault;
   try {
-    if (!/^\d+$/.test(text.trim())) throw new RangeError(`--window-hours must be a whole number of hours from 1 to ${providerReconcileWindowHoursMax}`);
-    return assertWindowHours(Number(text));
+    if (!/^\d+$/.test(text.trim())) throw new RangeError(`--window-hours must be a whole number of hours from 1 to ${maxHours}`);
+    return assertWindowHours(Number(text), maxHours);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -86,7 +87,6 @@ function windowHoursOption(text: string | undefined): number {
 async function reconcileWithProvider(options: ReconcileOptions, name: string): Promise<void> {
   const provider = providerNames.find((known) => known === name) as ProviderName | undefined;
   if (!provider) throw new UsageError(`--provider must be one of ${providerNames.join(', ')}`);
-  const windowHours = windowHoursOption(options.windowHours);
   let connector;
   try {
     connector = configuredProviderConnectors()[provider];
@@ -94,7 +94,8 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
     if (error instanceof ProviderConfigurationError) throw new UsageError(error.message);
     throw error;
   }
-  if (!connector) throw new UsageError(`no ${provider} connector is configured: set STRIPE_API_KEY and STRIPE_WEBHOOK_SECRETS (docs/providers.md, "Configuration")`);
+  if (!connector) throw new UsageError(`no ${provider} connector is configured: ${providerFolders[provider].settingsHint} (docs/providers.md, "Configuration")`);
+  const windowHours = windowHoursOption(options.windowHours, providerReconcileWindowHoursMax(connector));
   const ledger = await openCliLedger();
   try {
     const report = await reconcileProvider({
