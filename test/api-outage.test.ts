@@ -12,7 +12,7 @@ import { asUnavailable } from '../src/service/unavailable.js';
 import { wireProblemSchema } from '../src/service/wire.js';
 import { loadConfig } from '../src/config.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
-import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
+import { appContextOn, openAppContext, type AppContext } from '../src/runtime/app-context.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
 import { findFreePort } from '../src/stack/free-port.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
@@ -43,7 +43,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
   const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
   const connection = await Connection.connect({ address: h.connection.options.address });
   const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
-  return {
+  return appContextOn({
     config,
     endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
     temporal,
@@ -53,7 +53,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
       await connection.close();
       await ledger.end();
     },
-  };
+  });
 }
 
 /** Sends a request until it answers 2xx; how long that took from `sinceMs`, and how many 5xx came first. */

@@ -18,7 +18,6 @@ import {
   singleLineText,
 } from '../openapi.js';
 import { assertWellFormedQuery, bodyOf, keyOrTokenOf, preferredWaitMs } from '../request-headers.js';
-import { IdempotencyTokens } from '../../service/idempotency-tokens.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 import { chargeActorOf, type Principal } from '../../auth/principal.js';
 
@@ -49,7 +48,7 @@ export function chargeKeyOf(params: { key: string }): string {
 
 export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   const { context, metrics } = deps;
-  const tokens = new IdempotencyTokens(context.ledger);
+  const { tokens } = context;
   refuseOtherMethods(app, '/v1/charges', ['GET', 'POST']);
   refuseOtherMethods(app, '/v1/charges/:key', ['GET']);
   refuseOtherMethods(app, '/v1/charges/:key/cancel', ['POST']);

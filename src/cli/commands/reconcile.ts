@@ -9,10 +9,8 @@ import {
   providerReconcileExitCode,
   providerReconcileWindowHoursDefault,
   providerReconcileWindowHoursMax,
-  reconcile,
   reconcileDefaults,
   reconcileExitCode,
-  reconcileProvider,
   reconcileStatementTimeoutMsMax,
 } from '../../reconcile/index.js';
 import { loadConfig } from '../../config.js';
@@ -54,7 +52,7 @@ export function registerReconcileCommand(program: Command): void {
       const reconcileStatementTimeoutMs = statementTimeoutOption(options.statementTimeoutMs);
       const context = await openCliContext();
       try {
-        const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
+        const report = await context.reconciliation.ledgerAndWorkflows({ tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
         print(options, report, formatReconcileReport(report));
         process.exitCode = reconcileExitCode(report);
       } finally {
@@ -95,10 +93,9 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
     throw error;
   }
   if (!connector) throw new UsageError(`no ${provider} connector is configured: set STRIPE_API_KEY and STRIPE_WEBHOOK_SECRETS (docs/providers.md, "Configuration")`);
-  const ledger = await openCliLedger();
+  const services = await openCliLedger();
   try {
-    const report = await reconcileProvider({
-      ledger: ledger.ledger,
+    const report = await services.reconciliation.provider({
       connector,
       tenant: options.tenant ?? null,
       windowHours,
@@ -109,6 +106,6 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
     print(options, report, formatProviderReconcileReport(report));
     process.exitCode = providerReconcileExitCode(report);
   } finally {
-    await ledger.close();
+    await services.close();
   }
 }
