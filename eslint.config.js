@@ -13,14 +13,18 @@ const notTheBench = { group: ['**/bench/*', '**/bench', '**/chaos/*', '**/chaos'
 /** Imports of the CLI from below it; what both need lives in src/support. */
 const notTheCli = { group: ['**/cli/*'], message: 'the CLI is the top layer: move what is shared to src/support' };
 
-/** What a surface (API, MCP, CLI) may not import: SQL and ledger steps are the service's and the activities'. */
+/**
+ * What a surface (API, MCP, CLI) may not import: SQL and ledger steps are the services' and the
+ * activities'. Not even a type: a surface is handed the application context's services
+ * (src/runtime/app-context.ts), never the pool they run on, and migrating or opening a pool is the
+ * runtime's composition.
+ */
 const surfacePatterns = [
   {
-    group: ['**/ledger/*', '!**/ledger/pool.js', '!**/ledger/migrate.js'],
-    message: 'surfaces call the service module; only the ledger module runs SQL',
-    allowTypeImports: true,
+    group: ['**/ledger/*', '**/ledger'],
+    message: 'surfaces never run ledger steps or take the pool: call the services of the application context (src/runtime/app-context.ts)',
   },
-  { group: ['**/activities/*', '**/activities'], message: 'surfaces never run ledger steps themselves' },
+  { group: ['**/activities/*', '**/activities'], message: 'surfaces never run ledger steps: activities are the worker\'s' },
 ];
 
 /** Imports of the MCP or codec modules from the API, which would make them import each other. */
@@ -94,14 +98,14 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: nodeAndIo, message: 'workflow code is deterministic: no Node or I/O modules' },
+            { group: nodeAndIo, message: 'workflow code never reaches any I/O: it is deterministic, so no Node or I/O modules' },
             {
               group: ['@temporalio/*', '!@temporalio/workflow', '!@temporalio/common'],
               message: 'workflow code imports only the workflow SDK',
             },
             {
               group: ['../src/*', '!../src/domain'],
-              message: 'workflow code imports only pure domain code from src/',
+              message: 'workflow code never reaches the ledger or any I/O: it imports only pure domain code from src/',
             },
             {
               group: ['../activities/*', '../activities'],
@@ -125,12 +129,25 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [...surfacePatterns, notMcpOrCodec] }] },
   },
   {
-    // What the API, the MCP endpoint and the codec endpoint share: below all three.
+    // What the API, the MCP endpoint and the codec endpoint share: below all three, and below the
+    // runtime that composes them (what it needs of the application it declares itself, as
+    // RateLimitedApp in rate-limit-hook.ts, and the application context satisfies it).
     files: ['src/http/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
-        { patterns: [...surfacePatterns, { group: ['**/api/*', '**/mcp/*', '**/codec/*'], message: 'src/http is shared by the API, MCP and codec endpoints: it imports none of them' }] },
+        {
+          patterns: [
+            {
+              group: ['**/ledger/*', '**/ledger', '**/activities/*', '**/activities'],
+              message: 'src/http serves the surfaces: like them it never runs ledger steps or takes the pool',
+            },
+            {
+              group: ['**/api/*', '**/api', '**/mcp/*', '**/mcp', '**/codec/*', '**/codec', '**/runtime/*', '**/runtime'],
+              message: 'src/http imports no surface (API, MCP, codec endpoint) nor the runtime that composes them: declare the narrow interface it needs in src/http',
+            },
+          ],
+        },
       ],
     },
   },

@@ -12,10 +12,10 @@ import { asUnavailable } from '../src/service/unavailable.js';
 import { wireProblemSchema } from '../src/http/problem.js';
 import { loadConfig } from '../src/config.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
-import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
-import type { EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
+import { appContextOn, openAppContext, type AppContext } from '../src/runtime/app-context.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
 import { findFreePort } from '../src/support/free-port.js';
-import type { TemporalDevServer } from '../src/stack/temporal-dev-server.js';
+import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import {
   balanceOf,
@@ -44,7 +44,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
   const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
   const connection = await Connection.connect({ address: h.connection.options.address });
   const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
-  return {
+  return appContextOn({
     config,
     endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
     temporal,
@@ -54,7 +54,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
       await connection.close();
       await ledger.end();
     },
-  };
+  });
 }
 
 /** Sends a request until it answers 2xx; how long that took from `sinceMs`, and how many 5xx came first. */

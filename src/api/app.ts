@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { AccountsService } from '../service/accounts-service.js';
 import { IdempotencyConflictError, ValidationError } from '../domain/errors.js';
 import { asUnavailable } from '../service/unavailable.js';
 import type { AppContext } from '../runtime/app-context.js';
@@ -100,8 +99,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const bodyLimitBytes = options.bodyLimitBytes ?? apiDefaults.bodyLimitBytes;
   const deps: ApiDeps = {
     context,
-    accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
-    metrics: new ApiMetrics({ ledger: context.ledger, admission: () => context.charges.admission }),
+    accounts: context.accounts,
+    metrics: new ApiMetrics({ readings: context.readings, admission: () => context.charges.admission }),
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,
     retryAfterSeconds: options.retryAfterSeconds ?? apiDefaults.retryAfterSeconds,
@@ -218,7 +217,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     // so a request without a valid key spends no key's tokens (its source address's: authenticate).
     tenantScope.addHook('onRequest', rateLimitHook(context));
     // A key that requires signed requests: checked once the body is read, before any handler.
-    tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.ledger));
+    tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.keys));
     registerChargeRoutes(tenantScope, deps);
     registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);

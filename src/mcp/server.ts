@@ -102,7 +102,6 @@ function payerActionNote(charge: WireCharge): string {
  * model; they are strict, so an argument the tool does not take is refused rather than ignored.
  */
 export function createMcpServer(deps: McpDeps): McpServer {
-  const { charges, accounts } = deps;
   const server = new McpServer(
     { name: 'chargeguard', version: deps.version ?? '0.1.0' },
     {
@@ -112,6 +111,16 @@ export function createMcpServer(deps: McpDeps): McpServer {
     },
   );
 
+  // In the order tools/list has always listed them.
+  registerCreateChargeTool(server, deps);
+  registerChargeTools(server, deps);
+  registerRefundTool(server, deps);
+  registerBalanceTool(server, deps);
+  return server;
+}
+
+function registerCreateChargeTool(server: McpServer, deps: McpDeps): void {
+  const { charges } = deps;
   server.registerTool(
     'create_charge',
     {
@@ -178,7 +187,11 @@ export function createMcpServer(deps: McpDeps): McpServer {
         return okResult(`${summary}${payerActionNote(charge)}`, { charge, replayed: answer.replayed, completed: answer.completed });
       }),
   );
+}
 
+/** get_charge, cancel_charge and capture_charge. */
+function registerChargeTools(server: McpServer, deps: McpDeps): void {
+  const { charges } = deps;
   server.registerTool(
     'get_charge',
     {
@@ -233,9 +246,10 @@ export function createMcpServer(deps: McpDeps): McpServer {
         return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
       }),
   );
+}
 
-  registerRefundTool(server, deps);
-
+function registerBalanceTool(server: McpServer, deps: McpDeps): void {
+  const { accounts } = deps;
   server.registerTool(
     'get_account_balance',
     {
@@ -251,8 +265,6 @@ export function createMcpServer(deps: McpDeps): McpServer {
         return okResult(`Account ${account.id}: ${account.available} ${account.currency} available.`, { account });
       }),
   );
-
-  return server;
 }
 
 function registerRefundTool(server: McpServer, deps: McpDeps): void {

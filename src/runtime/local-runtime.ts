@@ -5,7 +5,7 @@ import type { ChargeguardConfig } from '../config.js';
 import type { LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
 import { startEmbeddedProvider, type EmbeddedProvider } from './embedded-provider.js';
-import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
+import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type RuntimeContext } from './app-context.js';
 import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
 import { payloadProtectionFromSettings } from '../codec/payload-protection.js';
 import { nativeConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
@@ -18,7 +18,7 @@ export interface LocalRuntime {
    * pointing at the embedded stack's generated key file when no keys were set.
    */
   config: ChargeguardConfig;
-  context: AppContext;
+  context: RuntimeContext;
   worker: Worker;
   /** Resolves when the worker stops; rejects if it crashes. */
   workerRun: Promise<void>;

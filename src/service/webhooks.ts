@@ -108,6 +108,27 @@ export async function revokeProviderSecret(pool: LedgerPool, id: string): Promis
   return revoked;
 }
 
+/** The providers' callback secrets, for the CLI: the functions above, on the pool this holds. */
+export class WebhookSecretService {
+  constructor(private readonly ledger: LedgerPool) {}
+
+  add(provider: string): ReturnType<typeof addWebhookSecret> {
+    return addWebhookSecret(this.ledger, provider);
+  }
+
+  rotate(provider: string, overlapSeconds?: number): ReturnType<typeof rotateWebhookSecrets> {
+    return rotateWebhookSecrets(this.ledger, provider, overlapSeconds);
+  }
+
+  list(provider: string | null): Promise<WebhookSecretRecord[]> {
+    return listProviderSecrets(this.ledger, provider);
+  }
+
+  revoke(id: string): Promise<WebhookSecretRecord> {
+    return revokeProviderSecret(this.ledger, id);
+  }
+}
+
 /** Whether a secret verifies callbacks at `nowMs`, and if not, why. */
 export function secretState(record: WebhookSecretRecord, nowMs: number): 'active' | 'expiring' | 'expired' | 'revoked' {
   if (record.revokedAt !== null) return 'revoked';

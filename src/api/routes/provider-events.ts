@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { providerNames } from '../../domain/providers.js';
 import type { ProviderConnectors } from '../../providers/connectors.js';
 import {
-  ProviderEventService,
   providerEventActions,
   providerSignatureHeaders,
   providerWebhookSignatures,
@@ -51,8 +50,7 @@ export interface ProviderEventRouteOptions {
  * keeps the body's bytes: the signature covers those bytes, not a re-serialisation.
  */
 export async function registerProviderEventRoutes(app: FastifyInstance, deps: ApiDeps, options: ProviderEventRouteOptions): Promise<void> {
-  const service = new ProviderEventService({
-    ledger: deps.context.ledger,
+  const service = deps.context.providerEvents({
     connectors: options.connectors,
     signalCharge: options.signalCharge ?? temporalChargeSignaller(deps.context.temporal),
   });

@@ -98,7 +98,7 @@ export function registerChargeCommand(program: Command): void {
       const waitMs = millisecondsOption(options.waitMs, '--wait-ms');
       const context = await openCliContext();
       try {
-        const principal = await resolvePrincipal(context.ledger, options, 'charges.create');
+        const principal = await resolvePrincipal(context.keys, options, 'charges.create');
         const tenant = principal.tenant;
         const actor = chargeActorOf(principal);
         const answer = await context.charges.charge(tenant, options.key, body, { ...(waitMs === undefined ? {} : { waitMs }), ...(actor ? { actor } : {}) });

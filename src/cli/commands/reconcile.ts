@@ -10,10 +10,8 @@ import {
   providerReconcileExitCode,
   providerReconcileWindowHoursDefault,
   providerReconcileWindowHoursMax,
-  reconcile,
   reconcileDefaults,
   reconcileExitCode,
-  reconcileProvider,
   reconcileStatementTimeoutMsMax,
 } from '../../reconcile/index.js';
 import { loadConfig } from '../../config.js';
@@ -55,7 +53,7 @@ export function registerReconcileCommand(program: Command): void {
       const reconcileStatementTimeoutMs = statementTimeoutOption(options.statementTimeoutMs);
       const context = await openCliContext();
       try {
-        const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
+        const report = await context.reconciliation.ledgerAndWorkflows({ tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
         print(options, report, formatReconcileReport(report));
         process.exitCode = reconcileExitCode(report);
       } finally {
@@ -96,10 +94,9 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
   }
   if (!connector) throw new UsageError(`no ${provider} connector is configured: ${providerFolders[provider].settingsHint} (docs/providers.md, "Configuration")`);
   const windowHours = windowHoursOption(options.windowHours, providerReconcileWindowHoursMax(connector));
-  const ledger = await openCliLedger();
+  const services = await openCliLedger();
   try {
-    const report = await reconcileProvider({
-      ledger: ledger.ledger,
+    const report = await services.reconciliation.provider({
       connector,
       tenant: options.tenant ?? null,
       windowHours,
@@ -110,6 +107,6 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
     print(options, report, formatProviderReconcileReport(report));
     process.exitCode = providerReconcileExitCode(report);
   } finally {
-    await ledger.close();
+    await services.close();
   }
 }
