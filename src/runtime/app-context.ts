@@ -23,7 +23,7 @@ import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
 import { closeLedgerPool, createLedgerPool, type LedgerPool } from '../ledger/pool.js';
 import type { StepBatchLimits } from '../ledger/step-batches.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
-import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from '../support/dependency-wait.js';
 import { clientConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
 import { clientDataConverter } from '../codec/data-converter.js';
 import { assertPayloadKeysMatchWorkers } from '../codec/key-advertisement.js';

@@ -6,7 +6,7 @@ import type { LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
 import { startEmbeddedProvider, type EmbeddedProvider } from './embedded-provider.js';
 import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type RuntimeContext } from './app-context.js';
-import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { waitForDependency, type DependencyWaitLimits } from '../support/dependency-wait.js';
 import { payloadProtectionFromSettings } from '../codec/payload-protection.js';
 import { nativeConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
 import { startChargeguardStack } from './local-stack.js';
