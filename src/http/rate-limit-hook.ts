@@ -1,8 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ChargeguardConfig } from '../config.js';
 import type { Principal } from '../auth/principal.js';
 import { RateLimitedError } from '../domain/errors.js';
 import {
+  type AddressLimitConfig,
+  type RateLimitConfig,
   addressLimitSettingsFrom,
   rateLimitSettingsFrom,
   type Admission,
@@ -21,7 +22,8 @@ import { limitSubjectOf } from './source-address.js';
  * and satisfied by the application context (src/runtime/app-context.ts), which src/http never imports.
  */
 export interface RateLimitedApp {
-  config: ChargeguardConfig;
+  /** The settings the limits are read from: src/config.ts's, which satisfy both. */
+  config: RateLimitConfig & AddressLimitConfig;
   limits: {
     admitRequest(settings: RateLimitSettings, principal: Principal, what: { cost: number; chargeKeys?: readonly string[] }): Promise<Admission>;
     admitByAddress(settings: AddressLimitSettings, request: AddressAdmissionRequest): Promise<Admission>;
