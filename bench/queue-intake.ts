@@ -23,7 +23,7 @@ import { ChargeIntake } from '../src/queue/intake.js';
 import { intakeSettings } from '../src/queue/settings.js';
 import { openAppContext } from '../src/runtime/app-context.js';
 import { startKafkaBroker } from '../src/stack/kafka.js';
-import { startLocalStack } from '../src/stack/stack.js';
+import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
 import { produce, signedRequest, TopicReader } from '../test/support/kafka.js';
@@ -35,7 +35,7 @@ const tenant = `queue-bench-${Date.now().toString(36)}`;
 
 const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-queue-bench-'));
 await chmod(dataDir, 0o711);
-const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+const stack = await startChargeguardStack({ dataDir, temporalUiPort: null });
 const brokerStarted = Date.now();
 const broker = await startKafkaBroker({ dataDir: join(dataDir, 'kafka'), logFilePath: join(dataDir, 'logs', 'kafka.log') });
 const brokerStartMs = Date.now() - brokerStarted;

@@ -9,8 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { refundWorkflowId } from '../src/domain/refund.js';
 import { chargeIdFor } from '../src/domain/request-fingerprint.js';
 import { chargeBody, fundedTenant, newKey, newTenant, startTestWorker, useHarness, waitFor } from './support/harness.js';

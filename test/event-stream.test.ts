@@ -44,7 +44,7 @@ describe('the event stream: the outbox published to Kafka, keyed by object id, a
       await late.query('BEGIN');
       lateId = await insertEvent(late, tenant, 'ch_late', 1);
       const early = await insertEvent(h.pool, tenant, 'ch_early', 1);
-      const publisher = new EventStreamPublisher(h.pool, s, { log: (line) => process.stderr.write(`${line}\n`) });
+      const publisher = new EventStreamPublisher(new EventStreamSource(h.pool), s, { log: (line) => process.stderr.write(`${line}\n`) });
       await publisher.start();
       const reader = await TopicReader.open(kafka.brokers, [s.topic]);
       try {
@@ -80,7 +80,7 @@ describe('the event stream: the outbox published to Kafka, keyed by object id, a
     const source = new EventStreamSource(h.pool);
     const before = await source.status();
     let crashes = 0;
-    const publisher = new EventStreamPublisher(h.pool, s, {
+    const publisher = new EventStreamPublisher(source, s, {
       log: (line) => process.stderr.write(`${line}\n`),
       hooks: {
         afterSend(events) {

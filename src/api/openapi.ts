@@ -3,11 +3,12 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { z } from 'zod';
 import { createAccountBodySchema, depositBodySchema } from '../service/accounts-service.js';
-import { chargeRequestSchema } from '../service/validation.js';
+import { chargeRequestSchema, defaultProviderName } from '../service/validation.js';
 import { limits, textPatterns } from '../domain/limits.js';
 import { webhookMaxSignatures, webhookSignatureHeader } from '../domain/webhook-signature.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
-import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
+import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireRefundSchema } from '../service/wire.js';
+import { wireProblemSchema } from '../http/problem.js';
 import {
   idempotencyTokenLength,
   idempotencyTokenPattern,
@@ -74,7 +75,7 @@ function createChargeRequestSchema(amountMinorMax: number): JsonSchema {
       },
       {
         title: 'ProviderPayer',
-        description: 'the payer pays through a provider: payment_method (and provider, default "stripe"), no payer_account_id',
+        description: `the payer pays through a provider: payment_method (and provider, default "${defaultProviderName}"), no payer_account_id`,
         type: 'object',
         properties: { payment_method: properties.payment_method, provider: properties.provider, payer_account_id: false },
         required: ['payment_method'],

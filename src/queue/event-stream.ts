@@ -1,8 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Admin, Producer } from '@platformatic/kafka';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { EventStreamSource, type StreamEvent } from '../service/event-stream.js';
-import type { LedgerPool } from '../ledger/pool.js';
+import type { EventStreamSource, StreamEvent } from '../service/event-stream.js';
 
 /**
  * The event stream (docs/queues.md): every outbound event (the `events` table, written in the same
@@ -40,18 +39,16 @@ export interface EventStreamHooks {
 }
 
 export class EventStreamPublisher {
-  private readonly source: EventStreamSource;
   private readonly stopping = new AbortController();
   private producer: Producer<Buffer, Buffer, Buffer, Buffer> | null = null;
   private loop: Promise<void> | null = null;
   private readonly published: Counter | null;
 
   constructor(
-    ledger: LedgerPool,
+    private readonly source: EventStreamSource,
     private readonly settings: EventStreamSettings,
     private readonly options: { log?: (line: string) => void; hooks?: EventStreamHooks; registry?: Registry } = {},
   ) {
-    this.source = new EventStreamSource(ledger);
     const registers = options.registry ? [options.registry] : [];
     this.published = options.registry ? new Counter({ name: 'chargeguard_event_stream_published_total', help: 'events acknowledged by the broker on the event stream', registers }) : null;
     if (options.registry) {

@@ -1,8 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Admin, Consumer, Producer, type Message, type MessagesStream } from '@platformatic/kafka';
-import { authenticateMessage, MessageSignatureError, type ReceivedMessage } from '../auth/message-signatures.js';
+import { MessageSignatureError, type ReceivedMessage } from '../auth/message-signatures.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
-import { admitRequest, rateLimitSettingsFrom, type RateLimitSettings } from '../auth/rate-limits.js';
+import { rateLimitSettingsFrom, type RateLimitSettings } from '../auth/rate-limits.js';
 import { problemFor } from '../http/problem.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ChargeReply } from '../service/charge-service.js';
@@ -15,7 +15,7 @@ import {
   RateLimitedError,
   ValidationError,
   type ChargeguardError,
-} from '../service/errors.js';
+} from '../domain/errors.js';
 import { chargeToWire } from '../service/wire.js';
 import { decodeStrictJson, StrictJsonError } from '../support/strict-json.js';
 import { IntakeMetrics } from './metrics.js';
@@ -51,7 +51,8 @@ export interface IntakeHooks {
 }
 
 export interface IntakeOptions {
-  context: Pick<AppContext, 'charges' | 'ledger' | 'config'>;
+  /** The services the intake calls, as the API gets them: never the ledger pool. */
+  context: Pick<AppContext, 'charges' | 'keys' | 'limits' | 'config'>;
   settings: IntakeSettings;
   log?: (line: string) => void;
   hooks?: IntakeHooks;
@@ -331,7 +332,7 @@ export class ChargeIntake {
       const received: ReceivedMessage = { topic: message.topic, key, value: message.value ?? Buffer.alloc(0), headers: headerMap(message.headers) };
       let principal: Principal;
       try {
-        principal = await authenticateMessage(this.options.context.ledger, received);
+        principal = await this.options.context.keys.authenticateMessage(received);
       } catch (error) {
         if (error instanceof MessageSignatureError) throw new DeadLetter(error.reason, error.message);
         throw error;
@@ -347,7 +348,7 @@ export class ChargeIntake {
         authorize(principal, 'charges.create');
         // The key's limits, as the API's front door applies them: one request token, and the open
         // holds unless the ledger already knows this key (a redelivery holds nothing new).
-        const admission = await admitRequest(this.options.context.ledger, this.limits, principal, { cost: 1, chargeKeys: [key] });
+        const admission = await this.options.context.limits.admitRequest(this.limits, principal, { cost: 1, chargeKeys: [key] });
         if (admission.refusal) throw admission.refusal;
         const reply = await this.charge(principal, key, body);
         const wire = chargeToWire(reply.charge);

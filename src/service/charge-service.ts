@@ -12,12 +12,12 @@ import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listi
 import { getRefund, listRefundPage, listRefunds, listRefundsFromQuery, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
 import { ChargeAdmission, type ChargeAdmissionOptions } from './admission.js';
-import { defaultWorkflowTaskTimeoutMs } from '../runtime/workflow-task-timeouts.js';
+import { defaultWorkflowTaskTimeoutMs } from '../../workflows/task-timeouts.js';
 import { translateFailures } from './temporal-failures.js';
 import { assertEmptyBody, parseCaptureBody, parseOptionalAmount, parsePageQuery } from './validation.js';
 import { boundedWaitMs } from './waiting.js';
 import { mandateRefusal, type Mandate } from '../domain/mandate.js';
-import { MandateExceededError } from './errors.js';
+import { MandateExceededError } from '../domain/errors.js';
 
 export type { ChargeReply } from './charges.js';
 export type { ChargeListQuery } from './listing.js';

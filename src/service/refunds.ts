@@ -7,12 +7,13 @@ import { pageCursorOf, resolveCursor } from './listing.js';
 import { limits } from '../domain/limits.js';
 import { refundStatusQuery } from '../../workflows/definitions.js';
 import type { ServiceContext } from './context.js';
-import { ChargeStateConflictError, NotFoundError } from './errors.js';
+import { ChargeStateConflictError, NotFoundError } from '../domain/errors.js';
 import { refundHandle, startOrAttachRefund } from './start-or-attach.js';
 import { applicationFailureIn, stateConflict } from './temporal-failures.js';
 import { undecodableInputType } from '../../workflows/authenticated-start.js';
 import { forgedStartType } from '../../workflows/verify-start.js';
-import { assertIdempotencyKey, assertTenant, parseRefundListQuery, type ValidPageQuery } from './validation.js';
+import { assertIdempotencyKey, parseRefundListQuery, type ValidPageQuery } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { findChargeCursor } from '../ledger/listing.js';
 import { waitForOutcome } from './waiting.js';
 

@@ -10,7 +10,7 @@ import {
   returnUrlMaxLength,
   type ProviderName,
 } from '../domain/providers.js';
-import { ValidationError, type FieldError } from './errors.js';
+import { ValidationError, type FieldError } from '../domain/errors.js';
 
 /**
  * The contract's rules for everything a caller sends, in one place: every surface (HTTP body,
@@ -174,8 +174,8 @@ export const returnUrlSchema = z
 
 export const providerNameSchema = z.enum(providerNames, { error: notNull(`one of ${providerNames.map((name) => `"${name}"`).join(', ')}`) });
 
-/** The provider a charge naming a payment method goes to when it names none. */
-export const defaultProviderName: ProviderName = 'stripe';
+/** The provider a charge naming a payment method goes to when it names none: the first one listed. */
+export const defaultProviderName: ProviderName = providerNames[0];
 
 const knownCurrencies = new Set(Intl.supportedValuesOf('currency'));
 
@@ -267,7 +267,7 @@ export function chargeRequestSchema(amountMinorMax: number) {
     .meta({
       description:
         'Exactly one of payer_account_id (a ledger account pays) and payment_method (the payer pays through a ' +
-        'provider; provider, default "stripe", only with it) is required: both, or neither, is refused (400).',
+        `provider; provider, default "${defaultProviderName}", only with it) is required: both, or neither, is refused (400).`,
       // JSON Schema can state both rules, so schema-driven clients see them too.
       oneOf: [{ required: ['payer_account_id'] }, { required: ['payment_method'] }],
       dependentRequired: { provider: ['payment_method'], return_url: ['payment_method'] },
@@ -372,13 +372,6 @@ export function assertAccountId(id: unknown, field = 'account_id'): string {
   const problem = accountIdProblem(id);
   if (problem) throw new ValidationError([{ field, message: problem }]);
   return id;
-}
-
-export function assertTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !limits.tenantIdPattern.test(tenant)) {
-    throw new ValidationError([{ field: 'tenant', message: 'must match [a-z0-9_-]{1,64}' }]);
-  }
-  return tenant;
 }
 
 /** Free text that is not part of a charge (an API key's label): the same rules. */

@@ -4,11 +4,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Admin } from '@platformatic/kafka';
-import { hasExited, killOnParentExit, terminate } from './child-process.js';
-import { findFreePorts } from './free-port.js';
-import { LogSink } from './log-sink.js';
-import { repoRoot } from './repo-root.js';
-import { pollUntil } from './wait.js';
+import { hasExited, killOnParentExit, terminate } from '../support/child-process.js';
+import { findFreePorts } from '../support/free-port.js';
+import { LogSink } from '../support/log-sink.js';
+import { repoRoot } from '../support/repo-root.js';
+import { pollUntil } from '../support/wait.js';
 
 /**
  * A single-node Apache Kafka (KRaft: broker and controller in one JVM) for queue intake and the

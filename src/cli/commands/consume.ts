@@ -32,7 +32,7 @@ export function registerConsumeCommand(program: Command): void {
         try {
           const intake = new ChargeIntake({ context, settings, log });
           const publisher = options.events
-            ? new EventStreamPublisher(context.ledger, { ...eventStreamDefaults, brokers: settings.brokers }, { log, registry: intake.metrics.registry })
+            ? new EventStreamPublisher(context.eventStream, { ...eventStreamDefaults, brokers: settings.brokers }, { log, registry: intake.metrics.registry })
             : null;
           const metrics = await serveIntakeMetrics(intake.metrics.registry, options.metricsHost, Number(options.metricsPort));
           try {

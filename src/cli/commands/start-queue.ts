@@ -37,7 +37,7 @@ export async function startQueueIntake(config: ChargeguardConfig, context: AppCo
     });
     const intake = new ChargeIntake({ context, settings, log: (line) => process.stderr.write(`${line}\n`) });
     await step('starting the queue intake', () => intake.start());
-    const publisher = new EventStreamPublisher(context.ledger, { ...eventStreamDefaults, brokers: settings.brokers }, {
+    const publisher = new EventStreamPublisher(context.eventStream, { ...eventStreamDefaults, brokers: settings.brokers }, {
       log: (line) => process.stderr.write(`${line}\n`),
       registry: intake.metrics.registry,
     });
