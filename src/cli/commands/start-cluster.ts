@@ -19,6 +19,10 @@ import { codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../code
 import { step } from '../../support/progress.js';
 import { waitForStopReason } from '../shutdown.js';
 import { startChargeguardStack } from '../../runtime/local-stack.js';
+import { startKafkaBroker, type KafkaBroker } from '../../stack/kafka.js';
+
+/** What `consume` says once it reads: the line its readiness is judged by. */
+const consumeReadyLine = /consuming \S+ on \S+ as group/;
 
 export interface ClusterStartOptions {
   host: string;
@@ -27,6 +31,8 @@ export interface ClusterStartOptions {
   workerCount: number;
   /** The Temporal Web UI's loopback port (0: a free one). */
   uiPort: number;
+  /** Also a single-node Kafka (or KAFKA_BROKERS) and a `consume` process (docs/queues.md). */
+  kafka?: boolean;
   /** How other terminals reach the same servers (start.ts's lines, shared with the dev shape). */
   connectionLines: (stack: LocalStack, payload: PayloadSettings) => string[];
 }
@@ -55,6 +61,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   );
   const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
   let ui: Supervisor<TemporalUiServer> | null = null;
+  let broker: KafkaBroker | null = null;
   let failure: unknown = undefined;
   try {
     await step('migrating the ledger', () =>
@@ -65,7 +72,12 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     const payload = withStackPayloadKeys(config, stack);
     // Picked before the APIs start: their codec endpoint must allow the UI's origin.
     const uiPort = options.uiPort === 0 ? await findFreePort() : options.uiPort;
+    if (options.kafka === true && config.KAFKA_BROKERS === undefined) {
+      broker = await step('starting Kafka (single node, KRaft)', () => startKafkaBroker({ dataDir: join(dataDir, 'kafka'), logFilePath: join(logsDir, 'kafka.log') }));
+    }
+    const kafkaBrokers = options.kafka === true ? (broker?.brokers ?? config.KAFKA_BROKERS!) : null;
     const env = {
+      ...(kafkaBrokers === null ? {} : { KAFKA_BROKERS: kafkaBrokers }),
       TEMPORAL_ADDRESS: stack.temporalAddress,
       DATABASE_URL: stack.databaseUrl,
       MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl,
@@ -81,6 +93,8 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
         commandArgs: ['api', '--host', options.host, '--port', String(port), '--log-level', 'warn'],
         readyLine: apiReadyLine,
       })),
+      // One consumer of the intake's group (more join with `chargeguard consume`); it also publishes the event stream.
+      ...(kafkaBrokers === null ? [] : [{ name: 'consume-1', commandArgs: ['consume', '--metrics-port', '0'], readyLine: consumeReadyLine }]),
     ];
     const said = (line: string): void => void process.stderr.write(`${line}\n`);
     for (const s of starts) {
@@ -118,7 +132,15 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     const uiServer = await step('starting the Temporal Web UI', () => uiSupervisor.start());
 
     process.stdout.write(
-      `${[...runningLines(stack, processes, logsDir), ...uiLines(uiServer.url, codecEndpoint, firstApiUrl), '', ...options.connectionLines(stack, payload), 'Ctrl-C stops everything.'].join('\n')}\n`,
+      `${[
+        ...runningLines(stack, processes, logsDir),
+        ...(kafkaBrokers === null ? [] : [`  Kafka:           ${kafkaBrokers}; queue intake and event stream in consume-1 (docs/queues.md)`]),
+        ...uiLines(uiServer.url, codecEndpoint, firstApiUrl),
+        '',
+        ...options.connectionLines(stack, payload),
+        ...(kafkaBrokers === null ? [] : [`  export KAFKA_BROKERS=${kafkaBrokers}`]),
+        'Ctrl-C stops everything.',
+      ].join('\n')}\n`,
     );
     const stop = await waitForStopReason(safety, {
       'the cluster': Promise.race([stack.supervisionGaveUp, uiSupervisor.gaveUp, ...supervisors.map((supervisor) => supervisor.gaveUp)]),
@@ -132,8 +154,11 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
     await runAll(
       [
         ['stop the Temporal Web UI', async () => ui?.stop()],
+        // The intake first: no new charges from the queue while the APIs and workers stop.
+        ['stop the queue intake', () => stopEach(supervisors.filter((p) => p.name.startsWith('consume-')), 'queue intake', log)],
         ['stop the API processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('api-')), 'API processes', log)],
         ['stop the worker processes', () => stopEach(supervisors.filter((p) => p.name.startsWith('worker-')), 'worker processes', log)],
+        ['stop Kafka', async () => broker?.stop()],
         ['stop Temporal and PostgreSQL', () => stack.stop()],
       ],
       log,

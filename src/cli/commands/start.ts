@@ -106,15 +106,12 @@ export function registerStartCommand(program: Command): void {
         early.signal = signal;
         if (!early.running) process.stderr.write(`received ${signal} while starting: stopping once the servers are up (${signal} again exits at once)\n`);
       });
-      if (options.cluster === true && options.kafka === true) {
-        throw new Error('--kafka runs with the dev shape only for now: start the cluster, then `chargeguard consume` with KAFKA_BROKERS (docs/queues.md)');
-      }
       if (options.cluster === true) {
         // Checked before anything starts: a typo in a flag should not cost a server start.
         const apiPorts = clusterApiPorts(options);
         const workerCount = parseCount(options.workers, '--workers');
         try {
-          await runClusterStart(config, safety, { host: options.host, apiPorts, workerCount, uiPort: parseUiPort(options.uiPort), connectionLines });
+          await runClusterStart(config, safety, { host: options.host, apiPorts, workerCount, uiPort: parseUiPort(options.uiPort), connectionLines, kafka: options.kafka === true });
         } catch (error) {
           if (process.exitCode === undefined) keepExitStatus(1);
           throw error;
