@@ -202,8 +202,8 @@ export class ChargeService {
     return this.run({}, () => listRefunds(this.ctx, tenant, chargeKey));
   }
 
-  /** `GET /v1/refunds?charge=…`: a charge's refunds, the charge by its id or key (a 400 naming `charge` when it is not this tenant's). */
-  async listRefundsOfChargeFromQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+  /** `GET /v1/refunds`: the tenant's refunds, or with `charge=…` a charge's, by its id or key (a 400 naming `charge` when it is not this tenant's). */
+  async listRefundsByQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ chargeKey: string | null; refunds: Refund[]; hasMore: boolean }> {
     return this.run({}, () => listRefundsFromQuery(this.ctx, tenant, rawQuery));
   }
 

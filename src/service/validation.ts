@@ -515,21 +515,19 @@ export function parsePageQuery(raw: Record<string, unknown>): ValidPageQuery {
 /** The query parameters `GET /v1/refunds` takes: the charge whose refunds it lists, and a page. */
 export const refundListQueryNames = ['charge', ...pageQueryNames] as const;
 
-/** The query string of `GET /v1/refunds`: `charge` (a charge id or key) is required. */
-export function parseRefundListQuery(raw: Record<string, unknown>): ValidPageQuery & { charge: string } {
+/** The query string of `GET /v1/refunds`: `charge` (a charge id or key) narrows it to one charge's refunds. */
+export function parseRefundListQuery(raw: Record<string, unknown>): ValidPageQuery & { charge?: string } {
   const errors: FieldError[] = [];
   rawQueryProblems(raw, refundListQueryNames, errors);
   if (errors.length > 0) throw new ValidationError(errors);
   const charge = raw.charge;
-  if (charge === undefined) {
-    errors.push({ field: 'charge', message: "is required: the charge's id (ch_…) or idempotency key whose refunds to list" });
-  } else {
+  if (charge !== undefined) {
     const problem = typeof charge === 'string' ? idempotencyKeyProblem(charge) : 'must be a string';
     if (problem) errors.push({ field: 'charge', message: problem });
   }
   const page = validatePageQuery(pageQueryOf(raw), errors);
   if (errors.length > 0) throw new ValidationError(errors);
-  return { ...page, charge: charge as string };
+  return charge === undefined ? page : { ...page, charge: charge as string };
 }
 
 /** Filters for finding charges, validated. */
