@@ -345,9 +345,51 @@ CREATE VIEW charge_statuses AS
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
-  WHERE c.hold_state = 'TRIED'::text
+  WHERE c.hold_state = 'TRIED'::text AND c.provider_state IS DISTINCT FROM 'requires_action'::text
+UNION ALL
+ SELECT 'requires_action'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at,
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
+   FROM charges c
+  WHERE c.hold_state = 'TRIED'::text AND c.provider_state = 'requires_action'::text
 UNION ALL
  SELECT 'declined'::text AS status,
     c.tenant,
@@ -371,9 +413,51 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'DECLINED'::text
+UNION ALL
+ SELECT 'cancelling'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at,
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
+   FROM charges c
+  WHERE c.hold_state = 'CANCELLED'::text AND (c.provider_state = ANY (ARRAY['authorizing'::text, 'authorized'::text, 'requires_action'::text]))
 UNION ALL
  SELECT 'cancelled'::text AS status,
     c.tenant,
@@ -397,9 +481,17 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
-  WHERE c.hold_state = 'CANCELLED'::text
+  WHERE c.hold_state = 'CANCELLED'::text AND (c.provider_state = ANY (ARRAY['authorizing'::text, 'authorized'::text, 'requires_action'::text])) IS NOT TRUE
 UNION ALL
  SELECT 'succeeded'::text AS status,
     c.tenant,
@@ -423,7 +515,15 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor = 0
 UNION ALL
@@ -449,7 +549,15 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor < c.captured_minor
 UNION ALL
@@ -475,7 +583,15 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor >= c.captured_minor;
 
