@@ -1,4 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { runner } from 'node-pg-migrate';
+import pg from 'pg';
+import { describe, expect, inject, it } from 'vitest';
+import { migrateLedger } from '../src/ledger/migrate.js';
+import { createLedgerPool } from '../src/ledger/pool.js';
+import { ledgerFunctionSources } from '../src/ledger/repeatable.js';
 import { statusOfHold, type HoldState } from '../src/domain/charge.js';
 import { cancelHold, confirmHold, intentParams, readCharge, tryHold } from '../src/ledger/charges.js';
 import { readObjectEvents, type EventRow } from '../src/ledger/events.js';
@@ -244,6 +251,60 @@ describe('no change without its event, no event without its change', () => {
       [tenant],
     );
     expect(await broken()).toEqual(['outbox_decisions_have_events', 'outbox_events_have_objects', 'outbox_sequences_gapless']);
+  });
+});
+
+describe('an existing ledger upgraded to the outbox', () => {
+  it('objects from before the writers get one event each, their state then, and the outbox invariants hold', async () => {
+    const admin = new pg.Client({ connectionString: inject('stack').adminDatabaseUrl });
+    await admin.connect();
+    const name = `scratch_upgrade_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+    await admin.query(`CREATE DATABASE ${name}`);
+    const url = new URL(inject('stack').adminDatabaseUrl);
+    url.pathname = `/${name}`;
+    const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 2 });
+    try {
+      // The ledger as it was before migration 245: every migration up to 240, with today's functions.
+      const migrations = fileURLToPath(new URL('../src/ledger/migrations', import.meta.url));
+      const before = readdirSync(migrations).filter((file) => /^\d+_.*\.sql$/.test(file) && file < '1763800000245').length;
+      const client = await pool.connect();
+      try {
+        await runner({ dbClient: client, noLock: true, dir: migrations, direction: 'up', migrationsTable: 'ledger_migrations', count: before, log: () => {} });
+        for (const source of ledgerFunctionSources()) await client.query(source.sql);
+      } finally {
+        client.release();
+      }
+      const tenant = await fundedTenant(pool, { label: 'ev-upgrade' });
+      const succeeded = ledgerIntent(tenant, newKey(), 'payer', 'payee', 500);
+      await tryHold(pool, succeeded, 60_000);
+      await confirmHold(pool, tenant, succeeded.idempotencyKey, null);
+      const refund = await refundCharge(pool, refundIntent(tenant, succeeded.idempotencyKey, 100));
+      const held = ledgerIntent(tenant, newKey(), 'payer', 'payee', 300);
+      await tryHold(pool, held, 60_000);
+      expect((await pool.query('SELECT count(*)::int AS n FROM events')).rows[0].n).toBe(0);
+
+      await migrateLedger(url.toString());
+      const types = async (id: string) => (await eventsOf(pool, tenant, id)).map((e) => [e.type, e.object_sequence]);
+      // Refunded in part: its last charge event would have been charge.succeeded; the object shows the refund.
+      expect(await types(succeeded.chargeId)).toEqual([['charge.succeeded', 1]]);
+      expect(renderEvent((await eventsOf(pool, tenant, succeeded.chargeId))[0]!).data.object).toMatchObject({ status: 'partially_refunded' });
+      expect(await types(held.chargeId)).toEqual([['charge.reserved', 1]]);
+      expect(await types(refund.refund.id)).toEqual([['refund.succeeded', 1]]);
+      expect((await pool.query("SELECT count(*)::int AS n FROM events WHERE tenant = $1 AND type = 'deposit.credited'", [tenant])).rows[0].n).toBe(1);
+      const outbox = (await checkLedgerInvariants(pool, null)).filter((check) => check.name.startsWith('outbox_'));
+      expect(outbox.map((check) => [check.name, check.violations])).toEqual([
+        ['outbox_decisions_have_events', 0],
+        ['outbox_events_have_objects', 0],
+        ['outbox_sequences_gapless', 0],
+      ]);
+      // And from here on the writers write: the held charge's Confirm is its second event.
+      await confirmHold(pool, tenant, held.idempotencyKey, null);
+      expect(await types(held.chargeId)).toEqual([['charge.reserved', 1], ['charge.succeeded', 2]]);
+    } finally {
+      await pool.end();
+      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+      await admin.end();
+    }
   });
 });
 

@@ -99,12 +99,14 @@ CREATE CONSTRAINT TRIGGER transfers_deposit_event AFTER INSERT ON transfers
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON events
   FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 
--- Objects from before the outbox: one event each, as they stand now.
+-- Objects from before the outbox: one event each, as they stand now. A refunded charge's is
+-- charge.succeeded (its last charge event had there been events), its object showing the refunds.
 INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data, created_at)
-SELECT ledger_event_id(), c.tenant, 'charge.' || s.status, 'charge', c.id, 1, jsonb_build_object('object', to_jsonb(c)), c.updated_at
+SELECT ledger_event_id(), c.tenant, 'charge.' || s.event_status, 'charge', c.id, 1, jsonb_build_object('object', to_jsonb(c)), c.updated_at
   FROM charges c
- CROSS JOIN LATERAL (SELECT ledger_charge_status(c.hold_state, c.captured_minor, c.refunded_minor, c.provider_state) AS status) s
- WHERE s.status IN ('reserved', 'requires_action', 'succeeded', 'declined', 'cancelled')
+ CROSS JOIN LATERAL (SELECT CASE WHEN t.status IN ('partially_refunded', 'refunded') THEN 'succeeded' ELSE t.status END AS event_status
+                       FROM (SELECT ledger_charge_status(c.hold_state, c.captured_minor, c.refunded_minor, c.provider_state) AS status) t) s
+ WHERE s.event_status IN ('reserved', 'requires_action', 'succeeded', 'declined', 'cancelled')
  ORDER BY c.updated_at;
 INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data, created_at)
 SELECT ledger_event_id(), r.tenant, 'refund.' || r.status, 'refund', r.id, 1, jsonb_build_object('object', to_jsonb(r)), r.created_at
