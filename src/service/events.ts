@@ -29,7 +29,7 @@ import {
 
 export { eventObjectTypes, eventTypes, type EventType };
 
-/** A stored event: the events table's row (src/ledger/events.ts), as F2/F3's readers get it from SQL. */
+/** A stored event: the events table's row (src/ledger/events.ts), as webhook delivery and the event stream read it from SQL. */
 export type StoredEvent = EventRow;
 
 export const wireEventSchema = z.object({
