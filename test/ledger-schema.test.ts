@@ -8,7 +8,7 @@ import { listCharges } from '../src/ledger/listing.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import { ledgerFunctionSources } from '../src/ledger/repeatable.js';
-import { committedSchemaPath, describeSchemaDifference, dumpLedgerSchema } from '../src/ledger/schema-dump.js';
+import { committedSchemaPath, describeSchemaDifference, dumpLedgerSchema } from '../scripts/ledger-schema-dump.js';
 import { countChargesByStatus } from '../src/ledger/reports.js';
 import { openAccount, useScratchLedger } from './support/harness.js';
 

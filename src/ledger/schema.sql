@@ -297,6 +297,7 @@ CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens US
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
 CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (provider, payment_id, received_at) WHERE (payment_id IS NOT NULL);
+CREATE INDEX refunds_by_tenant ON public.refunds USING btree (tenant, created_at, id);
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);

@@ -5,9 +5,10 @@ import { findEventCursor, listEventPage, readEvent, type EventRow } from '../led
 import { refundFromRow, type RefundRow } from '../ledger/refunds.js';
 import { depositToWire } from './accounts-service.js';
 import type { ServiceContext } from './context.js';
-import { NotFoundError, ValidationError } from './errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
-import { assertTenant, parseEventListQuery, type ValidEventListQuery } from './validation.js';
+import { parseEventListQuery, type ValidEventListQuery } from './validation.js';
 import {
   chargeToWire,
   refundToWire,

@@ -1,10 +1,10 @@
-import type { MandateRule } from '../domain/mandate.js';
-import type { LimitScope } from '../domain/rate-limits.js';
+import type { MandateRule } from './mandate.js';
+import type { LimitScope } from './rate-limits.js';
 import { errorKinds, type ErrorKind, type ErrorKindName } from './error-kinds.js';
 
 /**
  * The typed errors every surface maps to its own protocol. `code` is stable and names the error's
- * kind in src/service/error-kinds.ts, the one table of HTTP status, MCP advice and CLI exit code;
+ * kind in src/domain/error-kinds.ts, the one table of HTTP status, MCP advice and CLI exit code;
  * `message` is for a person.
  */
 export abstract class ChargeguardError extends Error {

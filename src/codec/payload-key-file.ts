@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { payloadKeyBytes } from '../codec/key-ring.js';
-import { readPayloadKeyFile } from '../codec/payload-protection.js';
+import { payloadKeyBytes } from './key-ring.js';
+import { readPayloadKeyFile } from './payload-protection.js';
 
 /**
  * The embedded deployment's payload key: generated on its first start and kept in the data dir
  * beside the Temporal database whose payloads it encrypts, readable by its owner only, as the
- * PostgreSQL passwords are (postgres-credentials.ts). Every process of the deployment reads this
+ * PostgreSQL passwords are (src/stack/postgres-credentials.ts). Every process of the deployment reads this
  * one file: `start` itself, its `--cluster` children and other terminals through
  * CHARGEGUARD_PAYLOAD_KEYS_FILE, which `start` prints. Losing the file makes every open charge
  * unreadable, so it lives and is backed up with the data it belongs to.

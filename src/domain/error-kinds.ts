@@ -2,7 +2,7 @@
  * Every kind of error a caller can get, with what each surface answers for it: the HTTP status and
  * problem title (src/http/problem.ts), what an agent should do next (src/mcp/tool-results.ts) and
  * the CLI's exit code (src/cli/commands/surface.ts). A new refusal is one entry here and one error
- * class carrying its name (src/service/errors.ts); the surfaces read this table and nothing else.
+ * class carrying its name (src/domain/errors.ts); the surfaces read this table and nothing else.
  */
 
 /** What an agent should do about an error: the `retry` of an MCP tool error. */

@@ -4,7 +4,8 @@
  * only the PaymentConnector interface.
  */
 import Stripe from 'stripe';
-import { mapProviderDecline } from '../domain/provider-declines.js';
+import type { ProviderDecline } from '../../domain/provider-declines.js';
+import { mapStripeDecline } from './declines.js';
 import type {
   AuthorizeRequest,
   AuthorizeResult,
@@ -19,7 +20,7 @@ import type {
   PaymentConnector,
   PaymentReference,
   ProviderPayment,
-  ProviderPaymentState,
+  PaymentStateAtProvider,
   ProviderRefund,
   RefundRequest,
   RefundResult,
@@ -31,8 +32,8 @@ import type {
   VerifyWebhookResult,
   VoidRequest,
   VoidResult,
-} from './connector.js';
-import { decodeStripeEvent, NotAnEvent, stripeStateOf } from './stripe-events.js';
+} from '../connector.js';
+import { decodeStripeEvent, NotAnEvent, stripeStateOf } from './events.js';
 
 /**
  * The API version every request pins. The SDK's types describe only its own latest version, so an
@@ -107,9 +108,15 @@ export interface StripeConnectorOptions {
   keyRetentionMs?: number;
 }
 
+/**
+ * 30 days: Stripe's longest authorization (7 days online, up to 30 with extended authorization).
+ */
+export const stripeLongestAuthorizationMs = 30 * 24 * 60 * 60 * 1000;
+
 export class StripeConnector implements PaymentConnector {
   readonly provider = 'stripe';
   readonly keyRetentionMs: number;
+  readonly longestAuthorizationMs = stripeLongestAuthorizationMs;
   private readonly stripe: Stripe;
   private readonly webhookSecrets: readonly string[];
   private readonly webhookToleranceMs: number;
@@ -153,7 +160,7 @@ export class StripeConnector implements PaymentConnector {
         return {
           outcome: 'declined',
           payment,
-          ...mapProviderDecline(err.decline_code ?? err.code),
+          ...mapStripeDecline(err.decline_code ?? err.code),
           detail: err.message,
         };
       }
@@ -170,7 +177,7 @@ export class StripeConnector implements PaymentConnector {
         return {
           outcome: 'declined',
           payment,
-          ...mapProviderDecline(payment.lastDeclineCode),
+          ...mapStripeDecline(payment.lastDeclineCode),
           detail: intent.last_payment_error?.message ?? `PaymentIntent ${intent.id} needs a new payment method`,
         };
       case 'processing':
@@ -355,6 +362,11 @@ export class StripeConnector implements PaymentConnector {
       if (err instanceof NotAnEvent) return { outcome: 'refused', reason: 'not_an_event', field: err.field, detail: err.problem };
       throw err;
     }
+  }
+
+  declineOf(providerCode: string | null, failed: 'attempt' | 'authentication'): ProviderDecline {
+    // Stripe's last_payment_error after a failed or abandoned 3-D Secure is authentication_required.
+    return mapStripeDecline(providerCode ?? (failed === 'authentication' ? 'authentication_required' : null));
   }
 
   private verifiedWithAnySecret(request: VerifyWebhookRequest, toleranceS: number, receivedAtMs: number): boolean {

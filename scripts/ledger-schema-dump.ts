@@ -10,8 +10,9 @@ import type pg from 'pg';
  * freshly migrated database holds is committed as schema.sql, and a test compares the two, so a
  * migration or function source whose effect differs from what was reviewed cannot pass unnoticed.
  * (pg_dump would do, but only in the server's major version, which a machine need not have.)
+ * A development tool, not product code: it starts a PostgreSQL of its own (`npm run ledger:schema`).
  */
-export const committedSchemaPath = fileURLToPath(new URL('./schema.sql', import.meta.url));
+export const committedSchemaPath = fileURLToPath(new URL('../src/ledger/schema.sql', import.meta.url));
 
 export const regenerateSchemaHint = 'run `npm run ledger:schema` and commit src/ledger/schema.sql';
 
@@ -171,16 +172,16 @@ export function describeSchemaDifference(committed: string, fresh: string, conte
 /** Migrates a fresh embedded PostgreSQL and writes its dump to schema.sql. */
 async function writeCommittedSchema(): Promise<void> {
   // Imported here: the dump itself needs no server of its own.
-  const [{ startEmbeddedPostgres }, { migrateLedger }, { default: pg }] = await Promise.all([
-    import('../stack/embedded-postgres.js'),
-    import('./migrate.js'),
+  const [{ startLedgerPostgres }, { migrateLedger }, { default: pg }] = await Promise.all([
+    import('../src/runtime/local-stack.js'),
+    import('../src/ledger/migrate.js'),
     import('pg'),
   ]);
   const dir = await mkdtemp(join(tmpdir(), 'ledger-schema-'));
   try {
     // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
     await chmod(dir, 0o711);
-    const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+    const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
     try {
       await migrateLedger(server.databaseUrl);
       const client = new pg.Client({ connectionString: server.databaseUrl });

@@ -1,6 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Dependency } from '../service/errors.js';
-import { maskUrlPassword } from '../support/redact.js';
+import { maskUrlPassword } from './redact.js';
 
 /**
  * How long a process waits for Temporal or PostgreSQL at start before it gives up. Bounded on
@@ -21,7 +20,8 @@ const jitterFraction = 0.2;
 
 export class DependencyWaitError extends Error {
   constructor(
-    readonly dependency: Dependency,
+    /** What was waited for, as the service's errors name it: `temporal`, `database`. */
+    readonly dependency: string,
     message: string,
     options: { cause: unknown },
   ) {
@@ -30,7 +30,8 @@ export class DependencyWaitError extends Error {
 }
 
 export interface DependencyWaitTarget {
-  dependency: Dependency;
+  /** What is waited for, as the service's errors name it: `temporal`, `database`. */
+  dependency: string;
   /** Where it is expected, with any password already masked (see {@link maskDatabaseUrl}). */
   address: string;
   /** What this process needs from it, for the log: "migrate the ledger", "connect". */

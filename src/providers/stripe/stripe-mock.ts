@@ -5,11 +5,11 @@
 import { spawn } from 'node:child_process';
 import { access, constants } from 'node:fs/promises';
 import { join } from 'node:path';
-import { hasExited, killOnParentExit, terminate } from '../stack/child-process.js';
-import { findFreePorts } from '../stack/free-port.js';
-import { LogSink } from '../stack/log-sink.js';
-import { repoRoot } from '../stack/repo-root.js';
-import { isPortAccepting, pollUntil } from '../stack/wait.js';
+import { hasExited, killOnParentExit, terminate } from '../../support/child-process.js';
+import { findFreePorts } from '../../support/free-port.js';
+import { LogSink } from '../../support/log-sink.js';
+import { repoRoot } from '../../support/repo-root.js';
+import { isPortAccepting, pollUntil } from '../../support/wait.js';
 
 /** stripe-mock loads Stripe's whole OpenAPI spec at start: a few hundred ms, more on a loaded machine. */
 export const stripeMockStartTimeoutMs = 30_000;

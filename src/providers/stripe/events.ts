@@ -12,8 +12,8 @@
  * PaymentIntent's `payment_method_types`), and those are left as they are. A payment in an event is
  * a snapshot that is never acted on: the receiver fetches the payment itself before anything moves.
  */
-import { decodeStrictJson, StrictJsonError } from '../support/strict-json.js';
-import type { PaymentReference, ProviderEvent, ProviderPaymentState } from './connector.js';
+import { decodeStrictJson, StrictJsonError } from '../../support/strict-json.js';
+import type { PaymentReference, ProviderEvent, PaymentStateAtProvider } from '../connector.js';
 
 /** Printable ASCII, 1-255 characters: ids and types as the receiver's table keeps them. */
 const idPattern = /^[\x21-\x7e]{1,255}$/;
@@ -88,7 +88,7 @@ function metadataOf(intent: Json, path: string): Record<string, string> {
 }
 
 /** A PaymentIntent's status in our words (also the connector's, for the payments it reads). */
-export function stripeStateOf(status: string): ProviderPaymentState {
+export function stripeStateOf(status: string): PaymentStateAtProvider {
   // We always confirm with a payment method: back to "needs a payment method" means the attempt failed;
   // requires_confirmation, processing and statuses newer than this code are not decided yet.
   switch (status) {

@@ -3,8 +3,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Absolute path of the repository root: the nearest folder above this file (src/stack/, or
- * dist/src/stack/ in a build) that holds package.json.
+ * Absolute path of the repository root: the nearest folder above this file (src/support/, or
+ * dist/src/support/ in a build) that holds package.json.
  */
 export function repoRoot(): string {
   let dir = resolve(fileURLToPath(new URL('../../', import.meta.url)));

@@ -1,7 +1,9 @@
 /**
  * How fast a charge moves on when the worker holding it dies: the two Temporal timeouts that
  * decide it, with their defaults here (the processes read them from WORKFLOW_TASK_TIMEOUT_MS and
- * WORKFLOW_STICKY_SCHEDULE_TO_START_MS). Measured in docs/chaos.md, Single faults.
+ * WORKFLOW_STICKY_SCHEDULE_TO_START_MS). Measured in docs/chaos.md, Single faults. Facts about the
+ * workflows' own tasks, so they live with the workflows: the service that starts them and the worker
+ * that runs them both read them from here, downwards.
  */
 
 /**
