@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventStreamDefaults, EventStreamPublisher, type EventStreamSettings } from '../src/queue/event-stream.js';
 import { EventStreamSource } from '../src/service/event-stream.js';
-import { newTenant, useHarness, waitFor } from './support/harness.js';
+import { fundedTenant, newTenant, useHarness, waitFor } from './support/harness.js';
 import { TopicReader, useKafka } from './support/kafka.js';
 
 const h = useHarness();
@@ -16,13 +16,32 @@ function eventId(): string {
   return `evt_${randomBytes(12).toString('hex')}`;
 }
 
+let depositSnapshot: string | null = null;
+
+/**
+ * A deposit as the outbox stores it, taken from the event of a real deposit (the funded tenant's),
+ * so that the publisher renders every event below as GET /v1/events does.
+ */
+async function storedDeposit(): Promise<string> {
+  if (depositSnapshot !== null) return depositSnapshot;
+  const tenant = await fundedTenant(h, { label: 'stream-template' });
+  const { rows } = await h.pool.query<{ data: unknown }>(
+    `SELECT data FROM events WHERE tenant = $1 AND type = 'deposit.credited' ORDER BY seq LIMIT 1`,
+    [tenant],
+  );
+  expect(rows).toHaveLength(1);
+  depositSnapshot = JSON.stringify(rows[0]!.data);
+  return depositSnapshot;
+}
+
 /** Writes an event as the outbox's writers do (one object's events numbered 1, 2, 3 …). */
 async function insertEvent(run: { query: (text: string, values: unknown[]) => Promise<unknown> }, tenant: string, objectId: string, sequence: number): Promise<string> {
   const id = eventId();
+  const data = await storedDeposit();
   await run.query(
     `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
-     VALUES ($1, $2, 'charge.succeeded', 'charge', $3, $4, $5)`,
-    [id, tenant, objectId, sequence, JSON.stringify({ object: { id: objectId, object: 'charge', sequence } })],
+     VALUES ($1, $2, 'deposit.credited', 'deposit', $3, $4, $5)`,
+    [id, tenant, objectId, sequence, data],
   );
   return id;
 }

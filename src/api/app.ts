@@ -18,6 +18,7 @@ import { registerChargeRoutes } from './routes/charges.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
+import { registerEventRoutes } from './routes/events.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerProviderEventRoutes } from './routes/provider-events.js';
 import { configuredProviderConnectors } from '../providers/configured.js';
@@ -222,6 +223,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);
     registerAccountRoutes(tenantScope, deps);
+    registerEventRoutes(tenantScope, deps);
     for (const routes of extraRoutes) if (routes.scope === 'tenant') await routes.register(tenantScope, deps);
   });
 

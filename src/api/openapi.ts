@@ -9,6 +9,7 @@ import { webhookMaxSignatures, webhookSignatureHeader } from '../domain/webhook-
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
 import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireRefundSchema } from '../service/wire.js';
 import { wireProblemSchema } from '../http/problem.js';
+import { wireEventSchema } from '../service/events.js';
 import {
   idempotencyTokenLength,
   idempotencyTokenPattern,
@@ -93,6 +94,7 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
     Account: jsonSchema(wireAccountSchema, 'output'),
     Deposit: jsonSchema(wireDepositSchema, 'output'),
     Refund: jsonSchema(wireRefundSchema, 'output'),
+    Event: jsonSchema(wireEventSchema, 'output'),
     Problem: jsonSchema(wireProblemSchema, 'output'),
     CreateChargeRequest: createChargeRequestSchema(amountMinorMax),
     CreateAccountRequest: jsonSchema(createAccountBodySchema(), 'input'),
@@ -428,6 +430,8 @@ export const operationIds: Record<string, string> = {
   'post /v1/accounts': 'createAccount',
   'get /v1/accounts/{id}': 'getAccount',
   'post /v1/accounts/{id}/deposits': 'createDeposit',
+  'get /v1/events': 'listEvents',
+  'get /v1/events/{id}': 'getEvent',
   'post /mcp': 'mcp',
 };
 
@@ -464,6 +468,9 @@ export const requestExamples: Record<string, RequestExample> = {
   listAccounts: { parameters: { limit: 10 } },
   getRefund: { parameters: { key: 'order-1001', refundKey: 'refund-1001-1' } },
   createIdempotencyToken: { body: { ttl_seconds: 900 } },
+  listEvents: { parameters: { type: 'charge.succeeded', limit: 10 } },
+  // A placeholder of an event id's shape: ids are random, so take one from listEvents (its description says so).
+  getEvent: { parameters: { id: 'evt_0123456789abcdef0123456789abcdef' } },
   mcp: { body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
 };
 
@@ -474,6 +481,7 @@ const manualChargeNote = (key: string, what: string): string =>
 
 /** Parameter descriptions that say more than the route's own (by operationId, then parameter name). */
 const parameterNotes: Record<string, Record<string, string>> = {
+  getEvent: { id: "an event's id, evt_… (from GET /v1/events or a delivery's webhook-id). The example shows only its shape: event ids are random" },
   cancelCharge: { key: manualChargeNote('order-1002', 'a succeeded charge cannot be cancelled: 409') },
   captureCharge: { key: manualChargeNote('order-1003', 'an automatic one is captured already: 409') },
   createDeposit: {

@@ -2,6 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Admin, Producer } from '@platformatic/kafka';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { EventStreamSource, StreamEvent } from '../service/event-stream.js';
+import { renderEvent } from '../service/events.js';
 
 /**
  * The event stream (docs/queues.md): every outbound event (the `events` table, written in the same
@@ -150,20 +151,23 @@ export class EventStreamPublisher {
 }
 
 /**
- * The event in the shape GET /v1/events gives it (`{id, object: "event", type, created_at,
- * sequence, data}`), plus the tenant and the object's type and id, which a stream shared by the
- * tenants of one deployment needs. `data` is the row's, as its writer stored it.
+ * The event exactly as GET /v1/events/{id} shows it to an agent key (`{id, object: "event", type,
+ * created_at, sequence, data: {object}}`, rendered by src/service/events.ts, the one rendering
+ * rule), plus the tenant and the object's type and id, which a stream shared by the tenants of one
+ * deployment needs. Who created the object (`created_by_key_id`, shown to admin keys) stays out of a
+ * topic that more readers share.
  */
 export function wireEvent(event: StreamEvent): Record<string, unknown> {
-  return {
+  const rendered = renderEvent({
+    seq: event.seq,
     id: event.id,
-    object: 'event',
-    type: event.type,
-    created_at: event.createdAt,
-    sequence: event.objectSequence,
     tenant: event.tenant,
+    type: event.type,
     object_type: event.objectType,
     object_id: event.objectId,
-    data: event.data,
-  };
+    object_sequence: event.objectSequence,
+    data: event.data as { object: Record<string, unknown> },
+    created_at: new Date(event.createdAt),
+  });
+  return { ...rendered, tenant: event.tenant, object_type: event.objectType, object_id: event.objectId };
 }
