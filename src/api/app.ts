@@ -21,6 +21,9 @@ import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerProviderEventRoutes } from './routes/provider-events.js';
+import { registerWebhookEndpointRoutes } from './routes/webhook-endpoints.js';
+import { WebhookEndpointsService } from '../service/webhook-endpoints.js';
+import { doorSettingsFromConfig } from '../outbound/settings.js';
 import { configuredProviderConnectors } from '../providers/configured.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { rateLimitHook } from '../http/rate-limit-hook.js';
@@ -102,6 +105,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     context,
     accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
     metrics: new ApiMetrics({ ledger: context.ledger, admission: () => context.charges.admission }),
+    webhookEndpoints: new WebhookEndpointsService({ ledger: context.ledger, door: doorSettingsFromConfig(context.config) }),
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,
     retryAfterSeconds: options.retryAfterSeconds ?? apiDefaults.retryAfterSeconds,
@@ -223,6 +227,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);
     registerAccountRoutes(tenantScope, deps);
+    registerWebhookEndpointRoutes(tenantScope, deps);
     for (const routes of extraRoutes) if (routes.scope === 'tenant') await routes.register(tenantScope, deps);
   });
 
