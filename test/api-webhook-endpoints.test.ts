@@ -253,3 +253,26 @@ describe('the endpoint lifecycle', () => {
     expect(response.headers.get('allow')).toBe('GET, POST, DELETE, HEAD');
   });
 });
+
+describe('the CLI: webhook-endpoints', () => {
+  it('create (secret printed once), list, update, rotate-secret, delete; bad input exits non-zero naming the field', { timeout: 240_000 }, async () => {
+    const { runCli } = await import('./support/cli.js');
+    const tenant = newTenant('we-cli');
+    const env = { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_LOOPBACK: 'true' };
+    const created = await runCli(['webhook-endpoints', 'create', '--tenant', tenant, '--url', rx.url, '--events', 'charge.succeeded,refund.failed', '--json'], env);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.json).toMatchObject({ object: 'webhook_endpoint', url: rx.url, enabled_events: ['charge.succeeded', 'refund.failed'], secret: expect.stringMatching(/^whsec_/) });
+    const id: string = created.json.id;
+    const listed = await runCli(['webhook-endpoints', 'list', '--tenant', tenant], env);
+    expect(listed.stdout).toContain(id);
+    expect(listed.stdout).not.toContain(created.json.secret);
+    const disabled = await runCli(['webhook-endpoints', 'update', id, '--tenant', tenant, '--disable', '--json'], env);
+    expect(disabled.json).toMatchObject({ status: 'disabled', disabled_reason: 'requested' });
+    const rotated = await runCli(['webhook-endpoints', 'rotate-secret', id, '--tenant', tenant, '--overlap-seconds', '0', '--json'], env);
+    expect(rotated.json.secret).toMatch(/^whsec_/);
+    expect((await runCli(['webhook-endpoints', 'delete', id, '--tenant', tenant], env)).code).toBe(0);
+    const refused = await runCli(['webhook-endpoints', 'create', '--tenant', tenant, '--url', 'https://169.254.169.254/', '--events', '*', '--json']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stdout + refused.stderr).toMatch(/url/);
+  });
+});

@@ -23,6 +23,7 @@ const commands: Array<readonly [name: string, load: () => Promise<(program: Comm
   ['accounts', async () => (await import('./commands/accounts.js')).registerAccountsCommand],
   ['api-keys', async () => (await import('./commands/api-keys.js')).registerApiKeysCommand],
   ['webhook-secrets', async () => (await import('./commands/webhook-secrets.js')).registerWebhookSecretsCommand],
+  ['webhook-endpoints', async () => (await import('./commands/webhook-endpoints.js')).registerWebhookEndpointsCommand],
   ['reconcile', async () => (await import('./commands/reconcile.js')).registerReconcileCommand],
 ];
 
