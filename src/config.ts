@@ -161,7 +161,7 @@ const configSchema = z.object({
   /**
    * The retry schedule: exponential backoff with full jitter (a delay drawn uniformly up to a bound
    * that starts at the first delay and doubles per attempt up to the max), for the window; a delivery
-   * not delivered by then fails for good. 30 s, 8 h and 3 days by default: about 25 attempts.
+   * not delivered by then fails for good. 30 s, 8 h and 3 days by default: about 28 attempts.
    */
   WEBHOOK_RETRY_FIRST_DELAY_MS: positiveMs.default(30_000),
   WEBHOOK_RETRY_MAX_DELAY_MS: positiveMs.default(8 * 60 * 60 * 1000),
