@@ -377,7 +377,8 @@ CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (p
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
-CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at, id) WHERE (state = 'pending'::text);
+CREATE INDEX webhook_deliveries_leased ON public.webhook_deliveries USING btree (endpoint_id) WHERE (lease_expires_at IS NOT NULL);
 CREATE UNIQUE INDEX webhook_deliveries_once ON public.webhook_deliveries USING btree (endpoint_id, event_id) WHERE (NOT requested);
 CREATE INDEX webhook_delivery_attempts_by_delivery ON public.webhook_delivery_attempts USING btree (delivery_id);
 CREATE INDEX webhook_delivery_attempts_by_endpoint ON public.webhook_delivery_attempts USING btree (endpoint_id, id);

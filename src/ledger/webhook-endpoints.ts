@@ -81,10 +81,11 @@ function alphanumeric(length: number): string {
   return out;
 }
 
-async function inTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+async function inTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>, options: { asyncCommit?: boolean } = {}): Promise<T> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
+    if (options.asyncCommit) await client.query('SET LOCAL synchronous_commit = off');
     const result = await work(client);
     await client.query('COMMIT');
     return result;
@@ -94,6 +95,17 @@ async function inTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) 
   } finally {
     client.release();
   }
+}
+
+/**
+ * The deliverer's own transactions (a claim, an attempt's record) commit without waiting for the
+ * WAL flush: a crash of the database that loses one loses only a lease (the row is claimed again)
+ * or an attempt's record with its state change (the delivery is sent again, which at least once
+ * allows, and an endpoint's disabling with its event, together). Deliveries themselves are made in
+ * the event's transaction, which commits as the charge's does. Two flushes fewer per delivery.
+ */
+function inDelivererTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return inTransaction(pool, work, { asyncCommit: true });
 }
 
 /** A tenant's endpoints are counted and changed under this lock, so two creates cannot both pass the limit. */
@@ -361,23 +373,24 @@ export interface ClaimLimits {
  */
 export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
   if (limits.max <= 0) return [];
-  const claimed = await inTransaction(pool, async (client) => {
+  const claimed = await inDelivererTransaction(pool, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock(hashtextextended('webhook_deliveries:claim', 0))");
+    // Each enabled endpoint's due rows, at most its free slots (perEndpointMax less its live
+    // leases), read through the (endpoint, due time) index: a backlog of one endpoint costs this
+    // statement nothing beyond that endpoint's few rows, and never hides another endpoint's.
     const result = await client.query<{ id: number; endpoint_id: string; tenant: string; url: string; attempts: number; created_at: Date; event_id: string }>(
-      `WITH busy AS (
-         SELECT endpoint_id, count(*) AS n FROM webhook_deliveries
-          WHERE state = 'pending' AND lease_expires_at > now() GROUP BY endpoint_id),
-       ranked AS (
-         SELECT d.id, d.endpoint_id, d.next_attempt_at,
-                row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS rank
-           FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.disabled_at IS NULL
-          WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-            AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
-            AND ($5::text[] IS NULL OR d.tenant = ANY ($5::text[]))),
-       chosen AS (
-         SELECT r.id FROM ranked r LEFT JOIN busy b USING (endpoint_id)
-          WHERE r.rank <= $2 - coalesce(b.n, 0)
-          ORDER BY r.next_attempt_at, r.id LIMIT $3),
+      `WITH chosen AS (
+         SELECT c.id FROM webhook_endpoints e
+          CROSS JOIN LATERAL (
+            SELECT count(*) AS n FROM webhook_deliveries l
+             WHERE l.endpoint_id = e.id AND l.lease_expires_at IS NOT NULL AND l.lease_expires_at > now() AND l.state = 'pending') busy
+          CROSS JOIN LATERAL (
+            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+               AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
+             ORDER BY d.next_attempt_at, d.id LIMIT greatest($2 - busy.n, 0)) c
+          WHERE e.disabled_at IS NULL AND ($5::text[] IS NULL OR e.tenant = ANY ($5::text[]))
+          ORDER BY c.next_attempt_at, c.id LIMIT $3),
        locked AS (SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM chosen) FOR UPDATE SKIP LOCKED)
        UPDATE webhook_deliveries d
           SET lease_owner = $1, lease_expires_at = now() + $4 * interval '1 millisecond', attempts = d.attempts + 1
@@ -440,7 +453,7 @@ export interface AttemptOutcome {
  * Returns whether this attempt disabled the endpoint.
  */
 export async function recordAttempt(pool: LedgerPool, outcome: AttemptOutcome, renderEndpoint: (endpoint: WebhookEndpoint) => unknown): Promise<{ disabled: EndpointDisabledReason | null }> {
-  return inTransaction(pool, async (client) => {
+  return inDelivererTransaction(pool, async (client) => {
     await client.query(
       `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $2)`,

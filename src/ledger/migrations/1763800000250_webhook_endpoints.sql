@@ -73,8 +73,10 @@ CREATE TABLE webhook_deliveries (
   CHECK ((state = 'pending') = (finished_at IS NULL))
 );
 CREATE UNIQUE INDEX webhook_deliveries_once ON webhook_deliveries (endpoint_id, event_id) WHERE NOT requested;
--- What the deliverer scans: pending rows by due time (delivered and failed rows drop out).
-CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+-- What the deliverer reads: each endpoint's pending rows by due time (delivered and failed rows
+-- drop out), and its rows under a lease (what it has in flight; leases are cleared when recorded).
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (endpoint_id, next_attempt_at, id) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (endpoint_id) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX webhook_deliveries_by_event ON webhook_deliveries (event_id);
 
 -- Every attempt, for the audit and GET /v1/webhook-endpoints/{id}/deliveries: when, to which
