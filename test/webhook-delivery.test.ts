@@ -13,6 +13,7 @@ import {
 import { WebhookDeliverer, nextAttemptAt, retryDelayMs, type DelivererSettings } from '../src/outbound/deliverer.js';
 import { storedEventBody } from '../src/outbound/event-body.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
+import { verifyWebhookDelivery, WebhookDeliveryRejected } from '../src/client/http/index.js';
 import { newTenant, useHarness, waitFor } from './support/harness.js';
 import { gate, startReceiver, verifies, type Receiver } from './support/receivers.js';
 
@@ -104,6 +105,10 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
       expect(verifies(secret, request)).toBe(true);
       expect(JSON.parse(request.body)).toMatchObject({ id: eventId, object: 'event', type: 'charge.succeeded', data: { object: { object: 'charge' } } });
     }
+    // The typed client's helper verifies too, and refuses a body changed by one byte.
+    const last = rx.received.at(-1)!;
+    expect(verifyWebhookDelivery(secret, last.body, last.headers)).toMatchObject({ id: eventId, object_sequence: 1 });
+    expect(() => verifyWebhookDelivery(secret, last.body.replace('succeeded', 'succeedet'), last.headers)).toThrow(WebhookDeliveryRejected);
     const attempts = (await listAttempts(h.pool, tenant, endpoint.id, 10))!;
     expect(attempts.map((a) => a.statusCode)).toEqual([200, 500, 500, 500]);
     expect(attempts.map((a) => a.attempt)).toEqual([4, 3, 2, 1]);
