@@ -107,7 +107,7 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     }
     // The typed client's helper verifies too, and refuses a body changed by one byte.
     const last = rx.received.at(-1)!;
-    expect(verifyWebhookDelivery(secret, last.body, last.headers)).toMatchObject({ id: eventId, object_sequence: 1 });
+    expect(verifyWebhookDelivery(secret, last.body, last.headers)).toMatchObject({ id: eventId, sequence: 1 });
     expect(() => verifyWebhookDelivery(secret, last.body.replace('succeeded', 'succeedet'), last.headers)).toThrow(WebhookDeliveryRejected);
     const attempts = (await listAttempts(h.pool, tenant, endpoint.id, 10))!;
     expect(attempts.map((a) => a.statusCode)).toEqual([200, 500, 500, 500]);

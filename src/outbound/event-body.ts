@@ -1,7 +1,7 @@
 import type { EventRow } from '../ledger/webhook-endpoints.js';
 
 /**
- * A delivery's body built from the stored row alone: `{id, object: "event", type, created_at,
+ * A delivery's body built from the stored row alone: `{id, object: "event", type, created_at, sequence,
  * data}` with `data.object` as it was written. The events API's renderer is handed to the
  * deliverer instead wherever the two could differ.
  */
@@ -11,7 +11,7 @@ export function storedEventBody(row: EventRow): Record<string, unknown> {
     object: 'event',
     type: row.type,
     created_at: row.created_at.toISOString(),
-    object_sequence: row.object_sequence,
+    sequence: row.object_sequence,
     data: row.data,
   };
 }

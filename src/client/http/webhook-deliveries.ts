@@ -12,7 +12,7 @@ export interface DeliveredEvent {
   type: string;
   created_at: string;
   /** 1, 2, 3 … per object: drop an event older than one you have for the same object. */
-  object_sequence: number;
+  sequence: number;
   data: { object: Record<string, unknown> };
 }
 
