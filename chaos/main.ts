@@ -49,6 +49,7 @@ const program = new Command('chaos')
   .option('--card-share <fraction>', 'with --provider: the share of keys sent as card charges, 0 to 1', '0.5')
   .option('--provider-fault-every-s <seconds>', 'with --provider: arm a random simulator fault this often', '3')
   .option('--cpu-hog [processes]', 'busy-looping processes competing for the CPU while the storm runs (default: one per core)')
+  .option('--events', 'webhook endpoints with receivers on loopback (one flaky), delivered through the faults; the verdict counts lost events (must be 0)')
   .option('--json <file>', 'write the result as JSON')
   .parse();
 
@@ -95,6 +96,7 @@ const temporalPostgres = options.temporalPostgres;
 if (temporalPostgres !== 'shared' && temporalPostgres !== 'separate') throw new Error(`--temporal-postgres must be shared or separate, got ${String(temporalPostgres)}`);
 
 const result = await runChaos({
+  events: options.events === true,
   mode,
   temporalPostgres,
   postgresDownMs,
