@@ -28,6 +28,8 @@ const contractRoutes: Array<[string, string]> = [
   ['get', '/v1/accounts'],
   ['get', '/v1/accounts/{id}'],
   ['post', '/v1/accounts/{id}/deposits'],
+  ['get', '/v1/events'],
+  ['get', '/v1/events/{id}'],
   ['get', '/healthz'],
   ['get', '/readyz'],
   ['get', '/metrics'],

@@ -4,7 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { exampleEndpointId, requestExamples } from '../src/api/openapi.js';
 import { newEventId } from '../src/ledger/webhook-endpoints.js';
 import { useApi } from './support/api.js';
-import { newTenant } from './support/harness.js';
+import { newTenant, openAccount } from './support/harness.js';
 import { startReceiver, type Receiver } from './support/receivers.js';
 
 // The production door: https only, no loopback or private addresses.
@@ -31,14 +31,14 @@ async function createOn(key: string, body: Record<string, unknown> = {}) {
   return response.body;
 }
 
+/** A real event: a deposit, whose deposit.credited event the ledger's outbox writer adds. Its id. */
 async function insertEvent(tenant: string): Promise<string> {
-  const id = newEventId();
-  const objectId = `ch_${randomBytes(8).toString('hex')}`;
-  await dev.context.ledger.query(
-    `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data) VALUES ($1, $2, 'charge.succeeded', 'charge', $3, 1, $4)`,
-    [id, tenant, objectId, JSON.stringify({ object: { id: objectId, object: 'charge' } })],
+  await openAccount(dev.context.ledger, tenant, `wh-${randomBytes(4).toString('hex')}`, { depositMinor: 100 });
+  const { rows } = await dev.context.ledger.query<{ id: string }>(
+    "SELECT id FROM events WHERE tenant = $1 AND type = 'deposit.credited' ORDER BY seq DESC LIMIT 1",
+    [tenant],
   );
-  return id;
+  return rows[0]!.id;
 }
 
 describe('POST /v1/webhook-endpoints', () => {

@@ -86,6 +86,10 @@ describe('MCP over streamable HTTP', () => {
       await call('cancel_charge', { idempotency_key: toCancel }, false);
       await call('get_account_balance', { account_id: 'payer' }, false);
       await call('get_account_balance', { account_id: 'nobody' }, true);
+      const listed = await call('list_events', { object_id: (await call('get_charge', { idempotency_key: toCancel }, false)).charge.id }, false);
+      expect(listed.events.map((event: any) => [event.type, event.sequence])).toEqual([['charge.cancelled', 2], ['charge.reserved', 1]]);
+      expect(listed.has_more).toBe(false);
+      await call('list_events', { type: 'charge.exploded' }, true);
 
       for (const tool of tools) expect([...(seen.get(tool.name) ?? [])].sort(), tool.name).toEqual([false, true]);
     } finally {

@@ -69,7 +69,7 @@ function portabilityProblems(schema: unknown, path: string, root = true): string
 
 describe('the MCP tools as a client lists them', () => {
   it('describe every input and output in plain, portable JSON Schema', () => {
-    expect(tools.map((tool) => tool.name).sort()).toEqual(['cancel_charge', 'capture_charge', 'create_charge', 'get_account_balance', 'get_charge', 'refund_charge']);
+    expect(tools.map((tool) => tool.name).sort()).toEqual(['cancel_charge', 'capture_charge', 'create_charge', 'get_account_balance', 'get_charge', 'list_events', 'refund_charge']);
     const problems = tools.flatMap((tool) => [
       ...portabilityProblems(tool.inputSchema, `${tool.name} input`),
       ...(tool.outputSchema === undefined ? [`${tool.name}: no output schema`] : portabilityProblems(tool.outputSchema, `${tool.name} output`)),
@@ -100,6 +100,7 @@ describe('the MCP tools as a client lists them', () => {
       // Reads chargeguard's own records only.
       get_charge: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       get_account_balance: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      list_events: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
       // Change an existing charge for good; a card charge's authorization is voided or captured at Stripe.
       cancel_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
       capture_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },

@@ -11,10 +11,11 @@ import {
   rotateSecret,
 } from '../src/ledger/webhook-endpoints.js';
 import { WebhookDeliverer, nextAttemptAt, retryDelayMs, type DelivererSettings } from '../src/outbound/deliverer.js';
-import { storedEventBody } from '../src/outbound/event-body.js';
+import { deposit } from '../src/ledger/accounts.js';
+import { renderEvent } from '../src/service/events.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
 import { verifyWebhookDelivery, WebhookDeliveryRejected } from '../src/client/http/index.js';
-import { newTenant, useHarness, waitFor } from './support/harness.js';
+import { newTenant, openAccount, useHarness, waitFor } from './support/harness.js';
 import { gate, startReceiver, verifies, type Receiver } from './support/receivers.js';
 
 const h = useHarness();
@@ -39,7 +40,7 @@ function startDeliverer(tenant: string, settings: Partial<DelivererSettings> = {
   const deliverer = new WebhookDeliverer({
     pool: h.pool,
     settings: { ...fast, ...settings },
-    render: storedEventBody,
+    render: (row) => renderEvent(row),
     renderEndpoint: webhookEndpointToWire,
     onlyTenants: [tenant],
     log: () => {},
@@ -59,15 +60,21 @@ async function endpointFor(tenant: string, url: string, enabledEvents: string[] 
   return createEndpoint(h.pool, { tenant, url, enabledEvents, description: null }, 16);
 }
 
-/** An event row as the outbox writers make it (the writers live elsewhere; the shape is the table's). */
-async function insertEvent(tenant: string, type = 'charge.succeeded'): Promise<string> {
-  const id = newEventId();
-  const objectId = `ch_${randomBytes(8).toString('hex')}`;
-  await h.pool.query(
-    `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data) VALUES ($1, $2, $3, 'charge', $4, 1, $5)`,
-    [id, tenant, type, objectId, JSON.stringify({ object: { id: objectId, object: 'charge', status: 'succeeded' } })],
-  );
-  return id;
+const accountsOpened = new Set<string>();
+
+/**
+ * A real event: a deposit, whose deposit.credited event the ledger's outbox writer adds in the
+ * deposit's transaction (and the fan-out its deliveries). Its id.
+ */
+async function insertEvent(tenant: string): Promise<string> {
+  if (!accountsOpened.has(tenant)) {
+    await openAccount(h.pool, tenant, 'wh');
+    accountsOpened.add(tenant);
+  }
+  const made = await deposit(h.pool, tenant, 'wh', 100, `wh-${randomBytes(8).toString('hex')}`);
+  const { rows } = await h.pool.query<{ id: string }>('SELECT id FROM events WHERE tenant = $1 AND object_id = $2', [tenant, `dep_${made.transferId}`]);
+  expect(rows).toHaveLength(1);
+  return rows[0]!.id;
 }
 
 async function deliveredCount(endpointId: string, expected: number, what: string): Promise<void> {
@@ -103,12 +110,12 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     for (const request of rx.received) {
       expect(request.headers['webhook-id']).toBe(eventId);
       expect(verifies(secret, request)).toBe(true);
-      expect(JSON.parse(request.body)).toMatchObject({ id: eventId, object: 'event', type: 'charge.succeeded', data: { object: { object: 'charge' } } });
+      expect(JSON.parse(request.body)).toMatchObject({ id: eventId, object: 'event', type: 'deposit.credited', sequence: 1, data: { object: { object: 'deposit', amount: 100 } } });
     }
     // The typed client's helper verifies too, and refuses a body changed by one byte.
     const last = rx.received.at(-1)!;
     expect(verifyWebhookDelivery(secret, last.body, last.headers)).toMatchObject({ id: eventId, sequence: 1 });
-    expect(() => verifyWebhookDelivery(secret, last.body.replace('succeeded', 'succeedet'), last.headers)).toThrow(WebhookDeliveryRejected);
+    expect(() => verifyWebhookDelivery(secret, last.body.replace('deposit', 'dep0sit'), last.headers)).toThrow(WebhookDeliveryRejected);
     const attempts = (await listAttempts(h.pool, tenant, endpoint.id, 10))!;
     expect(attempts.map((a) => a.statusCode)).toEqual([200, 500, 500, 500]);
     expect(attempts.map((a) => a.attempt)).toEqual([4, 3, 2, 1]);
@@ -148,7 +155,7 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     const tenant = newTenant('wd-gone');
     const gone = await receiver(() => ({ status: 410 }));
     const watcher = await receiver();
-    const { endpoint } = await endpointFor(tenant, gone.url, ['charge.succeeded']);
+    const { endpoint } = await endpointFor(tenant, gone.url, ['deposit.credited']);
     const { endpoint: watching } = await endpointFor(tenant, watcher.url, ['webhook_endpoint.disabled']);
     startDeliverer(tenant);
     await insertEvent(tenant);
@@ -281,15 +288,19 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
   it('only subscribed types make deliveries, and a requested redelivery sends the event again with the same webhook-id', async () => {
     const tenant = newTenant('wd-types');
     const rx = await receiver();
-    const { endpoint } = await endpointFor(tenant, rx.url, ['refund.succeeded']);
+    const other = await receiver();
+    const { endpoint } = await endpointFor(tenant, rx.url, ['deposit.credited']);
+    const { endpoint: charges } = await endpointFor(tenant, other.url, ['charge.succeeded', 'refund.succeeded']);
     startDeliverer(tenant);
-    await insertEvent(tenant, 'charge.succeeded');
-    const refundEvent = await insertEvent(tenant, 'refund.succeeded');
-    await deliveredCount(endpoint.id, 1, 'the refund event');
-    const again = await requestRedelivery(h.pool, tenant, endpoint.id, refundEvent);
+    const depositEvent = await insertEvent(tenant);
+    await deliveredCount(endpoint.id, 1, 'the deposit event');
+    const again = await requestRedelivery(h.pool, tenant, endpoint.id, depositEvent);
     expect(again).toMatchObject({ deliveryId: expect.any(Number) });
     await deliveredCount(endpoint.id, 2, 'the redelivery');
-    expect(rx.received.map((r) => r.headers['webhook-id'])).toEqual([refundEvent, refundEvent]);
+    expect(rx.received.map((r) => r.headers['webhook-id'])).toEqual([depositEvent, depositEvent]);
+    // The endpoint subscribed to other types got no delivery at all.
+    expect(await deliveryCounts(h.pool, charges.id)).toEqual({ pending: 0, delivered: 0, failed: 0, attempts: 0 });
+    expect(other.received).toHaveLength(0);
   });
 
   it('a deliverer process killed (SIGKILL) mid-delivery: its lease expires, the next process delivers; the duplicate is counted and allowed', async () => {

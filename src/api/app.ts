@@ -19,6 +19,7 @@ import { registerChargeRoutes } from './routes/charges.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerIdempotencyTokenRoutes } from './routes/idempotency-tokens.js';
 import { registerRefundRoutes } from './routes/refunds.js';
+import { registerEventRoutes } from './routes/events.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerProviderEventRoutes } from './routes/provider-events.js';
 import { registerWebhookEndpointRoutes } from './routes/webhook-endpoints.js';
@@ -228,6 +229,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     registerRefundRoutes(tenantScope, deps);
     registerAccountRoutes(tenantScope, deps);
     registerWebhookEndpointRoutes(tenantScope, deps);
+    registerEventRoutes(tenantScope, deps);
     for (const routes of extraRoutes) if (routes.scope === 'tenant') await routes.register(tenantScope, deps);
   });
 

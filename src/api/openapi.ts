@@ -8,6 +8,7 @@ import { limits, textPatterns } from '../domain/limits.js';
 import { webhookMaxSignatures, webhookSignatureHeader } from '../domain/webhook-signature.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
 import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
+import { wireEventSchema } from '../service/events.js';
 import {
   createWebhookEndpointBodySchema,
   redeliverBodySchema,
@@ -102,6 +103,7 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
     Account: jsonSchema(wireAccountSchema, 'output'),
     Deposit: jsonSchema(wireDepositSchema, 'output'),
     Refund: jsonSchema(wireRefundSchema, 'output'),
+    Event: jsonSchema(wireEventSchema, 'output'),
     Problem: jsonSchema(wireProblemSchema, 'output'),
     CreateChargeRequest: createChargeRequestSchema(amountMinorMax),
     CreateAccountRequest: jsonSchema(createAccountBodySchema(), 'input'),
@@ -473,6 +475,8 @@ export const operationIds: Record<string, string> = {
   'post /v1/webhook-endpoints/{id}/rotate-secret': 'rotateWebhookEndpointSecret',
   'get /v1/webhook-endpoints/{id}/deliveries': 'listWebhookDeliveryAttempts',
   'post /v1/webhook-endpoints/{id}/deliveries': 'redeliverWebhookEvent',
+  'get /v1/events': 'listEvents',
+  'get /v1/events/{id}': 'getEvent',
   'post /mcp': 'mcp',
 };
 
@@ -512,6 +516,9 @@ export const requestExamples: Record<string, RequestExample> = {
   listAccounts: { parameters: { limit: 10 } },
   getRefund: { parameters: { key: 'order-1001', refundKey: 'refund-1001-1' } },
   createIdempotencyToken: { body: { ttl_seconds: 900 } },
+  listEvents: { parameters: { type: 'charge.succeeded', limit: 10 } },
+  // A placeholder of an event id's shape: ids are random, so take one from listEvents (its description says so).
+  getEvent: { parameters: { id: 'evt_0123456789abcdef0123456789abcdef' } },
   mcp: { body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
   // The endpoint examples name one endpoint id; test/api-openapi-examples.test.ts puts the id its
   // createWebhookEndpoint example made in its place (an id is the server's, no example can know it).
@@ -534,6 +541,7 @@ const manualChargeNote = (key: string, what: string): string =>
 
 /** Parameter descriptions that say more than the route's own (by operationId, then parameter name). */
 const parameterNotes: Record<string, Record<string, string>> = {
+  getEvent: { id: "an event's id, evt_… (from GET /v1/events or a delivery's webhook-id). The example shows only its shape: event ids are random" },
   cancelCharge: { key: manualChargeNote('order-1002', 'a succeeded charge cannot be cancelled: 409') },
   captureCharge: { key: manualChargeNote('order-1003', 'an automatic one is captured already: 409') },
   createDeposit: {

@@ -21,6 +21,7 @@ const commands: Array<readonly [name: string, load: () => Promise<(program: Comm
   ['capture', async () => (await import('./commands/capture.js')).registerCaptureCommand],
   ['refund', async () => (await import('./commands/refund.js')).registerRefundCommand],
   ['accounts', async () => (await import('./commands/accounts.js')).registerAccountsCommand],
+  ['events', async () => (await import('./commands/events.js')).registerEventsCommand],
   ['api-keys', async () => (await import('./commands/api-keys.js')).registerApiKeysCommand],
   ['webhook-secrets', async () => (await import('./commands/webhook-secrets.js')).registerWebhookSecretsCommand],
   ['webhook-endpoints', async () => (await import('./commands/webhook-endpoints.js')).registerWebhookEndpointsCommand],

@@ -22,6 +22,7 @@ export type Operation =
   | 'refunds.create'
   | 'refunds.read'
   | 'accounts.read'
+  | 'events.read'
   | 'system_accounts.read'
   | 'accounts.open'
   | 'accounts.deposit'
@@ -44,6 +45,9 @@ export const permissions: Readonly<Record<Operation, Permission>> = {
   'refunds.create': { roles: ['agent', 'admin'], doing: 'refunding charges' },
   'refunds.read': { roles: ['agent', 'admin'], doing: 'reading refunds' },
   'accounts.read': { roles: ['agent', 'admin'], doing: 'reading accounts and balances' },
+  // Events report changes of charges, refunds and deposits into ordinary accounts: objects every
+  // role reads already (docs/events.md), so whoever may read them may read their events.
+  'events.read': { roles: ['agent', 'admin'], doing: 'reading events' },
   // The ledger's own accounts (a provider's clearing account, the outside world's): what a provider
   // owes the tenant is the operator's business; agents never name them, as payer, payee or otherwise.
   'system_accounts.read': { roles: ['admin'], doing: 'reading system accounts (@provider/…, @external/…)' },

@@ -80,6 +80,7 @@ export const drivers = {
     key: [{ column: 'tenant', type: 'text' }, { column: 'charge_key', type: 'text' }, { column: 'refund_key', type: 'text' }],
     tenantLeading: true,
   },
+  events: { table: 'events', key: [{ column: 'seq', type: 'bigint' }], tenantLeading: false },
   pendingPostings: {
     table: 'pending_postings',
     key: [{ column: 'tenant', type: 'text' }, { column: 'account_id', type: 'text' }, { column: 'entry_id', type: 'bigint' }],
@@ -270,6 +271,53 @@ const invariantQueries: BatchedCheck[] = [
     sql: (batch) => `SELECT t.id, t.tenant, t.reference, t.amount_minor FROM transfers t
             LEFT JOIN LATERAL (SELECT true AS found FROM refunds r WHERE r.transfer_id = t.id AND r.status = 'succeeded' LIMIT 1) r ON true
            WHERE ${batch} AND ($1::text IS NULL OR t.tenant = $1) AND t.kind = 'refund' AND r.found IS NULL`,
+  },
+  // The outbox (docs/events.md) against the ledger: the triggers write an event in the transaction of
+  // each change, so in any snapshot a charge's last event names the status it stands in.
+  {
+    name: 'outbox_decisions_have_events',
+    description:
+      "each charge whose status is an event's (reserved, requires_action, succeeded, declined, cancelled; a refunded one: succeeded) has that event as its last",
+    driver: drivers.charges,
+    alias: 'c',
+    sql: (batch) => `SELECT c.tenant, c.idempotency_key, c.id, s.status, e.type AS last_event, e.object_sequence
+            FROM charges c
+            CROSS JOIN LATERAL (SELECT ledger_charge_status(c.hold_state, c.captured_minor, c.refunded_minor, c.provider_state) AS status) s
+            LEFT JOIN LATERAL (SELECT e.type, e.object_sequence FROM events e
+                                WHERE e.tenant = c.tenant AND e.object_id = c.id AND e.object_type = 'charge'
+                                ORDER BY e.object_sequence DESC LIMIT 1) e ON true
+           WHERE ${batch} AND ($1::text IS NULL OR c.tenant = $1) AND s.status <> 'cancelling'
+             AND e.type IS DISTINCT FROM 'charge.' || CASE WHEN s.status IN ('partially_refunded', 'refunded') THEN 'succeeded' ELSE s.status END`,
+  },
+  {
+    name: 'outbox_events_have_objects',
+    description:
+      "every event's object exists in its tenant (a charge, a refund, a deposit), and its type is one of that object's; " +
+      'a webhook endpoint\'s events report configuration, not money, and outlive the endpoint when it is deleted',
+    driver: drivers.events,
+    alias: 'v',
+    sql: (batch) => `SELECT v.seq, v.id, v.tenant, v.type, v.object_type, v.object_id
+            FROM events v
+            LEFT JOIN LATERAL (SELECT true AS found FROM charges c WHERE v.object_type = 'charge' AND c.id = v.object_id AND c.tenant = v.tenant LIMIT 1) c ON true
+            LEFT JOIN LATERAL (SELECT true AS found FROM refunds r WHERE v.object_type = 'refund' AND r.id = v.object_id AND r.tenant = v.tenant LIMIT 1) r ON true
+            LEFT JOIN LATERAL (SELECT true AS found FROM transfers t
+                                WHERE v.object_type = 'deposit' AND v.object_id ~ '^dep_[0-9]{1,18}$'
+                                  AND t.id = substr(v.object_id, 5)::bigint AND t.tenant = v.tenant AND t.kind = 'deposit' LIMIT 1) t ON true
+           WHERE ${batch} AND ($1::text IS NULL OR v.tenant = $1)
+             AND NOT (v.object_type = 'webhook_endpoint' AND v.type = 'webhook_endpoint.disabled' AND v.object_id ~ '^we_[A-Za-z0-9]{24}$')
+             AND (coalesce(c.found, r.found, t.found) IS NULL OR split_part(v.type, '.', 1) <> v.object_type)`,
+  },
+  {
+    name: 'outbox_sequences_gapless',
+    description: "each object's events are numbered 1, 2, 3 … without a gap (each event after the first has its predecessor)",
+    driver: drivers.events,
+    alias: 'v',
+    sql: (batch) => `SELECT v.seq, v.id, v.tenant, v.object_type, v.object_id, v.object_sequence
+            FROM events v
+            LEFT JOIN LATERAL (SELECT true AS found FROM events p
+                                WHERE p.tenant = v.tenant AND p.object_type = v.object_type AND p.object_id = v.object_id
+                                  AND p.object_sequence = v.object_sequence - 1 LIMIT 1) p ON true
+           WHERE ${batch} AND ($1::text IS NULL OR v.tenant = $1) AND v.object_sequence > 1 AND p.found IS NULL`,
   },
 ];
 

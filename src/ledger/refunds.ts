@@ -4,7 +4,7 @@ import { asLedgerRefusal } from './errors.js';
 import { keysetPage } from './pages.js';
 
 /** A row of the refunds table, as ledger_refund returns it. */
-interface RefundRow {
+export interface RefundRow {
   tenant: string;
   charge_key: string;
   refund_key: string;
@@ -29,7 +29,7 @@ export interface LedgerRefund {
   refund: Refund;
 }
 
-function fromRow(row: RefundRow): LedgerRefund {
+export function refundFromRow(row: RefundRow): LedgerRefund {
   return {
     fingerprint: row.fingerprint,
     refund: {
@@ -70,7 +70,7 @@ export async function refundCharge(pool: LedgerPool, intent: RefundIntent): Prom
     ]);
     const row = result.rows[0];
     if (!row) throw new Error('ledger_refund returned no row');
-    return fromRow(row);
+    return refundFromRow(row);
   } catch (error) {
     throw asLedgerRefusal(error) ?? error;
   }
@@ -87,7 +87,7 @@ export async function readRefund(
     [tenant, chargeKey, refundKey],
   );
   const row = result.rows[0];
-  return row ? fromRow(row) : null;
+  return row ? refundFromRow(row) : null;
 }
 
 /**
@@ -127,7 +127,7 @@ export async function listRefundPage(
     cursor,
     limit: page.limit,
   });
-  return { refunds: rows.map((row) => fromRow(row).refund), hasMore };
+  return { refunds: rows.map((row) => refundFromRow(row).refund), hasMore };
 }
 
 /** What a refund's provider side needs from its charge and its row (docs/providers.md, Refunds). */
@@ -209,7 +209,7 @@ async function callRefundFunction(pool: LedgerPool, text: string, values: unknow
   try {
     const row = (await pool.query<RefundRow>(text, values)).rows[0];
     if (!row) throw new Error(`${text} returned no row`);
-    return fromRow(row);
+    return refundFromRow(row);
   } catch (error) {
     throw asLedgerRefusal(error) ?? error;
   }

@@ -617,6 +617,49 @@ BEGIN
   RETURN r;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_charge_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  r charges;
+  v_status text;
+  v_last_type text;
+  v_last_sequence integer;
+BEGIN
+  SELECT * INTO STRICT r FROM charges WHERE tenant = NEW.tenant AND idempotency_key = NEW.idempotency_key;
+  v_status := ledger_charge_status(r.hold_state, r.captured_minor, r.refunded_minor, r.provider_state);
+  IF v_status NOT IN ('reserved', 'requires_action', 'succeeded', 'declined', 'cancelled') THEN
+    RETURN NULL;
+  END IF;
+  SELECT e.type, e.object_sequence INTO v_last_type, v_last_sequence FROM events e
+   WHERE e.tenant = r.tenant AND e.object_id = r.id AND e.object_type = 'charge'
+   ORDER BY e.object_sequence DESC LIMIT 1;
+  IF v_last_type IS NOT DISTINCT FROM 'charge.' || v_status THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+  VALUES (ledger_event_id(), r.tenant, 'charge.' || v_status, 'charge', r.id, coalesce(v_last_sequence, 0) + 1,
+          jsonb_build_object('object', to_jsonb(r)));
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_charge_status(p_hold_state text, p_captured_minor bigint, p_refunded_minor bigint, p_provider_state text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  SELECT CASE p_hold_state
+    WHEN 'DECLINED' THEN 'declined'
+    WHEN 'TRIED' THEN CASE WHEN p_provider_state = 'requires_action' THEN 'requires_action' ELSE 'reserved' END
+    -- The provider may still hold the payment: its void is not recorded yet.
+    WHEN 'CANCELLED' THEN CASE WHEN p_provider_state IN ('authorizing', 'authorized', 'requires_action') THEN 'cancelling' ELSE 'cancelled' END
+    WHEN 'CONFIRMED' THEN CASE WHEN p_refunded_minor = 0 THEN 'succeeded'
+                               WHEN p_refunded_minor >= p_captured_minor THEN 'refunded'
+                               ELSE 'partially_refunded' END
+  END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_check_journal_insert()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -766,6 +809,34 @@ BEGIN
     (v_transfer.id, p_tenant, p_account, p_amount_minor);
   RETURN QUERY SELECT v_transfer.id, p_account, v_transfer.amount_minor, v_transfer.currency, v_transfer.created_at, false;
 END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_deposit_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_account text;
+BEGIN
+  SELECT e.account_id INTO v_account FROM journal_entries e
+   WHERE e.transfer_id = NEW.id AND e.amount_minor > 0 LIMIT 1;
+  IF v_account IS NULL THEN
+    RAISE EXCEPTION 'deposit transfer % credits no account', NEW.id USING ERRCODE = 'CGJ02';
+  END IF;
+  INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+  VALUES (ledger_event_id(), NEW.tenant, 'deposit.credited', 'deposit', 'dep_' || NEW.id, 1,
+          jsonb_build_object('object', jsonb_build_object(
+            'transfer_id', NEW.id, 'account_id', v_account, 'amount_minor', NEW.amount_minor,
+            'currency', NEW.currency, 'created_at', NEW.created_at)));
+  RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION public.ledger_event_id()
+ RETURNS text
+ LANGUAGE sql
+ PARALLEL SAFE
+AS $function$
+  SELECT 'evt_' || replace(gen_random_uuid()::text, '-', '')
+$function$;
 
 CREATE OR REPLACE FUNCTION public.ledger_fold_postings(p_tenant text, p_account text)
  RETURNS void
@@ -1173,6 +1244,19 @@ BEGIN
   RETURN r;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_refund_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+  VALUES (ledger_event_id(), NEW.tenant, 'refund.' || NEW.status, 'refund', NEW.id,
+          coalesce((SELECT max(e.object_sequence) FROM events e
+                     WHERE e.tenant = NEW.tenant AND e.object_id = NEW.id AND e.object_type = 'refund'), 0) + 1,
+          jsonb_build_object('object', to_jsonb(NEW)));
+  RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.ledger_refund_provider_refunded(p_tenant text, p_charge_key text, p_refund_key text, p_provider_refund_id text)
  RETURNS refunds
  LANGUAGE plpgsql
@@ -1396,12 +1480,17 @@ $function$;
 
 CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE CONSTRAINT TRIGGER charges_event AFTER INSERT ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_charge_event();
 CREATE TRIGGER charges_provider_known BEFORE INSERT OR UPDATE OF provider ON charges FOR EACH ROW WHEN (new.provider IS NOT NULL AND new.provider <> 'stripe'::text) EXECUTE FUNCTION ledger_refuse_unknown_provider();
+CREATE CONSTRAINT TRIGGER charges_state_event AFTER UPDATE OF hold_state, provider_state ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.hold_state IS DISTINCT FROM new.hold_state OR old.provider_state IS DISTINCT FROM new.provider_state) EXECUTE FUNCTION ledger_charge_event();
+CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER events_fan_out_to_webhook_endpoints AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION webhook_endpoints_fan_out();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
 CREATE TRIGGER provider_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON provider_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER refunds_decision_fixed BEFORE UPDATE ON refunds FOR EACH ROW WHEN ((to_jsonb(old.*) - ARRAY['provider_refund_id'::text, 'provider_refunded_at'::text, 'provider_refund_failure'::text]) IS DISTINCT FROM (to_jsonb(new.*) - ARRAY['provider_refund_id'::text, 'provider_refunded_at'::text, 'provider_refund_failure'::text]) OR old.provider_refund_id IS NOT NULL AND (old.provider_refund_id IS DISTINCT FROM new.provider_refund_id OR old.provider_refunded_at IS DISTINCT FROM new.provider_refunded_at) OR old.provider_refund_failure IS NOT NULL AND old.provider_refund_failure IS DISTINCT FROM new.provider_refund_failure) EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER refunds_event AFTER INSERT ON refunds FOR EACH ROW EXECUTE FUNCTION ledger_refund_event();
 CREATE TRIGGER refunds_never_removed BEFORE DELETE OR TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER transfers_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON transfers FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE CONSTRAINT TRIGGER transfers_deposit_event AFTER INSERT ON transfers DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (new.kind = 'deposit'::text) EXECUTE FUNCTION ledger_deposit_event();
 CREATE TRIGGER webhook_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON webhook_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { LedgerPool } from './pool.js';
 import { keysetPage } from './pages.js';
+import type { EventRow } from './events.js';
 
 /**
  * Webhook endpoints and their deliveries (docs/webhook-endpoints.md): OUTBOUND events to URLs a
@@ -325,18 +326,8 @@ export async function requestRedelivery(
 // ---------------------------------------------------------------------------------------------
 // The deliverer's side (src/outbound/deliverer.ts).
 
-/** The events table's row, as the renderer of an event's body takes it. */
-export interface EventRow {
-  seq: number;
-  id: string;
-  tenant: string;
-  type: string;
-  object_type: string;
-  object_id: string;
-  object_sequence: number;
-  data: { object: unknown } & Record<string, unknown>;
-  created_at: Date;
-}
+/** The events table's row, as the renderer of an event's body (src/service/events.ts, renderEvent) takes it. */
+export type { EventRow };
 
 /** A delivery claimed for one attempt, with everything the attempt needs. */
 export interface ClaimedDelivery {

@@ -5,6 +5,7 @@ import { dependencies } from '../service/errors.js';
 import { errorKinds, retryAdvices, type ErrorKindName } from '../service/error-kinds.js';
 import { portableObject } from './portable-schema.js';
 import { wireAccountSchema, wireChargeSchema, wireRefundSchema } from '../service/wire.js';
+import { wireEventSchema } from '../service/events.js';
 
 /**
  * The tools' output schemas. An MCP client checks every result's structured content against the
@@ -62,6 +63,19 @@ const wireOutputSchemas = {
     account: wireAccountSchema.optional().describe('on success: the account and its balances'),
     error: toolErrorSchema.optional(),
   }),
+  /** list_events: each event as GET /v1/events has it; data.object (a charge, refund or deposit) as any object, the union not being portable */
+  events: z.object({
+    events: z
+      .array(
+        wireEventSchema.extend({
+          data: z.object({ object: z.record(z.string(), z.unknown()).describe('the charge, refund or deposit as it was at that change') }),
+        }),
+      )
+      .optional()
+      .describe('on success: the events, newest first'),
+    has_more: z.boolean().optional().describe('more events lie beyond these: call again with starting_after the last id'),
+    error: toolErrorSchema.optional(),
+  }),
 } as const;
 
 /** What the tools declare: {@link wireOutputSchemas}, in plain JSON Schema every client reads. */
@@ -70,4 +84,5 @@ export const outputSchemas = {
   charge: portableObject(wireOutputSchemas.charge),
   refundCreated: portableObject(wireOutputSchemas.refundCreated),
   account: portableObject(wireOutputSchemas.account),
+  events: portableObject(wireOutputSchemas.events),
 } as const;

@@ -5,6 +5,7 @@ import type { AccountsService } from '../service/accounts-service.js';
 import type { ChargeService } from '../service/charge-service.js';
 import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
 import { accountToWire, chargeToWire, refundToWire, type WireCharge } from '../service/wire.js';
+import { renderEvent } from '../service/events.js';
 import { captureModes } from '../domain/capture-modes.js';
 import { limits } from '../domain/limits.js';
 import { paymentMethodIdMaxLength, providerNames, returnUrlMaxLength } from '../domain/providers.js';
@@ -45,7 +46,7 @@ const idempotencyKey = z
  * read-only one without asking). Written out in full for every tool, and pinned by
  * test/mcp-tool-schemas.test.ts:
  *
- * - readOnlyHint: changes nothing (get_charge, get_account_balance).
+ * - readOnlyHint: changes nothing (get_charge, get_account_balance, list_events).
  * - destructiveHint: may change what already exists for good. cancel_charge releases a hold (and
  *   voids the provider's authorization); capture_charge moves the reserved money and releases what
  *   it does not capture; refund_charge returns money. create_charge only adds a new charge.
@@ -63,6 +64,7 @@ export const toolAnnotations = {
   capture_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   refund_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   get_account_balance: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  list_events: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
 } as const satisfies Record<string, ToolAnnotations>;
 
 /**
@@ -252,7 +254,46 @@ export function createMcpServer(deps: McpDeps): McpServer {
       }),
   );
 
+  registerEventsTool(server, deps);
+
   return server;
+}
+
+/** list_events: what changed (docs/events.md), for an agent catching up after a crash or a wait. */
+function registerEventsTool(server: McpServer, deps: McpDeps): void {
+  const { charges } = deps;
+  server.registerTool(
+    'list_events',
+    {
+      title: 'List events: what happened to charges, refunds and deposits',
+      description:
+        'Newest first. Every change you may act on is an event: charge.reserved, charge.requires_action, charge.succeeded, ' +
+        'charge.declined, charge.cancelled, refund.succeeded, refund.failed, deposit.credited; data.object is the object as ' +
+        'it was at that change, sequence its place in that object\'s history. Use it instead of polling, or after a crash ' +
+        'to learn what your charges did. Page with starting_after = the last event id of a page.',
+      inputSchema: z
+        .object({
+          type: z.string().optional().describe('one event type, e.g. charge.succeeded, or charge.* for every type of one object'),
+          object_id: z.string().optional().describe("only the events of this object: a charge's id (ch_…), a refund's (re_…), a deposit's (dep_…)"),
+          limit: z.number().optional().describe(`at most this many events (1-${limits.listLimitMax}, ${limits.listLimitDefault} when omitted)`),
+          starting_after: z.string().optional().describe('an event id from an earlier page: the events after (older than) it'),
+        })
+        .strict(),
+      outputSchema: outputSchemas.events,
+      annotations: toolAnnotations.list_events,
+    },
+    ({ type, object_id, limit, starting_after }) =>
+      run(deps, 'events.read', async (tenant) => {
+        // The HTTP list's own parser (strings, as a query string carries them): the same rules and refusals.
+        const query = Object.fromEntries(
+          Object.entries({ type, object_id, limit: limit === undefined ? undefined : String(limit), starting_after }).filter(([, value]) => value !== undefined),
+        );
+        const page = await charges.listEventsFromQuery(tenant, query);
+        const events = page.events.map((event) => renderEvent(event));
+        const summary = events.length === 0 ? 'No events.' : `${events.length} events, newest first: ${events.map((e) => `${e.type} ${e.data.object.id}`).join('; ')}.`;
+        return okResult(`${summary}${page.hasMore ? ` More: call again with starting_after ${events.at(-1)!.id}.` : ''}`, { events, has_more: page.hasMore });
+      }),
+  );
 }
 
 function registerRefundTool(server: McpServer, deps: McpDeps): void {

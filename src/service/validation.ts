@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { chargeStatuses, type ChargeRequest, type ChargeStatus } from '../domain/charge.js';
 import { captureModes } from '../domain/capture-modes.js';
+import { eventObjectTypes, eventTypes } from '../domain/events.js';
 import { currencyPattern, limits, textPatterns } from '../domain/limits.js';
 import {
   clearingAccountId,
@@ -537,6 +538,39 @@ export function parseRefundListQuery(raw: Record<string, unknown>): ValidPageQue
   const page = validatePageQuery(pageQueryOf(raw), errors);
   if (errors.length > 0) throw new ValidationError(errors);
   return { ...page, charge: charge as string };
+}
+
+/** The query parameters `GET /v1/events` takes (docs/events.md, Catching up). */
+export const eventListQueryNames = ['type', 'object_id', ...pageQueryNames] as const;
+
+export interface ValidEventListQuery extends ValidPageQuery {
+  /** An event type, or `<object>.*` for every type of one object. */
+  type?: string;
+  objectId?: string;
+}
+
+/** The query string of `GET /v1/events`: `type` one of eventTypes or `<object>.*`, `object_id` an object's id. */
+export function parseEventListQuery(raw: Record<string, unknown>): ValidEventListQuery {
+  const types: readonly string[] = eventTypes;
+  const objectTypes: readonly string[] = eventObjectTypes;
+  const errors: FieldError[] = [];
+  rawQueryProblems(raw, eventListQueryNames, errors);
+  if (errors.length > 0) throw new ValidationError(errors);
+  const page = validatePageQuery(pageQueryOf(raw), errors);
+  const { type, object_id: objectId } = raw;
+  if (type !== undefined && !types.includes(type as string) && !objectTypes.some((object) => type === `${object}.*`)) {
+    errors.push({ field: 'type', message: `must be one of ${types.join(', ')}, or ${objectTypes.map((object) => `${object}.*`).join(', ')}` });
+  }
+  if (objectId !== undefined) {
+    const problem = idempotencyKeyProblem(objectId as string);
+    if (problem) errors.push({ field: 'object_id', message: problem });
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+  return {
+    ...page,
+    ...(type !== undefined ? { type: type as string } : {}),
+    ...(objectId !== undefined ? { objectId: objectId as string } : {}),
+  };
 }
 
 /** Filters for finding charges, validated. */

@@ -2,7 +2,7 @@ import type { ChargeguardConfig } from '../config.js';
 import { closeLedgerPool, createLedgerPool } from '../ledger/pool.js';
 import { webhookEndpointToWire } from '../service/webhook-endpoints.js';
 import { WebhookDeliverer, type EventRenderer } from '../outbound/deliverer.js';
-import { storedEventBody } from '../outbound/event-body.js';
+import { renderEvent } from '../service/events.js';
 import { delivererSettingsFromConfig } from '../outbound/settings.js';
 
 /**
@@ -20,7 +20,7 @@ export function startWebhookDeliverer(
   const deliverer = new WebhookDeliverer({
     pool,
     settings: delivererSettingsFromConfig(config),
-    render: options.render ?? storedEventBody,
+    render: options.render ?? ((row) => renderEvent(row)),
     renderEndpoint: webhookEndpointToWire,
     log: options.log,
   });

@@ -29,7 +29,7 @@ export async function exerciseChargeTools(client: Client, h: Harness, tenant: st
   const { tools } = await client.listTools();
   const byName = new Map(tools.map((tool) => [tool.name, tool]));
   expect([...byName.keys()].sort()).toEqual(
-    ['cancel_charge', 'capture_charge', 'create_charge', 'get_account_balance', 'get_charge', 'refund_charge'].sort(),
+    ['cancel_charge', 'capture_charge', 'create_charge', 'get_account_balance', 'get_charge', 'list_events', 'refund_charge'].sort(),
   );
   const create = byName.get('create_charge')!;
   expect(create.inputSchema.required).toContain('idempotency_key');

@@ -411,6 +411,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's events, newest first
+         * @description Every change a caller acts on, as its event (docs/events.md): kept at least 30 days. Filter by `type` (`charge.succeeded`, or `charge.*` for every type of one object) and `object_id` (a charge `ch_…`, refund `re_…` or deposit `dep_…`). Pages of at most `limit` (20 unless asked): the next, older page with `starting_after` = the last event's id; newer ones with `ending_before` = the first one's. An event may commit a moment after a newer-numbered one: when catching up, re-read a little before your last cursor and drop the ids you have.
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One event */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/mcp": {
         parameters: {
             query?: never;
@@ -548,6 +585,135 @@ export interface components {
             created_by_key_id?: string | null;
             /** @description RFC 3339 timestamp (UTC) */
             created_at: string;
+        };
+        Event: {
+            /** @description evt_…: unique; the consumer's deduplication key (a webhook delivery's webhook-id) */
+            id: string;
+            /** @constant */
+            object: "event";
+            /** @enum {string} */
+            type: "charge.reserved" | "charge.requires_action" | "charge.succeeded" | "charge.declined" | "charge.cancelled" | "refund.succeeded" | "refund.failed" | "deposit.credited" | "webhook_endpoint.disabled";
+            /** @description RFC 3339 timestamp (UTC): when the change committed (its transaction began) */
+            created_at: string;
+            /** @description 1, 2, 3 … per object (data.object.id), in the order the object's changes committed: drop an event whose sequence is below one you have */
+            sequence: number;
+            data: {
+                /** @description the object as the API showed it at that change (GET of the charge, the refund; a deposit as its POST answered; a webhook endpoint as GET /v1/webhook-endpoints/{id} showed it) */
+                object: {
+                    /** @description stable id derived from (tenant, idempotency key) */
+                    id: string;
+                    /** @constant */
+                    object: "charge";
+                    idempotency_key: string;
+                    /** @enum {string} */
+                    status: "pending" | "requires_action" | "reserved" | "succeeded" | "declined" | "cancelling" | "cancelled" | "partially_refunded" | "refunded";
+                    /** @description integer amount in the currency's minor unit (cents) */
+                    amount: number;
+                    /** @description integer amount in the currency's minor unit (cents) */
+                    amount_captured: number;
+                    /** @description integer amount in the currency's minor unit (cents) */
+                    amount_refunded: number;
+                    /** @description ISO 4217 code, upper case */
+                    currency: string;
+                    order_id: string;
+                    /** @description the account debited; for a charge through a provider, the tenant's clearing account @provider/<provider>/<currency> */
+                    payer_account_id: string;
+                    /** @description present for a charge through a provider: the payer's instrument there, as sent */
+                    payment_method?: string;
+                    payee_account_id: string;
+                    /** @enum {string} */
+                    capture: "automatic" | "manual";
+                    description: string | null;
+                    metadata: {
+                        [key: string]: string;
+                    } | null;
+                    /**
+                     * @description present when status is declined
+                     * @enum {string}
+                     */
+                    decline_code?: "insufficient_funds" | "account_frozen" | "unknown_account" | "currency_mismatch" | "mandate_exceeded" | "amount_too_large" | "key_not_authorized";
+                    /** @description present when the charge ended without the money moving */
+                    failure_reason?: string;
+                    /** @description audit, shown to admin keys only: the API key that created the charge (null: the operator, or before audit) */
+                    created_by_key_id?: string | null;
+                    /** @description present for a charge through a provider (payment_method), absent otherwise */
+                    provider?: {
+                        /**
+                         * @description the payment provider
+                         * @enum {string}
+                         */
+                        name: "stripe";
+                        /** @description the provider's payment id (Stripe: pi_...); null until the provider answered */
+                        payment_id: string | null;
+                        /** @description where the payment stands at the provider; null while nothing was sent */
+                        state: ("authorizing" | "requires_action" | "authorized" | "captured" | "voided" | "declined") | null;
+                        /** @description present (not null) while state is requires_action: what the payer must do */
+                        next_action: {
+                            [key: string]: unknown;
+                        } | null;
+                        /** @description the provider's own decline code (Stripe: e.g. card_velocity_exceeded), beside the charge's decline_code */
+                        decline_code: string | null;
+                    };
+                    /** @description while status is requires_action: what the payer must do (3-D Secure), the same as provider.next_action; null otherwise */
+                    next_action: {
+                        [key: string]: unknown;
+                    } | null;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    created_at: string;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    updated_at: string;
+                } | {
+                    id: string;
+                    /** @constant */
+                    object: "refund";
+                    charge_id: string;
+                    /** @description the refund key this refund was requested with */
+                    idempotency_key: string;
+                    /** @description null only while a refund of "the rest" is pending */
+                    amount: number | null;
+                    currency: string;
+                    /** @enum {string} */
+                    status: "pending" | "succeeded" | "failed";
+                    /**
+                     * @description present when status is failed
+                     * @enum {string}
+                     */
+                    failure_code?: "exceeds_refundable" | "insufficient_funds";
+                    /** @description a refund of a charge paid through a provider: the provider's own refund id (Stripe: re_…, not this refund's id) once the provider refunded it; null until then, and for a refund between ledger accounts */
+                    provider_refund_id: string | null;
+                    /** @description audit, shown to admin keys only: the API key that made the refund (null: the operator, or before audit) */
+                    created_by_key_id?: string | null;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    created_at: string;
+                } | {
+                    id: string;
+                    /** @constant */
+                    object: "deposit";
+                    account_id: string;
+                    /** @description integer amount in the currency's minor unit (cents) */
+                    amount: number;
+                    currency: string;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    created_at: string;
+                } | {
+                    /** @description we_… */
+                    id: string;
+                    /** @constant */
+                    object: "webhook_endpoint";
+                    url: string;
+                    enabled_events: string[];
+                    description: string | null;
+                    /** @enum {string} */
+                    status: "enabled" | "disabled";
+                    /** @description why it is disabled: you asked (requested), it answered 410 (gone), or every attempt failed for days (failing) */
+                    disabled_reason: ("requested" | "gone" | "failing") | null;
+                    disabled_at: string | null;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    created_at: string;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    updated_at: string;
+                };
+            };
         };
         Problem: {
             /** @description stable machine-readable code, e.g. idempotency_conflict */
@@ -3219,6 +3385,155 @@ export interface operations {
             };
             /** @description the body is not `application/json`; nothing was read or recorded */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description only events of this type
+                 * @example charge.succeeded
+                 */
+                type?: "charge.reserved" | "charge.requires_action" | "charge.succeeded" | "charge.declined" | "charge.cancelled" | "refund.succeeded" | "refund.failed" | "deposit.credited" | "webhook_endpoint.disabled" | "charge.*" | "refund.*" | "deposit.*" | "webhook_endpoint.*";
+                /** @description only events about this object (ch_…, re_…, dep_…) */
+                object_id?: string;
+                /** @example 10 */
+                limit?: number;
+                /** @description the next page: the objects after this one (an event id, evt_…); an id that names no object of this list is a 400 */
+                starting_after?: string;
+                /** @description the previous page: the objects just before this one (an event id, evt_…); not with starting_after */
+                ending_before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of events, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        object: "list";
+                        data: components["schemas"]["Event"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
+                        has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
+                    };
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description an event's id, evt_… (from GET /v1/events or a delivery's webhook-id). The example shows only its shape: event ids are random
+                 * @example evt_0123456789abcdef0123456789abcdef
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the event */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Event"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no such event for this tenant */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
