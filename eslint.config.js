@@ -5,19 +5,26 @@ import tseslint from 'typescript-eslint';
 /** Node and I/O modules, which workflow code must never load (the worker's bundle refuses most anyway). */
 const nodeAndIo = ['node:*', 'fs', 'path', 'os', 'crypto', 'net', 'http', 'https', 'child_process', 'pg', 'pg-*'];
 
+/** I/O modules the domain's pure rules never load (hashing with node:crypto is pure, and allowed). */
+const domainIo = ['node:fs', 'node:fs/*', 'fs', 'fs/*', 'node:net', 'net', 'node:http', 'http', 'node:https', 'https', 'node:child_process', 'child_process', 'pg', 'pg-*', '@temporalio/client', '@temporalio/worker', 'fastify'];
+
 /** Imports of the bench from product code, which would ship it in dist/ and the image. */
 const notTheBench = { group: ['**/bench/*', '**/bench', '**/chaos/*', '**/chaos'], message: 'product code never imports the bench or the chaos run' };
 /** Imports of the CLI from below it; what both need lives in src/support. */
 const notTheCli = { group: ['**/cli/*'], message: 'the CLI is the top layer: move what is shared to src/support' };
 
-/** What a surface (API, MCP, CLI) may not import: SQL and ledger steps are the service's and the activities'. */
+/**
+ * What a surface (API, MCP, CLI) may not import: SQL and ledger steps are the services' and the
+ * activities'. Not even a type: a surface is handed the application context's services
+ * (src/runtime/app-context.ts), never the pool they run on, and migrating or opening a pool is the
+ * runtime's composition.
+ */
 const surfacePatterns = [
   {
-    group: ['**/ledger/*', '!**/ledger/pool.js', '!**/ledger/migrate.js'],
-    message: 'surfaces call the service module; only the ledger module runs SQL',
-    allowTypeImports: true,
+    group: ['**/ledger/*', '**/ledger'],
+    message: 'surfaces never run ledger steps or take the pool: call the services of the application context (src/runtime/app-context.ts)',
   },
-  { group: ['**/activities/*', '**/activities'], message: 'surfaces never run ledger steps themselves' },
+  { group: ['**/activities/*', '**/activities'], message: 'surfaces never run ledger steps: activities are the worker\'s' },
 ];
 
 /** Imports of the MCP or codec modules from the API, which would make them import each other. */
@@ -91,14 +98,14 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: nodeAndIo, message: 'workflow code is deterministic: no Node or I/O modules' },
+            { group: nodeAndIo, message: 'workflow code never reaches any I/O: it is deterministic, so no Node or I/O modules' },
             {
               group: ['@temporalio/*', '!@temporalio/workflow', '!@temporalio/common'],
               message: 'workflow code imports only the workflow SDK',
             },
             {
               group: ['../src/*', '!../src/domain'],
-              message: 'workflow code imports only pure domain code from src/',
+              message: 'workflow code never reaches the ledger or any I/O: it imports only pure domain code from src/',
             },
             {
               group: ['../activities/*', '../activities'],
@@ -122,12 +129,25 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [...surfacePatterns, notMcpOrCodec] }] },
   },
   {
-    // What the API, the MCP endpoint and the codec endpoint share: below all three.
+    // What the API, the MCP endpoint and the codec endpoint share: below all three, and below the
+    // runtime that composes them (what it needs of the application it declares itself, as
+    // RateLimitedApp in rate-limit-hook.ts, and the application context satisfies it).
     files: ['src/http/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
-        { patterns: [...surfacePatterns, { group: ['**/api/*', '**/mcp/*', '**/codec/*'], message: 'src/http is shared by the API, MCP and codec endpoints: it imports none of them' }] },
+        {
+          patterns: [
+            {
+              group: ['**/ledger/*', '**/ledger', '**/activities/*', '**/activities'],
+              message: 'src/http serves the surfaces: like them it never runs ledger steps or takes the pool',
+            },
+            {
+              group: ['**/api/*', '**/api', '**/mcp/*', '**/mcp', '**/codec/*', '**/codec', '**/runtime/*', '**/runtime'],
+              message: 'src/http imports no surface (API, MCP, codec endpoint) nor the runtime that composes them: declare the narrow interface it needs in src/http',
+            },
+          ],
+        },
       ],
     },
   },
@@ -159,7 +179,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/service/*', '**/api/*', '**/mcp/*', '**/cli/*', '**/workflows/*', '**/activities/*'],
+              group: ['**/service/*', '**/api/*', '**/mcp/*', '**/cli/*', '**/workflows/*', '**/activities/*', '**/runtime/*', '**/stack/*'],
               message: 'the ledger knows nothing of its callers',
             },
           ],
@@ -173,6 +193,71 @@ export default tseslint.config(
       '@typescript-eslint/no-restricted-imports': [
         'error',
         { patterns: [{ group: ['@temporalio/client'], message: 'activities never start workflows' }] },
+      ],
+    },
+  },
+  // The layout's floors (README.md, Layout), each block for folders no block above names with the
+  // same rule, so none replaces another's patterns.
+  {
+    // Errors and pure rules: every layer may use them, workflow code included, so they import nothing
+    // of the project but each other, and no I/O.
+    files: ['src/domain/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../*', '../**'], message: 'src/domain imports only src/domain: pure rules that every layer may use' },
+            { group: domainIo, message: 'src/domain is pure: no I/O (workflow code may import it)' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Process helpers and small utilities: the ground floor, below everything of the project.
+    files: ['src/support/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../*', '../**'], message: 'src/support imports nothing of the project: it is the ground floor' }] },
+      ],
+    },
+  },
+  {
+    // The stack starts processes (Temporal, PostgreSQL, the UI): a leaf that knows no program. What the
+    // program needs of it (search attributes, database roles, the payload key file) is handed in by
+    // src/runtime/local-stack.ts.
+    files: ['src/stack/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../*', '!../support', '../../*'],
+              message: 'src/stack imports only src/support: take what the program needs as a parameter from src/runtime/local-stack.ts',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Authentication and the HTTP pieces the API, MCP and codec endpoints share sit below the service:
+    // the errors and rules they need are src/domain's. Base rule, beside the typescript-eslint one of
+    // src/http's block above; it restates the bench and CLI patterns it would otherwise replace.
+    files: ['src/auth/**/*.ts', 'src/http/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            notTheBench,
+            notTheCli,
+            { group: ['**/service/*', '**/service'], message: 'auth and http sit below the service: errors and pure rules are in src/domain' },
+          ],
+        },
       ],
     },
   },

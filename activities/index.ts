@@ -12,4 +12,4 @@ export type {
   WorkflowRunningProbe,
 } from './hold-sweeper-activities.js';
 export { createProviderActivities } from './provider-activities.js';
-export type { ProviderActivities, ProviderActivityHooks, ProviderStepName } from './provider-activities.js';
+export type { ProviderActivities, ProviderActivityHooks, ProviderActivityStep } from './provider-activities.js';

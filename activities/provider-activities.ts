@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import type { ChargeIntent } from '../src/domain/charge.js';
+import type { ProviderStepName } from '../src/domain/providers.js';
 import { providerFailures, stepBudgetSpent } from '../src/domain/refusals.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { readCharge, type LedgerCharge } from '../src/ledger/charges.js';
@@ -14,7 +15,6 @@ import {
   recordProviderVoided,
 } from '../src/ledger/provider-charges.js';
 import { authorizeOnce } from '../src/providers/authorize-once.js';
-import { mapProviderDecline } from '../src/domain/provider-declines.js';
 import {
   keyMayHaveExpired,
   providerIdempotencyKey,
@@ -27,14 +27,18 @@ import {
 import { connectorFor, type ProviderConnectors } from '../src/providers/connectors.js';
 import { asActivityFailure, budgetSpent, currentActivityInfo, stepDeadlineMs } from './ledger-activities.js';
 
-export type ProviderStepName = 'authorize' | 'capture' | 'void' | 'refresh';
+/**
+ * The provider activities, by the step they take: each provider step of a charge (a refund is the
+ * refund activities') and `refresh`, which only reads the payment while the payer must act.
+ */
+export type ProviderActivityStep = Exclude<ProviderStepName, `refund:${string}`> | 'refresh';
 
 /**
  * Seams for fault-injection tests: `afterProvider` runs after the provider answered and before the
  * answer is recorded in the ledger, where a crash leaves the provider ahead of the ledger.
  */
 export interface ProviderActivityHooks {
-  afterProvider?(step: ProviderStepName, tenant: string, idempotencyKey: string): void | Promise<void>;
+  afterProvider?(step: ProviderActivityStep, tenant: string, idempotencyKey: string): void | Promise<void>;
 }
 
 /**
@@ -44,19 +48,19 @@ export interface ProviderActivityHooks {
  * never turned into a decision that would leave money moving at the provider unrecorded).
  */
 const ledgerCallOf = { authorize: 'try', capture: 'cancel', void: 'cancel', refresh: 'read' } as const satisfies Record<
-  ProviderStepName,
+  ProviderActivityStep,
   Parameters<typeof asActivityFailure>[1]
 >;
 
 /** The provider's answer is not known: a system fault, retried with the same key. */
 class ProviderOutcomeUnknown extends Error {
   override readonly name = 'ProviderOutcomeUnknown';
-  constructor(step: ProviderStepName, outcome: UnknownOutcome) {
+  constructor(step: ProviderActivityStep, outcome: UnknownOutcome) {
     super(`${step} at the provider has no answer yet (${outcome.reason}): ${outcome.detail}; retrying with the same idempotency key`);
   }
 }
 
-function rejected(step: ProviderStepName, type: string, outcome: RejectedOutcome, nonRetryable = true): ApplicationFailure {
+function rejected(step: ProviderActivityStep, type: string, outcome: RejectedOutcome, nonRetryable = true): ApplicationFailure {
   return ApplicationFailure.create({
     type,
     message: `the provider refused ${step} (${outcome.reason}${outcome.code ? `, ${outcome.code}` : ''}): ${outcome.detail}`,
@@ -80,7 +84,7 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
    * step's deadline (when it has one), then reported as the budget spent, like a ledger step.
    */
   async function step<T>(
-    name: ProviderStepName,
+    name: ProviderActivityStep,
     deadlineEpochMs: number | undefined,
     run: () => Promise<T>,
     charge?: { tenant: string; idempotencyKey: string },
@@ -250,7 +254,7 @@ export function createProviderActivities(pool: LedgerPool, connectors: ProviderC
           case 'declined':
           case 'voided': {
             // The payer failed (or abandoned) authentication: the provider's last error says why.
-            const mapped = mapProviderDecline(payment.lastDeclineCode ?? 'authentication_required');
+            const mapped = connector.declineOf(payment.lastDeclineCode, 'authentication');
             return recordAuthorizeAnswer(intent, connector, { outcome: 'declined', payment, ...mapped, detail: `payment ${payment.id} is ${payment.providerStatus}` });
           }
           default:

@@ -26,9 +26,9 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { openAppContext } from '../src/runtime/app-context.js';
-import { startLocalStack } from '../src/stack/stack.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
+import { startChargeguardStack } from '../src/runtime/local-stack.js';
 
 const checkIterations = 1_000;
 const replayRounds = 6;
@@ -51,7 +51,7 @@ const us = (ms: number): string => `${Math.round(ms * 1000)} µs`;
 
 const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-front-door-'));
 await chmod(dataDir, 0o711);
-const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+const stack = await startChargeguardStack({ dataDir, temporalUiPort: null });
 const results: string[] = [];
 try {
   await migrateLedger(stack.migrationDatabaseUrl);

@@ -31,8 +31,8 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
-import { findFreePort } from '../src/stack/free-port.js';
-import { startLocalStack } from '../src/stack/stack.js';
+import { findFreePort } from '../src/support/free-port.js';
+import { startChargeguardStack } from '../src/runtime/local-stack.js';
 
 interface Flags {
   quick?: boolean;
@@ -283,7 +283,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
   await chmod(dataDir, 0o711);
   const processes: ChargeguardProcess[] = [];
   const out: string[] = [];
-  const stack = await startLocalStack({ dataDir, temporalUiPort: null, log });
+  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null, log });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 4, statementTimeoutMs: 60_000 });
   try {
     log('building the CLI (compiled, with its workflow bundle) and the ledger');

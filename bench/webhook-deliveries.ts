@@ -19,7 +19,7 @@ import { migrateLedger } from '../src/ledger/migrate.js';
 import { createEndpoint, newEventId } from '../src/ledger/webhook-endpoints.js';
 import { WebhookDeliverer } from '../src/outbound/deliverer.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
-import { startEmbeddedPostgres } from '../src/stack/embedded-postgres.js';
+import { startLedgerPostgres } from '../src/runtime/local-stack.js';
 
 const { values } = parseArgs({ options: { events: { type: 'string', default: '1000' }, rate: { type: 'string', default: '100' } } });
 const eventCount = Number(values.events);
@@ -37,7 +37,7 @@ async function insertEvent(client: pg.ClientBase, tenant: string): Promise<void>
 
 const dir = await mkdtemp(join(tmpdir(), 'bench-webhooks-'));
 await chmod(dir, 0o711);
-const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 const pool = new pg.Pool({ connectionString: server.databaseUrl, max: 8 });
 // The server stops at the end with the pool's idle connections still open: said, not thrown.
 pool.on('error', (error) => console.error(`idle connection: ${error.message}`));

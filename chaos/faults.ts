@@ -5,7 +5,7 @@
  * single-fault mode one at a time with quiet between, so each recovery is the fault's own.
  */
 import { loadavg } from 'node:os';
-import { pollUntil } from '../src/stack/wait.js';
+import { pollUntil } from '../src/support/wait.js';
 import type { ChaosPostgres, ChaosTemporal } from './infrastructure.js';
 import { killNow, type AppProcess } from './processes.js';
 import type { SlowestKey } from './slowest-key.js';

@@ -1,11 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
-import { findFreePorts } from '../src/stack/free-port.js';
-import { findFreePortsBelow, smallintPortCeiling, startTemporalCluster, type TemporalCluster } from '../src/stack/temporal-cluster.js';
-import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
-import { pollUntil } from '../src/stack/wait.js';
-import { isProcessAlive } from '../src/stack/child-process.js';
+import type { EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
+import { findFreePorts } from '../src/support/free-port.js';
+import { findFreePortsBelow, smallintPortCeiling, type TemporalCluster } from '../src/stack/temporal-cluster.js';
+import type { TemporalDevServer } from '../src/stack/temporal-dev-server.js';
+import { pollUntil } from '../src/support/wait.js';
+import { isProcessAlive } from '../src/support/child-process.js';
+import { startChargeguardCluster, startChargeguardDevServer, startLedgerPostgres } from '../src/runtime/local-stack.js';
 
 /** How PostgreSQL goes down: `fast` is a clean shutdown (SIGINT), `immediate` a crash (SIGQUIT: no checkpoint, WAL replay on start). */
 export type PostgresStopMode = 'fast' | 'immediate';
@@ -35,7 +36,7 @@ const postmasterExitTimeoutMs = 30_000;
 export async function startChaosPostgres(dataDir: string, downForMs = 0, name = 'postgres'): Promise<ChaosPostgres> {
   const [port] = await findFreePorts(1);
   const options = { dataDir: join(dataDir, name), port: port!, logFilePath: join(dataDir, 'logs', `${name}.log`) };
-  let server: EmbeddedPostgres = await startEmbeddedPostgres(options);
+  let server: EmbeddedPostgres = await startLedgerPostgres(options);
   const databaseUrl = server.databaseUrl;
   return {
     databaseUrl,
@@ -45,7 +46,7 @@ export async function startChaosPostgres(dataDir: string, downForMs = 0, name = 
       await server.stop();
       // The outage itself, not a wait for something: nothing is listening on the port meanwhile.
       if (downForMs > 0) await new Promise((resolve) => setTimeout(resolve, downForMs));
-      server = await startEmbeddedPostgres(options);
+      server = await startLedgerPostgres(options);
     },
     stop: () => server.stop(),
   };
@@ -73,13 +74,13 @@ export const startChaosDevServer: ChaosTemporalStarter = async (dataDir) => {
     uiPort: null,
     logFilePath: join(dataDir, 'logs', 'temporal.log'),
   };
-  let server: TemporalDevServer = await startTemporalDevServer(options);
+  let server: TemporalDevServer = await startChargeguardDevServer(options);
   return {
     address: server.address,
     kind: 'dev server (SQLite)',
     restart: async () => {
       await server.stop();
-      server = await startTemporalDevServer(options);
+      server = await startChargeguardDevServer(options);
     },
     stop: () => server.stop(),
   };
@@ -99,13 +100,13 @@ export const startChaosCluster: ChaosTemporalStarter = async (dataDir, postgres,
     frontendPort: frontendPort!,
     keepStaleMembership: settings?.keepStaleMembership === true,
   };
-  let server: TemporalCluster = await startTemporalCluster(options);
+  let server: TemporalCluster = await startChargeguardCluster(options);
   return {
     address: server.address,
     kind: 'Temporal server on PostgreSQL (cluster stack)',
     restart: async () => {
       await server.stop();
-      server = await startTemporalCluster(options);
+      server = await startChargeguardCluster(options);
     },
     stop: () => server.stop(),
   };

@@ -1,7 +1,7 @@
 import { symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
-import { repoRoot } from '../src/stack/repo-root.js';
+import { repoRoot } from '../src/support/repo-root.js';
 import { defaultSupervisorLimits, Supervisor, type SupervisorLimits } from '../src/stack/supervisor.js';
 import { bundleChargeWorkflows, compiledLayout } from '../src/worker/charge-worker.js';
 

@@ -9,11 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { fromRow, type ChargeRow, type LedgerCharge } from '../src/ledger/charges.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { reconcileProvider } from '../src/reconcile/provider.js';
-import type { FaultRuleInput, Operation } from '../src/providers/simulator/faults.js';
-import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector, stripeRequestTimeoutMs } from '../src/providers/stripe.js';
-import { pollUntil } from '../src/stack/wait.js';
+import type { FaultRuleInput, Operation } from '../src/providers/stripe/simulator/faults.js';
+import type { PaymentIntentRecord } from '../src/providers/stripe/simulator/payments.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector, stripeRequestTimeoutMs } from '../src/providers/stripe/connector.js';
+import { pollUntil } from '../src/support/wait.js';
 import type { AnswerCounts, Storm } from './storm.js';
 
 const chaosStripeApiKey = 'sk_test_chargeguard_chaos';

@@ -18,8 +18,8 @@ import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { reconcile } from '../src/reconcile/reconcile.js';
 import { clientDataConverter } from '../src/codec/data-converter.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
-import { ensurePayloadKeyFile } from '../src/stack/payload-key-file.js';
-import { findFreePorts } from '../src/stack/free-port.js';
+import { ensurePayloadKeyFile } from '../src/codec/payload-key-file.js';
+import { findFreePorts } from '../src/support/free-port.js';
 import {
   measureRecoveries,
   planFaults,

@@ -37,9 +37,9 @@ import {
 import type { OrderAgentInput, OrderAgentResult } from '../workflows/sample-agent-workflow.js';
 import { activityTypesOf } from './workflow-histories.js';
 import { chargeIdFor } from '../src/domain/request-fingerprint.js';
-import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
+import type { PaymentIntentRecord } from '../src/providers/stripe/simulator/payments.js';
 import { clearingAccountId } from '../src/domain/providers.js';
-import type { StripeSimulator } from '../src/providers/simulator/server.js';
+import type { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
 
 export interface WorkflowRef {
   workflowId: string;

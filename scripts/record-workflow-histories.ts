@@ -34,12 +34,11 @@ import { ChargeService } from '../src/service/charge-service.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
-import { startLocalStack } from '../src/stack/stack.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../src/worker/charge-worker.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
-import { chargeGeneration6Patch } from '../workflows/charge-generations.js';
+import { chargeGeneration6Patch } from '../workflows/patches.js';
 import { historyPaths, type HistoryPath, type RecordingContext, type WorkflowRef } from './history-paths.js';
 import {
   EventType,
@@ -60,6 +59,7 @@ import {
   type Manifest,
   type WorkflowCodeHash,
 } from './workflow-histories.js';
+import { startChargeguardStack } from '../src/runtime/local-stack.js';
 
 /**
  * Patches every new history of a workflow type must carry: the code paths production runs. A
@@ -239,7 +239,7 @@ async function recordInto(dataDir: string): Promise<number> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
   await chmod(dataDir, 0o711);
-  const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl });
   let nativeConnection: NativeConnection | undefined;
   let connection: Connection | undefined;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defaultStickyScheduleToStartMs, defaultWorkflowTaskTimeoutMs } from './runtime/workflow-task-timeouts.js';
+import { defaultStickyScheduleToStartMs, defaultWorkflowTaskTimeoutMs } from '../workflows/task-timeouts.js';
 import { defaultStepBatchLimits } from './ledger/step-batches.js';
 import { limits } from './domain/limits.js';
 import { codecTokenMinLength } from './codec/codec-token.js';
@@ -62,11 +62,11 @@ const configSchema = z.object({
   CHARGE_ADMISSION_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(admissionDefaults.maxChargesInFlight),
   /** How long a charge answered 202 still holds its admission slot while undecided, at most. */
   CHARGE_ADMISSION_WATCH_MAX_MS: positiveMs.max(600_000).default(admissionDefaults.releaseWatchMaxMs),
-  /** Workflow task timeout of new charges and refunds (src/runtime/workflow-task-timeouts.ts says why 2 s). */
+  /** Workflow task timeout of new charges and refunds (workflows/task-timeouts.ts says why 2 s). */
   WORKFLOW_TASK_TIMEOUT_MS: positiveMs.min(500).max(120_000).default(defaultWorkflowTaskTimeoutMs),
   /**
    * A worker's sticky queue: how long a workflow's next task waits there for the worker that has the
-   * workflow cached before any worker may take it (src/runtime/workflow-task-timeouts.ts says why 1 s).
+   * workflow cached before any worker may take it (workflows/task-timeouts.ts says why 1 s).
    */
   WORKFLOW_STICKY_SCHEDULE_TO_START_MS: positiveMs.min(100).max(60_000).default(defaultStickyScheduleToStartMs),
   ACTIVITY_START_TO_CLOSE_MS: positiveMs.default(10_000),

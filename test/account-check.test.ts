@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { getAccountCurrencies, setAccountFrozen } from '../src/ledger/accounts.js';
 import { countLedger } from '../src/ledger/reports.js';
-import { ValidationError } from '../src/service/errors.js';
+import { ValidationError } from '../src/domain/errors.js';
 import { chargeBody, newKey, newTenant, openAccount, useHarness } from './support/harness.js';
 
 // The check a new charge passes before anything starts (start-or-attach.ts, assertAccountsUsable):

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { countLedger } from '../src/ledger/reports.js';
-import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
+import { wireChargeSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, newKey, useHarness } from './support/harness.js';
 import { fundedApiTenant, useApi } from './support/api.js';
 

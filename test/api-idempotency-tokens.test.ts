@@ -5,14 +5,15 @@ import { buildApi } from '../src/api/app.js';
 import { createApiKey } from '../src/auth/api-keys.js';
 import { loadConfig } from '../src/config.js';
 import { ChargeService } from '../src/service/charge-service.js';
-import type { AppContext } from '../src/runtime/app-context.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { appContextOn, type AppContext } from '../src/runtime/app-context.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { noMandate } from '../src/domain/mandate.js';
 import { limits } from '../src/domain/limits.js';
 import { captureTotals, countLedger } from '../src/ledger/reports.js';
 import { wireIdempotencyTokenSchema } from '../src/service/idempotency-tokens.js';
-import { wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
+import { wireChargeSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import {
   balanceOf,
   captureCount,
@@ -76,7 +77,7 @@ async function deadTemporalContext(): Promise<AppContext> {
   const address = `127.0.0.1:${await findFreePort()}`;
   const connection = Connection.lazy({ address });
   const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
-  return {
+  return appContextOn({
     config,
     endpoints: { temporalAddress: address, databaseUrl: inject('stack').databaseUrl },
     temporal,
@@ -90,7 +91,7 @@ async function deadTemporalContext(): Promise<AppContext> {
       startTimeoutMs: 1_000,
     }),
     close: () => connection.close(),
-  };
+  });
 }
 
 function expectTokenRefused(response: { status: number; body: any; headers: Headers }, message: RegExp): void {

@@ -7,14 +7,14 @@ import { NativeConnection } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
 import { buildApi } from '../src/api/app.js';
 import { ChargeService } from '../src/service/charge-service.js';
-import { UnavailableError } from '../src/service/errors.js';
+import { UnavailableError } from '../src/domain/errors.js';
 import { asUnavailable } from '../src/service/unavailable.js';
-import { wireProblemSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import { loadConfig } from '../src/config.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
-import { openAppContext, type AppContext } from '../src/runtime/app-context.js';
+import { appContextOn, openAppContext, type AppContext } from '../src/runtime/app-context.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import {
@@ -33,6 +33,7 @@ import {
   testPayloadSettings,
 } from './support/harness.js';
 import { apiKeyFor, listenOnLoopback, openTestApi, send } from './support/api.js';
+import { startChargeguardDevServer, startLedgerPostgres } from '../src/runtime/local-stack.js';
 
 const h = useHarness();
 
@@ -43,7 +44,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
   const ledger = createLedgerPool({ databaseUrl: deadDatabaseUrl, connectTimeoutMs: 1_000 });
   const connection = await Connection.connect({ address: h.connection.options.address });
   const temporal = new Client({ connection, namespace: 'default', dataConverter: testDataConverter() });
-  return {
+  return appContextOn({
     config,
     endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: deadDatabaseUrl },
     temporal,
@@ -53,7 +54,7 @@ async function deadDatabaseContext(password: string): Promise<AppContext> {
       await connection.close();
       await ledger.end();
     },
-  };
+  });
 }
 
 /** Sends a request until it answers 2xx; how long that took from `sinceMs`, and how many 5xx came first. */
@@ -131,7 +132,7 @@ describe('503 when a dependency is unreachable, and nothing half-done', () => {
     // A Temporal server of this test's own, so stopping it disturbs no other test.
     const dir = await mkdtemp(join(tmpdir(), 'chargeguard-outage-'));
     const serverOptions = { dbFilePath: join(dir, 'temporal.sqlite'), port: await findFreePort(), uiPort: null };
-    let server: TemporalDevServer | null = await startTemporalDevServer(serverOptions);
+    let server: TemporalDevServer | null = await startChargeguardDevServer(serverOptions);
     const worker = await startTestWorker({ taskQueue: 'charges', pool: h.pool, temporalAddress: server.address });
     const api = await openTestApi({ temporalAddress: server.address, temporalCallTimeoutMs: 5_000, retryAfterSeconds: 2 });
     try {
@@ -164,7 +165,7 @@ describe('503 when a dependency is unreachable, and nothing half-done', () => {
       expect(refused.headers.get('x-request-id')).toMatch(/\S/);
       expect(refused.body.request_id).toBe(refused.headers.get('x-request-id'));
 
-      server = await startTemporalDevServer(serverOptions);
+      server = await startChargeguardDevServer(serverOptions);
       const backAtMs = Date.now();
 
       // Readiness needs only the API's own connection; a charge needs the worker's polls back too.
@@ -245,7 +246,7 @@ describe('503 names the dependency that is missing', () => {
     const tenant = await fundedTenant(h, { label: 'noworker', payerMinor: 1_000 });
     // A Temporal server of this test's own with no worker at all on its task queue.
     const dir = await mkdtemp(join(tmpdir(), 'chargeguard-noworker-'));
-    const server = await startTemporalDevServer({ dbFilePath: join(dir, 'temporal.sqlite'), uiPort: null });
+    const server = await startChargeguardDevServer({ dbFilePath: join(dir, 'temporal.sqlite'), uiPort: null });
     const api = await openTestApi({ temporalAddress: server.address, temporalCallTimeoutMs: 2_000 });
     try {
       const apiKey = await api.keyFor(tenant);
@@ -280,7 +281,7 @@ describe('recovery after Temporal restarts, as `chargeguard start` runs (worker 
     const stack = inject('stack');
     const dir = await mkdtemp(join(tmpdir(), 'chargeguard-eager-outage-'));
     const serverOptions = { dbFilePath: join(dir, 'temporal.sqlite'), port: await findFreePort(), uiPort: null };
-    let server: TemporalDevServer | null = await startTemporalDevServer(serverOptions);
+    let server: TemporalDevServer | null = await startChargeguardDevServer(serverOptions);
     // The shape local-runtime.ts builds: the API's client on the worker's own connection, eager start on.
     const connection = await NativeConnection.connect({ address: server.address });
     const context = await openAppContext(loadConfig(testPayloadSettings()), { temporalAddress: server.address, databaseUrl: stack.databaseUrl }, { workerConnection: connection });
@@ -302,7 +303,7 @@ describe('recovery after Temporal restarts, as `chargeguard start` runs (worker 
       expect(refused.status).toBe(503);
       expect(refused.body).toMatchObject({ dependency: 'temporal' });
 
-      server = await startTemporalDevServer(serverOptions);
+      server = await startChargeguardDevServer(serverOptions);
       const recovered = await firstSuccess(Date.now(), charge, 'a new charge after Temporal is back');
       console.info(`api-outage (start shape): first 2xx charge ${recovered.afterMs} ms after Temporal served again (${recovered.failures} 503s first)`);
       expect(recovered.status).toBe(201);
@@ -332,7 +333,7 @@ describe('recovery after PostgreSQL restarts', () => {
     await chmod(dataRoot, 0o755);
     const port = await findFreePort();
     const postgresOptions = { dataDir: join(dataRoot, 'postgres'), port };
-    let postgres: EmbeddedPostgres | null = await startEmbeddedPostgres(postgresOptions);
+    let postgres: EmbeddedPostgres | null = await startLedgerPostgres(postgresOptions);
     const context = await openAppContext(loadConfig(testPayloadSettings()), { temporalAddress: inject('stack').temporalAddress, databaseUrl: postgres.databaseUrl });
     const app = await buildApi({ context });
     try {
@@ -347,7 +348,7 @@ describe('recovery after PostgreSQL restarts', () => {
       expect(down.status).toBe(503);
       expect(down.body).toMatchObject({ type: 'service_unavailable', dependency: 'database' });
 
-      postgres = await startEmbeddedPostgres(postgresOptions);
+      postgres = await startLedgerPostgres(postgresOptions);
       const backAtMs = Date.now();
       const recovered = await firstSuccess(backAtMs, () => send(baseUrl, '/v1/accounts/payer', { apiKey }), 'the account after PostgreSQL is back');
       console.info(`api-outage: first 2xx ${recovered.afterMs} ms after PostgreSQL accepted connections again (${recovered.failures} 503s first)`);

@@ -4,10 +4,10 @@ import { buildApi } from '../src/api/app.js';
 import { loadConfig } from '../src/config.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { readCharge } from '../src/ledger/charges.js';
-import type { AppContext } from '../src/runtime/app-context.js';
+import { appContextOn } from '../src/runtime/app-context.js';
 import { Client, type Connection } from '@temporalio/client';
 import { ChargeService } from '../src/service/charge-service.js';
-import { UnavailableError } from '../src/service/errors.js';
+import { UnavailableError } from '../src/domain/errors.js';
 import { apiKeyFor, generousRateLimits, listenOnLoopback, send, type TestResponse } from './support/api.js';
 import {
   balanceOf,
@@ -44,14 +44,14 @@ async function apiOnOwnQueue(maxChargesInFlight: number) {
     taskQueue,
     admission: { maxChargesInFlight, retryAfterSeconds: 2, releaseWatchMaxMs: 120_000 },
   });
-  const context: AppContext = {
+  const context = appContextOn({
     config,
     endpoints: { temporalAddress: h.connection.options.address!, databaseUrl: '' },
     temporal: h.temporal,
     ledger: h.pool,
     charges,
     close: async () => {},
-  };
+  });
   const app = await buildApi({ context });
   const baseUrl = await listenOnLoopback(app);
   return {

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import type { PaymentIntentRecord } from '../src/providers/stripe/simulator/payments.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { chargeIdFor } from '../src/domain/request-fingerprint.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
 import { expectLedgerInvariants, newKey, startTestWorker, testPolicy, useHarness, waitFor } from './support/harness.js';

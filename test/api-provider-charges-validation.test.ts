@@ -7,9 +7,10 @@ import { clearingAccountId, paymentMethodIdMaxLength, returnUrlMaxLength } from 
 import { countLedger } from '../src/ledger/reports.js';
 import { buildChargeIntent, chargeFingerprint } from '../src/service/intent.js';
 import { canonicalJson, sha256Hex } from '../src/domain/request-fingerprint.js';
-import { ValidationError } from '../src/service/errors.js';
+import { ValidationError } from '../src/domain/errors.js';
 import { parseChargeRequest } from '../src/service/validation.js';
-import { chargeToWire, wireChargeSchema, wireProblemSchema } from '../src/service/wire.js';
+import { chargeToWire, wireChargeSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import { withoutNulls } from '../src/mcp/portable-schema.js';
 import { describeCharge } from '../src/cli/commands/surface.js';
 import { runCli as cli } from './support/cli.js';

@@ -3,7 +3,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { createApiKey, type ApiKeyLimits } from '../src/auth/api-keys.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { readCharge } from '../src/ledger/charges.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { chargeBody, fundedTenant, newKey, useHarness, waitFor, workflowExists } from './support/harness.js';
 import { generousRateLimits, send, useApi, type TestResponse } from './support/api.js';
 import { runCli as cli } from './support/cli.js';

@@ -9,8 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { refundWorkflowId } from '../src/domain/refund.js';
 import { chargeIdFor } from '../src/domain/request-fingerprint.js';
 import { chargeBody, fundedTenant, newKey, newTenant, startTestWorker, useHarness, waitFor } from './support/harness.js';
@@ -116,7 +116,7 @@ describe('pagination by object id, as Stripe pages', () => {
 });
 
 describe('lists of refunds and accounts', () => {
-  it("a charge's refunds, oldest first, in pages by re_ id or refund key both ways; a cursor of another charge is a 400", async () => {
+  it("a charge's refunds, oldest first, in pages by re_ id or refund key both ways; a cursor of another charge is a 400; the tenant's refunds newest first", async () => {
     const { tenant, apiKey, keys } = await tenantWithCharges('refund-pages', 2);
     const chargeKey = keys[0]!;
     const path = `/v1/charges/${encodeURIComponent(chargeKey)}/refunds`;
@@ -148,7 +148,6 @@ describe('lists of refunds and accounts', () => {
     const stripe = new Stripe(apiKey, { host: hostname, port: Number(port), protocol: protocol.replace(':', '') as 'http', maxNetworkRetries: 0 });
     const bySdk = await stripe.refunds.list({ charge: chargeId, limit: 2 }).autoPagingToArray({ limit: 100 });
     expect(bySdk.map((refund) => refund.id)).toEqual(refundIds);
-    expectRefused(await api.request('/v1/refunds?limit=2', { apiKey }), ['charge'], /is required/);
     const stranger = await tenantWithCharges('refund-pages-other', 1);
     expectRefused(await api.request(`/v1/refunds?charge=${stranger.ids[0]}`, { apiKey }), ['charge'], /names no charge of this tenant/);
 
@@ -157,6 +156,22 @@ describe('lists of refunds and accounts', () => {
     const otherRefund = await api.request(otherPath, { apiKey, body: {}, headers: { 'idempotency-key': newKey() } });
     expect(otherRefund.status, otherRefund.text).toBe(201);
     expectRefused(await api.request(`${path}?starting_after=${otherRefund.body.id}`, { apiKey }), ['starting_after'], /names no refund/);
+
+    // GET /v1/refunds without `charge`: every refund of the tenant, newest first, both charges', in
+    // pages by re_ id both ways, as Stripe's SDK iterates it; another tenant's refunds never appear.
+    const strangerRefund = await api.request(`/v1/charges/${encodeURIComponent(stranger.keys[0]!)}/refunds`, {
+      apiKey: stranger.apiKey, body: {}, headers: { 'idempotency-key': newKey() },
+    });
+    expect(strangerRefund.status, strangerRefund.text).toBe(201);
+    const newestFirst = [otherRefund.body.id as string, ...[...refundIds].reverse()];
+    const tenantPages = await walk(apiKey, '/v1/refunds?limit=4', 'starting_after', 'id');
+    expect(tenantPages).toEqual([newestFirst.slice(0, 4), newestFirst.slice(4)]);
+    expect(await walk(apiKey, '/v1/refunds?limit=4', 'ending_before', 'id', newestFirst[5]!)).toEqual([newestFirst.slice(1, 5), newestFirst.slice(0, 1)]);
+    const allBySdk = await stripe.refunds.list({ limit: 2 }).autoPagingToArray({ limit: 100 });
+    expect(allBySdk.map((refund) => refund.id)).toEqual(newestFirst);
+    // Its cursor is a refund id of this tenant: a refund key (unique per charge only) or another tenant's refund is a 400.
+    expectRefused(await api.request(`/v1/refunds?starting_after=${encodeURIComponent(refundKeys[0]!)}`, { apiKey }), ['starting_after'], /names no refund of this tenant/);
+    expectRefused(await api.request(`/v1/refunds?ending_before=${strangerRefund.body.id}`, { apiKey }), ['ending_before'], /names no refund of this tenant/);
     expectRefused(await api.request(`${path}?limit=0`, { apiKey }), ['limit']);
     expectRefused(await api.request(`${path}?status=succeeded`, { apiKey }), ['status']);
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { principalForApiKey } from '../src/auth/api-keys.js';
 import { chargeFingerprint, refundFingerprint } from '../src/service/intent.js';
-import { wireProblemSchema } from '../src/service/wire.js';
+import { wireProblemSchema } from '../src/http/problem.js';
 import { confirmHold, readCharge, tryHold } from '../src/ledger/charges.js';
 import { listCharges } from '../src/ledger/listing.js';
 import { listRefunds, readRefund, refundCharge } from '../src/ledger/refunds.js';

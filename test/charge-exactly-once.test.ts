@@ -3,11 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { IdempotencyConflictError, ValidationError } from '../src/service/errors.js';
+import { IdempotencyConflictError, ValidationError } from '../src/domain/errors.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { deposit } from '../src/ledger/accounts.js';
 import { countLedger } from '../src/ledger/reports.js';
-import { startTemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import {
   balanceOf,
   captureCount,
@@ -22,6 +21,7 @@ import {
   waitFor,
   testDataConverter,
 } from './support/harness.js';
+import { startChargeguardDevServer } from '../src/runtime/local-stack.js';
 
 const h = useHarness();
 
@@ -196,7 +196,7 @@ describe('a charge runs exactly once per idempotency key', () => {
     // A fresh Temporal server on the same database: it has never heard of these keys, as after
     // the retention period. Only the ledger remembers.
     const dir = await mkdtemp(join(tmpdir(), 'chargeguard-fresh-temporal-'));
-    const fresh = await startTemporalDevServer({ dbFilePath: join(dir, 'temporal.sqlite'), uiPort: null });
+    const fresh = await startChargeguardDevServer({ dbFilePath: join(dir, 'temporal.sqlite'), uiPort: null });
     const connection = await Connection.connect({ address: fresh.address });
     const worker = await startTestWorker({ taskQueue: 'charges', pool: h.pool, temporalAddress: fresh.address });
     try {

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { chargeSearchAttributes } from '../src/stack/temporal-dev-server.js';
+import { chargeSearchAttributes } from '../src/worker/search-attributes-check.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const composePath = join(repoRoot, 'docker-compose.yml');

@@ -10,7 +10,7 @@ import { problemFor } from '../src/http/problem.js';
 import { outputSchemas } from '../src/mcp/output-schemas.js';
 import { errorResult } from '../src/mcp/tool-results.js';
 import { AccountConflictError } from '../src/service/accounts-service.js';
-import { errorKinds, type ErrorKindName } from '../src/service/error-kinds.js';
+import { errorKinds, type ErrorKindName } from '../src/domain/error-kinds.js';
 import {
   ChargeDeclinedError,
   ChargeStateConflictError,
@@ -24,7 +24,7 @@ import {
   UnauthorizedError,
   UnavailableError,
   ValidationError,
-} from '../src/service/errors.js';
+} from '../src/domain/errors.js';
 import { chargeBody, fundedTenant, newKey, useHarness } from './support/harness.js';
 
 /** One error of every kind: a kind added to the table and missing here fails to compile. */

@@ -3,11 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { statusOfHold, type ChargeIntent, type ChargeStatus, type HoldState } from '../src/domain/charge.js';
 import { cancelHold, confirmHold, tryHold } from '../src/ledger/charges.js';
+import { beginProviderAuthorize, recordProviderAuthorized, recordProviderVoided, tryProviderHold } from '../src/ledger/provider-charges.js';
 import { listCharges } from '../src/ledger/listing.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { refundCharge } from '../src/ledger/refunds.js';
 import { ledgerFunctionSources } from '../src/ledger/repeatable.js';
-import { committedSchemaPath, describeSchemaDifference, dumpLedgerSchema } from '../src/ledger/schema-dump.js';
+import { committedSchemaPath, describeSchemaDifference, dumpLedgerSchema } from '../scripts/ledger-schema-dump.js';
 import { countChargesByStatus } from '../src/ledger/reports.js';
 import { openAccount, useScratchLedger } from './support/harness.js';
 
@@ -75,6 +76,21 @@ describe('charge_statuses', () => {
     };
   }
 
+  /** A card charge: the hold is on the provider's clearing account, the payer is the card. */
+  function cardIntent(key: string, amountMinor: number): ChargeIntent {
+    const base = intent(key, amountMinor);
+    return { ...base, request: { ...base.request, payerAccountId: '@provider/stripe/USD', paymentMethod: { provider: 'stripe', id: 'pm_card_visa' } } };
+  }
+
+  /** A card charge the provider has answered: `authorized` (money held there) or `requires_action` (3-D Secure). */
+  async function authorizedCard(key: string, state: 'authorized' | 'requires_action'): Promise<ChargeIntent> {
+    const card = cardIntent(key, 70);
+    await tryProviderHold(ledger.pool, card, 60_000);
+    await beginProviderAuthorize(ledger.pool, tenant, key);
+    await recordProviderAuthorized(ledger.pool, tenant, key, `pi_${key}`, state, null);
+    return card;
+  }
+
   async function refund(key: string, amountMinor: number): Promise<void> {
     const refunded = await refundCharge(ledger.pool, {
       tenant,
@@ -100,6 +116,10 @@ describe('charge_statuses', () => {
       'captured-in-part': 'succeeded',
       'partly-refunded': 'partially_refunded',
       'refunded-in-two': 'refunded',
+      'card-authorized': 'reserved',
+      'card-waiting': 'requires_action',
+      'card-cancelling': 'cancelling',
+      'card-voided': 'cancelled',
     };
     expect((await tryHold(ledger.pool, intent('held', 100), 60_000)).holdState).toBe('TRIED');
     expect((await tryHold(ledger.pool, intent('declined', 1_000_000), 60_000)).holdState).toBe('DECLINED');
@@ -119,38 +139,55 @@ describe('charge_statuses', () => {
     await refund('partly-refunded', 30);
     await refund('refunded-in-two', 20);
     await refund('refunded-in-two', 40);
+    // Card charges: the provider's state decides between reserved and requires_action, and between
+    // cancelling (the provider may still hold the payment) and cancelled (its void is recorded).
+    await authorizedCard('card-authorized', 'authorized');
+    await authorizedCard('card-waiting', 'requires_action');
+    const cancelling = await authorizedCard('card-cancelling', 'authorized');
+    expect((await cancelHold(ledger.pool, cancelling, 'test')).charge.status).toBe('cancelling');
+    const voided = await authorizedCard('card-voided', 'requires_action');
+    await cancelHold(ledger.pool, voided, 'test');
+    expect((await recordProviderVoided(ledger.pool, tenant, 'card-voided', 'pi_card-voided')).charge.status).toBe('cancelled');
 
     const { rows } = await ledger.pool.query<{
       idempotency_key: string;
       hold_state: HoldState;
       captured_minor: number;
       refunded_minor: number;
+      provider_state: string | null;
       status: ChargeStatus | null;
       in_view: number;
     }>(
-      `SELECT c.idempotency_key, c.hold_state, c.captured_minor, c.refunded_minor, min(s.status) AS status,
+      `SELECT c.idempotency_key, c.hold_state, c.captured_minor, c.refunded_minor, c.provider_state, min(s.status) AS status,
               count(s.status)::int AS in_view
          FROM charges c
          LEFT JOIN charge_statuses s ON s.tenant = c.tenant AND s.idempotency_key = c.idempotency_key
-        WHERE c.tenant = $1 GROUP BY 1, 2, 3, 4 ORDER BY 1`,
+        WHERE c.tenant = $1 GROUP BY 1, 2, 3, 4, 5 ORDER BY 1`,
       [tenant],
     );
     expect(rows).toHaveLength(Object.keys(expected).length);
     for (const row of rows) {
       // Exactly one status per row: the view's branches neither overlap nor leave a row out.
       expect(row.in_view, row.idempotency_key).toBe(1);
-      expect(row.status, row.idempotency_key).toBe(statusOfHold(row.hold_state, row.captured_minor, row.refunded_minor));
+      expect(row.status, row.idempotency_key).toBe(statusOfHold(row.hold_state, row.captured_minor, row.refunded_minor, row.provider_state));
       expect(row.status, row.idempotency_key).toBe(expected[row.idempotency_key]);
     }
 
-    const statuses: ChargeStatus[] = ['pending', 'reserved', 'declined', 'cancelled', 'succeeded', 'partially_refunded', 'refunded'];
+    const statuses: ChargeStatus[] = [
+      'pending', 'reserved', 'requires_action', 'declined', 'cancelling', 'cancelled', 'succeeded', 'partially_refunded', 'refunded',
+    ];
     for (const status of statuses) {
       const page = await listCharges(ledger.pool, tenant, { status, limit: 100 });
       const keys = Object.entries(expected).filter(([, s]) => s === status).map(([key]) => key);
       expect(page.charges.map((charge) => charge.idempotencyKey).sort(), status).toEqual(keys.sort());
       for (const charge of page.charges) expect(charge.status, charge.idempotencyKey).toBe(status);
     }
+    // A listed card charge carries its provider payment, as GET /v1/charges/{key} shows it.
+    const [listedCard] = (await listCharges(ledger.pool, tenant, { status: 'requires_action', limit: 1 })).charges;
+    expect(listedCard?.provider).toMatchObject({ provider: 'stripe', paymentMethod: 'pm_card_visa', paymentId: 'pi_card-waiting', state: 'requires_action' });
     const counts = await countChargesByStatus(ledger.pool, tenant);
-    expect(counts).toEqual({ reserved: 1, declined: 1, cancelled: 2, succeeded: 2, partially_refunded: 1, refunded: 1 });
+    expect(counts).toEqual({
+      reserved: 2, requires_action: 1, declined: 1, cancelling: 1, cancelled: 3, succeeded: 2, partially_refunded: 1, refunded: 1,
+    });
   });
 });

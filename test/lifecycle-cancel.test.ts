@@ -1,6 +1,6 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { ChargeStateConflictError, NotFoundError } from '../src/service/errors.js';
+import { ChargeStateConflictError, NotFoundError } from '../src/domain/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelHold, confirmHold, readCharge, tryHold } from '../src/ledger/charges.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';

@@ -1,7 +1,7 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { ChargeStateConflictError } from '../src/service/errors.js';
+import { ChargeStateConflictError } from '../src/domain/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { captureChargeUpdate } from '../workflows/definitions.js';
 import {

@@ -21,7 +21,7 @@ import { PayloadProtectionError, payloadProtectionFromSettings } from '../src/co
 import { isUndecodablePayload, undecodablePayloadField } from '../src/domain/undecodable-payload.js';
 import { loadConfig } from '../src/config.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
-import { IdempotencyConflictError } from '../src/service/errors.js';
+import { IdempotencyConflictError } from '../src/domain/errors.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { openTestApi, type TestApi } from './support/api.js';
 import { balanceOf, chargeBody, newKey, newTenant, openAccount, useHarness } from './support/harness.js';

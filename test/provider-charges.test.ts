@@ -1,14 +1,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { IdempotencyConflictError } from '../src/service/errors.js';
+import { IdempotencyConflictError } from '../src/domain/errors.js';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { clearingAccountId } from '../src/domain/providers.js';
 import { cancelHold, readCharge } from '../src/ledger/charges.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import type { PaymentIntentRecord } from '../src/providers/stripe/simulator/payments.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import {
   cancelChargeUpdate,
   captureChargeUpdate,

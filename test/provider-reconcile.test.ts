@@ -5,10 +5,10 @@ import type { ChargeIntent } from '../src/domain/charge.js';
 import { cancelHold, readCharge } from '../src/ledger/charges.js';
 import { beginProviderCapture, confirmProviderCapture, tryProviderHold } from '../src/ledger/provider-charges.js';
 import { recordProviderRefunded, refundCharge } from '../src/ledger/refunds.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { formatProviderReconcileReport, reconcileProvider, type ProviderReconcileReport } from '../src/reconcile/index.js';
-import { exitCodes } from '../src/service/error-kinds.js';
+import { exitCodes } from '../src/domain/error-kinds.js';
 import { runCli } from './support/cli.js';
 import { fundedTenant, newKey, newTenant, providerIntent, useHarness } from './support/harness.js';
 

@@ -21,10 +21,10 @@ import {
 import { readRefund, recordProviderRefunded, refundCharge } from '../src/ledger/refunds.js';
 import { providerIdempotencyKey } from '../src/providers/connector.js';
 import type { ProviderConnectors } from '../src/providers/connectors.js';
-import type { FaultRuleInput } from '../src/providers/simulator/faults.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { startStripeMock } from '../src/providers/stripe-mock.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import type { FaultRuleInput } from '../src/providers/stripe/simulator/faults.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { startStripeMock } from '../src/providers/stripe/stripe-mock.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { buildRefundIntent, chargeFingerprint, chargeIdFor } from '../src/service/intent.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import {

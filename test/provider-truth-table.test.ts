@@ -6,9 +6,9 @@ import type { ChargeIntent } from '../src/domain/charge.js';
 import { cancelHold, readCharge, tryHold, type LedgerCharge } from '../src/ledger/charges.js';
 import { beginProviderAuthorize, beginProviderCapture } from '../src/ledger/provider-charges.js';
 import { tryProviderHold } from '../src/ledger/provider-charges.js';
-import type { PaymentIntentRecord } from '../src/providers/simulator/payments.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import type { PaymentIntentRecord } from '../src/providers/stripe/simulator/payments.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { fundedTenant, ledgerIntent, newKey, providerIntent, useHarness } from './support/harness.js';
 
 /**

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ApiMetrics } from '../src/api/metrics.js';
+import { LedgerReadings } from '../src/service/ledger-readings.js';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { clearingAccountId } from '../src/domain/providers.js';
 import { readCharge } from '../src/ledger/charges.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
-import { ChargeStateConflictError } from '../src/service/errors.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
+import { ChargeStateConflictError } from '../src/domain/errors.js';
 import { chargeWorkflowType, type ChargePolicy, type ChargeWorkflowInput } from '../workflows/definitions.js';
 import { chargeSearchAttributeKeys } from '../workflows/search-attributes.js';
 import { fundedTenant, newKey, providerIntent, startTestWorker, testPolicy, useHarness, waitFor } from './support/harness.js';
@@ -80,7 +81,7 @@ describe('a void the provider keeps refusing', () => {
     expect((await service.getCharge(tenant, intent.idempotencyKey)).status).toBe('cancelling');
 
     await waitFor(async () => (await indexedStatus(intent)) === 'cancelling', { what: 'ChargeStatus cancelling' });
-    const metrics = new ApiMetrics({ defaultMetrics: false, ledger: h.pool });
+    const metrics = new ApiMetrics({ defaultMetrics: false, readings: new LedgerReadings(h.pool) });
     const gauge = await metrics.registry.getSingleMetric('chargeguard_provider_voids_pending')!.get();
     expect(gauge.values[0]!.value).toBeGreaterThanOrEqual(1);
     // The money is released in the ledger; the provider still holds the card, and the void is retried.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { configuredProviderConnectors } from '../src/providers/configured.js';
-import { stripeKeyRetentionMs } from '../src/providers/stripe.js';
+import { stripeKeyRetentionMs } from '../src/providers/stripe/connector.js';
 
 /** src/providers/configured.ts: connectors from the environment, each setting checked and named. */
 const noFiles = (path: string): string => {

@@ -12,8 +12,8 @@ import {
   type PaymentReference,
   providerIdempotencyKey,
 } from '../src/providers/connector.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector, type StripeConnectorOptions } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector, type StripeConnectorOptions } from '../src/providers/stripe/connector.js';
 
 /** Short, so a held request times out quickly; the simulator answers a normal request in ~1 ms. */
 const testRequestTimeoutMs = 1_000;

@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { providerIdempotencyKey } from '../src/providers/connector.js';
-import { startStripeMock, type StripeMock } from '../src/providers/stripe-mock.js';
-import { StripeConnector, stripeApiVersion } from '../src/providers/stripe.js';
+import { startStripeMock, type StripeMock } from '../src/providers/stripe/stripe-mock.js';
+import { StripeConnector, stripeApiVersion } from '../src/providers/stripe/connector.js';
 
 let mock: StripeMock;
 let stripe: StripeConnector;

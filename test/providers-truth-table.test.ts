@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuthorizeRequest, type PaymentReference, providerIdempotencyKey } from '../src/providers/connector.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { StripeConnector } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { StripeConnector } from '../src/providers/stripe/connector.js';
 
 let sim: StripeSimulator;
 let stripe: StripeConnector;

@@ -6,9 +6,9 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { providerIdempotencyKey } from '../src/providers/connector.js';
-import { StripeSimulator } from '../src/providers/simulator/server.js';
-import { stripeSignatureHeader } from '../src/providers/simulator/webhooks.js';
-import { StripeConnector, stripeWebhookToleranceMs } from '../src/providers/stripe.js';
+import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
+import { stripeSignatureHeader } from '../src/providers/stripe/simulator/webhooks.js';
+import { StripeConnector, stripeWebhookToleranceMs } from '../src/providers/stripe/connector.js';
 
 const oldSecret = 'whsec_old_secret';
 const newSecret = 'whsec_new_secret';

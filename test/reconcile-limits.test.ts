@@ -6,7 +6,7 @@ import { createApiKey } from '../src/auth/api-keys.js';
 import { confirmHold, tryHold } from '../src/ledger/charges.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { formatReconcileReport, reconcile, ReconcileTimeoutError, type ReconcileReport } from '../src/reconcile/index.js';
-import { exitCodes } from '../src/service/error-kinds.js';
+import { exitCodes } from '../src/domain/error-kinds.js';
 import { runCli } from './support/cli.js';
 import { ledgerIntent, newKey, newTenant, openAccount, useHarness, withScratchLedger } from './support/harness.js';
 

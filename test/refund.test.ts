@@ -5,7 +5,7 @@ import {
   IdempotencyConflictError,
   NotFoundError,
   ValidationError,
-} from '../src/service/errors.js';
+} from '../src/domain/errors.js';
 import { RefundRefusedError } from '../src/service/charge-service.js';
 import { refundWorkflowId } from '../src/domain/refund.js';
 import { LedgerRefusalError } from '../src/ledger/errors.js';

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { isPortFree, readRememberedPorts, rememberPort, startOnRememberedPort } from '../src/stack/remembered-ports.js';
 
 /** A real listener standing in for a server: binds the port it is given, or a free one. */

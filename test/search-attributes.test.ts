@@ -5,7 +5,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { resolveTemporalCliPath } from '../src/stack/temporal-cli.js';
-import { searchAttributeKindOf } from '../src/stack/temporal-dev-server.js';
+import { searchAttributeKindOf } from '../src/support/search-attribute-kinds.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { SearchAttributesMissingError, assertChargeSearchAttributes } from '../src/worker/search-attributes-check.js';
 import { chargeSearchAttributeKeys, startSearchAttributes } from '../workflows/search-attributes.js';

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { connectionLines } from '../src/cli/commands/start.js';
-import { maskDatabaseUrl } from '../src/runtime/dependency-wait.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { maskDatabaseUrl } from '../src/support/dependency-wait.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { maskToken, maskUrlPassword, withoutUrlPassword } from '../src/support/redact.js';
 import { waitFor } from './support/harness.js';
 

@@ -6,8 +6,9 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findFreePort } from '../src/stack/free-port.js';
-import { startLocalStack, type LocalStack } from '../src/stack/stack.js';
+import { findFreePort } from '../src/support/free-port.js';
+import type { LocalStack } from '../src/stack/stack.js';
+import { startChargeguardStack } from '../src/runtime/local-stack.js';
 
 const stackTimeoutMs = 120_000;
 
@@ -87,7 +88,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
   // A UI port picked ahead of time can be taken by a parallel test before the server binds it;
   // only the test that checks the UI asks for one.
   const start = async (options: { withUi?: boolean } = {}): Promise<LocalStack> => {
-    running = await startLocalStack({
+    running = await startChargeguardStack({
       dataDir: join(dataRoot, 'data'),
       temporalUiPort: options.withUi ? await findFreePort() : null,
       log: (line) => lines.push(line),
@@ -193,7 +194,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
     const dataDir = join(dataRoot, 'cluster-external');
     process.env.DATABASE_URL = 'postgres://someone@127.0.0.1:1/elsewhere';
     try {
-      await expect(startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster' })).rejects.toThrow(/DATABASE_URL names an external one/);
+      await expect(startChargeguardStack({ dataDir, temporalUiPort: null, temporal: 'cluster' })).rejects.toThrow(/DATABASE_URL names an external one/);
     } finally {
       delete process.env.DATABASE_URL;
     }
@@ -205,7 +206,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
     'refuses to start on a data dir that a live stack is using',
     async () => {
       const first = await start();
-      await expect(startLocalStack({ dataDir: join(dataRoot, 'data'), temporalUiPort: null })).rejects.toThrow(/already in use by process/);
+      await expect(startChargeguardStack({ dataDir: join(dataRoot, 'data'), temporalUiPort: null })).rejects.toThrow(/already in use by process/);
       // The failed second start must not have disturbed the first.
       expect(await withPg(first.databaseUrl, async (client) => (await client.query('select 1')).rowCount)).toBe(1);
       await stop(first);

@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isRoot } from '../src/stack/postgres-user.js';
-import { findFreePort } from '../src/stack/free-port.js';
+import { findFreePort } from '../src/support/free-port.js';
 import { isMissingFile } from '../src/support/files.js';
-import { isPortAccepting } from '../src/stack/wait.js';
+import { isPortAccepting } from '../src/support/wait.js';
 import { waitFor } from './support/harness.js';
 
 async function exists(path: string): Promise<boolean> {

@@ -7,10 +7,11 @@ import { PG_MIGRATE_LOCK_ID } from 'node-pg-migrate';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { migrateLedgerWhenReachable } from '../src/runtime/app-context.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
-import { findFreePort } from '../src/stack/free-port.js';
-import { startTemporalDevServer, type TemporalDevServer } from '../src/stack/temporal-dev-server.js';
+import type { EmbeddedPostgres } from '../src/stack/embedded-postgres.js';
+import { findFreePort } from '../src/support/free-port.js';
+import type { TemporalDevServer } from '../src/stack/temporal-dev-server.js';
 import { chargeBody, fundedTenant, newKey, testDataConverter, testPayloadSettings, useHarness, waitFor } from './support/harness.js';
+import { startChargeguardDevServer, startLedgerPostgres } from '../src/runtime/local-stack.js';
 
 const h = useHarness();
 
@@ -116,7 +117,7 @@ describe('a process started while a dependency is down waits for it', () => {
       await outputMatching(cli, new RegExp(`waiting for database at postgres://postgres:\\*\\*\\*@127\\.0\\.0\\.1:${pgPort}/chargeguard to migrate the ledger: attempt 2 failed \\(.*ECONNREFUSED`), 'two logged waits for PostgreSQL');
       expect(cli.output()).not.toContain('postgres:postgres@');
 
-      postgres = await startEmbeddedPostgres({ dataDir: join(dataRoot, 'postgres'), port: pgPort });
+      postgres = await startLedgerPostgres({ dataDir: join(dataRoot, 'postgres'), port: pgPort });
       const postgresUpAtMs = Date.now();
       await outputMatching(cli, /API listening on http:\/\/127\.0\.0\.1:\d+/, 'the API listening');
       const listeningAfterMs = Date.now() - postgresUpAtMs;
@@ -144,7 +145,7 @@ describe('a process started while a dependency is down waits for it', () => {
     let server: TemporalDevServer | null = null;
     try {
       await outputMatching(cli, new RegExp(`waiting for temporal at 127\\.0\\.0\\.1:${temporalPort} to connect \\(namespace default\\): attempt 2 failed`), 'two logged waits for Temporal');
-      server = await startTemporalDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
+      server = await startChargeguardDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
       await outputMatching(cli, /API listening on http:\/\/127\.0\.0\.1:\d+/, 'the API listening');
       expect(cli.output()).toMatch(/temporal at 127\.0\.0\.1:\d+ is back: connect \(namespace default\) succeeded on attempt \d+/);
       expect((await fetch(`http://127.0.0.1:${apiPort}/readyz`)).status).toBe(200);
@@ -166,7 +167,7 @@ describe('a process started while a dependency is down waits for it', () => {
     try {
       await outputMatching(cli, new RegExp(`waiting for temporal at 127\\.0\\.0\\.1:${temporalPort} to connect the worker \\(namespace default\\): attempt 2 failed`), 'two logged waits for Temporal');
 
-      server = await startTemporalDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
+      server = await startChargeguardDevServer({ dbFilePath: join(dataRoot, 'temporal.sqlite'), port: temporalPort, uiPort: null });
       await outputMatching(cli, /worker polling task queue "charges"/, 'the worker polling', 240_000);
 
       const tenant = await fundedTenant(h, { label: 'waits', payerMinor: 5_000 });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiMetrics } from '../src/api/metrics.js';
+import { LedgerReadings } from '../src/service/ledger-readings.js';
 import { fundedApiTenant, openTestApi } from './support/api.js';
-import { ChargeStateConflictError } from '../src/service/errors.js';
+import { ChargeStateConflictError } from '../src/domain/errors.js';
 import { chargeWorkflowId, type Charge } from '../src/domain/charge.js';
 import { cancelReasons } from '../src/domain/refusals.js';
 import { readCharge, tryHold } from '../src/ledger/charges.js';
@@ -195,7 +196,7 @@ describe('an expired hold nothing settled, and the schedule that sweeps it', () 
     await tryHold(h.pool, intent, -60_000);
     expect((await balanceOf(h.pool, tenant, 'payer')).pendingMinor).toBe(4_000);
 
-    const metrics = new ApiMetrics({ defaultMetrics: false, ledger: h.pool });
+    const metrics = new ApiMetrics({ defaultMetrics: false, readings: new LedgerReadings(h.pool) });
     const overdue = async () => {
       const text = await metrics.registry.metrics();
       return Number(/^chargeguard_holds_overdue (\S+)$/m.exec(text)?.[1]);

@@ -5,7 +5,7 @@ import { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { connectTemporalWhenReachable, openAppContext } from '../src/runtime/app-context.js';
-import type { DependencyWaitLimits } from '../src/runtime/dependency-wait.js';
+import type { DependencyWaitLimits } from '../src/support/dependency-wait.js';
 import { connectWorkerWhenReachable } from '../src/runtime/local-runtime.js';
 import { temporalConnectionSecurity, type TemporalSecuritySettings } from '../src/runtime/temporal-connection.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';

@@ -8,8 +8,8 @@ import { codecEndpointUrl, codecSessionCookie, loopbackUiOrigins, registerCodecR
 import { codecSessionTtlMs, codecSessionValid, codecSessionValue } from '../src/codec/codec-token.js';
 import { EncryptionCodec } from '../src/codec/encryption-codec.js';
 import { parsePayloadKeyRing } from '../src/codec/key-ring.js';
-import { findFreePorts } from '../src/stack/free-port.js';
-import { isPortAccepting } from '../src/stack/wait.js';
+import { findFreePorts } from '../src/support/free-port.js';
+import { isPortAccepting } from '../src/support/wait.js';
 import { waitFor } from './support/harness.js';
 import { chargeThroughStart, openBrowser, openWorkflowPage, ownStackEnv, printedSessionUrl, runCli, startCodecSession, uiCodecSettings } from './support/web-ui.js';
 

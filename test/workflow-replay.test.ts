@@ -1,4 +1,3 @@
-import { providerPayerEventsPatch, providerVoidAlertPatch, providerWaitsPatch } from '../workflows/provider-steps.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -23,9 +22,15 @@ import {
   type HistoryEntry,
   type HistoryEvent,
 } from '../scripts/workflow-histories.js';
-import { localLedgerStepsPatch, stepBudgetTimerPatch } from '../workflows/ledger-steps.js';
-import { chargeSearchAttributesPatch } from '../workflows/search-attributes.js';
-import { chargeGeneration6Patch } from '../workflows/charge-generations.js';
+import {
+  chargeGeneration6Patch,
+  chargeSearchAttributesPatch,
+  localLedgerStepsPatch,
+  providerPayerEventsPatch,
+  providerVoidAlertPatch,
+  providerWaitsPatch,
+  stepBudgetTimerPatch,
+} from '../workflows/patches.js';
 
 // Histories recorded from real runs (npm run record-histories), in generations: one per version of
 // the workflow code, oldest first. Every workflow code change must still replay all of them:

@@ -1,31 +1,13 @@
 import { patched } from '@temporalio/workflow';
-import { localLedgerStepsPatch, stepBudgetTimerPatch } from './ledger-steps.js';
-import { chargeSearchAttributesPatch } from './search-attributes.js';
 import { assertAuthenticatedStart } from './authenticated-start.js';
-import { assertGenuineStart, verifiedStartPatch } from './verify-start.js';
-
-/**
- * Generation 6 of ChargeWorkflow, one patch for everything it changed at once (one marker and one
- * TemporalChangeVersion upsert per charge, where calling the four older patches cost four of each):
- *
- * - Try's and Confirm's budgets are deadlines the step itself enforces (an argument in workflow
- *   time), not a workflow timer. The timer made a charge's history depend on wall-clock timing: its
- *   start command reached the history only when the workflow task was completed while the step was
- *   still unresolved in the workflow (a heartbeat, or a task completed early to answer a query),
- *   and on replay the SDK resolves a local activity whose marker sits in the same task at once, so
- *   the timer was cancelled before its command existed and the replay diverged
- *   (docs/deploying-workflow-changes.md, "The budget timer that would not replay").
- * - The input is trusted because the payload codec authenticated it (AES-256-GCM, the service's
- *   key); the workflow checks only that it names this workflow's own id, and ends at once when the
- *   codec could not decode it. The in-sandbox SHA-256 re-derivation of generation 5 is retired: a
- *   hash anyone can compute told a forgery from the service in no case.
- * - ChargeStatus is indexed only while a person may have to act: a manual hold waiting for its
- *   capture, and a compensation that keeps failing. Closed charges are read from the ledger.
- *
- * Executions started before (no marker of this patch in their history) replay the older patches
- * in the order they called them, so every recorded generation replays as it ran.
- */
-export const chargeGeneration6Patch = 'charge-generation-6';
+import { assertGenuineStart } from './verify-start.js';
+import {
+  chargeGeneration6Patch,
+  chargeSearchAttributesPatch,
+  localLedgerStepsPatch,
+  stepBudgetTimerPatch,
+  verifiedStartPatch,
+} from './patches.js';
 
 /** How ChargeStatus follows the charge, by generation. */
 export type StatusIndexing = 'none' | 'every-change' | 'when-action-needed';

@@ -26,48 +26,6 @@ function retryBackoff(policy: ChargePolicy) {
   return { initialInterval: 200, backoffCoefficient: 2, maximumInterval: policy.ledgerRetryMaxIntervalMs ?? defaultLedgerRetryMaxIntervalMs };
 }
 
-/**
- * Ledger steps run as local activities: in the worker that runs the workflow task, inside that
- * task, their results recorded as markers. A charge then costs one workflow task instead of three
- * tasks and two activity round trips through the server (each a write to its persistence). What
- * makes the trade acceptable here:
- * - every step is one idempotent ledger transaction of a few milliseconds, far below the
- *   workflow task timeout, so a step never needs to outlive its task;
- * - a local activity is at-least-once per workflow task attempt (a worker that dies mid-task
- *   makes the next worker run the step again), which the ledger's truth table already absorbs;
- * - retries keep their budgets and backoff; beyond the local retry threshold the backoff becomes
- *   a durable timer, so Cancel's retry-until-done survives worker restarts as before;
- * - what is lost: activity-level visibility and routing (no ActivityTaskScheduled events; the
- *   steps cannot run on a separate activity fleet). The ledger is the record of money anyway.
- * Workflows started before this change (no patch marker in their history) keep remote activities.
- */
-export const localLedgerStepsPatch = 'ledger-steps-as-local-activities';
-
-/**
- * Try's and Confirm's budgets are enforced by a workflow timer, not only by the activities'
- * schedule-to-close timeout. A local activity's schedule-to-close is a one-shot timer inside the
- * worker's SDK core (@temporalio/core-bridge 1.24.0, local_activities.rs): when it fires while the
- * activity is backing off between attempts, which is where a step failing in milliseconds spends
- * nearly all its time, the timeout finds no attempt in flight, is dropped as untracked and never
- * fires again, so the step retries for ever. It is also measured from when this worker received
- * the step, so a workflow evicted and replayed elsewhere starts its budget afresh. The timer is
- * durable and in workflow time: the budget holds across worker restarts, and a step that finishes
- * within the workflow task cancels its timer before the command is sent, so a healthy charge's
- * history does not grow. The timer is started on the server with the task's first heartbeat
- * (every 80% of the workflow task timeout), so a step is given up at most that much (8 s by
- * default) after its budget. Workflows started before this change keep the activity timeout alone.
- *
- * The same patch makes the workflow recognise a local activity's failures: they reach workflow
- * code as the ApplicationFailure the activity threw, not wrapped in an ActivityFailure as a
- * remote activity's are, so until now a ledger refusal from a local step (Cancel finding the
- * charge captured, Try finding the key used by another request) was taken for a system fault.
- *
- * Generation 6 (charge-generations.ts) retired the timer: its start command reached the history
- * only when the task was completed while the step was unresolved in the workflow, which replay
- * cannot know. The step's deadline is now an argument the activity enforces itself.
- */
-export const stepBudgetTimerPatch = 'ledger-step-budgets-and-local-failures';
-
 /** Which budget ran out: the workflow compensates with the matching cancel reason. */
 export type LedgerBudget = 'try' | 'confirm';
 
@@ -138,7 +96,8 @@ export interface LedgerStepEvents {
  * and the workflow compensates. Cancel is the compensation: it has no budget and is retried until
  * it succeeds, because a hold that is never released is money wrongly withheld.
  *
- * The shape (which patches the execution's history carries) was decided once at the workflow's
+ * Local or remote activities, and budget timers or deadlines, by generation: patches.ts says why
+ * each changed. The shape (which patches the execution's history carries) was decided once at the workflow's
  * start (charge-generations.ts), so replay meets the patch checks at the same point of every history.
  */
 export function ledgerSteps(policy: ChargePolicy, shape: ChargeShape, events: LedgerStepEvents) {

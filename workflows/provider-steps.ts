@@ -58,48 +58,6 @@ export function providerStepFailure(error: unknown): ProviderStepFailure {
 }
 
 /**
- * Provider charges started after this change wait by the ledger's clock and look for themselves:
- * - the payer's action and a manual hold's capture are awaited until the hold's own expiry in the
- *   ledger (`hold_expires_at`, or Try's time plus the TTL), not for a whole TTL counted from when the
- *   wait began: a slow authorization otherwise left a charge reserved past its ledger hold;
- * - while the payer must act, the workflow looks the payment up now and then and once more before
- *   giving up, so a lost provider event (the receiver answered 503 during a database restart and
- *   the sender gave up) no longer cancels a charge whose payer did authenticate.
- * Found by the chaos run with the provider in the loop (docs/chaos.md). Executions without the
- * marker (recorded histories v7) keep the waits they ran with. Checked at the workflow's start, before
- * any step, for provider charges only: a ledger charge's history is unchanged.
- */
-export const providerWaitsPatch = 'provider-waits-follow-the-ledger';
-
-/**
- * Provider charges started after this change tell the truth while a void keeps failing:
- * - the void is first given `providerVoidAlertAfterMs` (policy; 3 s when absent); past it, the
- *   charge is indexed ChargeStatus `cancelling` and the void goes on being retried until it is done,
- *   as before (a compensation never gives up);
- * - a cancel asked while the void is being retried is answered then, with the charge `cancelling`
- *   (the ledger has released the hold; the provider's hold is still being voided), instead of
- *   waiting for the void and timing out.
- * Executions without the marker (recorded histories up to v9) wait for the void as they ran.
- * Checked at the workflow's start, for provider charges only, as `providerWaitsPatch` is.
- */
-export const providerVoidAlertPatch = 'provider-void-alerts';
-
-/**
- * Provider charges started after this change miss no provider event while the payer must act: the
- * events are counted from before the authorization is sent, and again from before each look at the
- * payment. Without it, an event that arrived while the authorize step was still answering (the
- * payer authenticated at once), or while a look was running, was counted before the wait began and
- * never woke it: the charge stayed `requires_action` until the next periodic look
- * (`payerActionLookEveryMs`, 8.4 hours for a 7-day hold). The SDK runs signal handlers before it
- * resolves an activity's completion in the same activation, so an event racing the authorize
- * answer was always lost. Executions without the marker (recorded histories up to v9) wait as
- * they ran. Checked when the payer's wait begins, right after the authorize
- * step answered (a remote activity, so at a workflow task of its own), and only there: ledger
- * charges and provider charges that never wait for their payer carry no marker.
- */
-export const providerPayerEventsPatch = 'provider-payer-events-counted-from-authorize';
-
-/**
  * ChargePolicy.providerVoidAlertAfterMs when the policy does not say: three attempts (0.5 and 1 s
  * apart), so a waiting cancel is answered well inside the API's 5 s Temporal call timeout.
  */

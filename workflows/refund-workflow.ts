@@ -5,12 +5,7 @@ import { isUndecodablePayload } from '../src/domain/undecodable-payload.js';
 import { undecodableInputType } from './authenticated-start.js';
 import { refundStatusQuery, type RefundWorkflowInput } from './definitions.js';
 import { forgedStartType } from './verify-start.js';
-
-/**
- * Refunds check that their input names their own workflow id. Executions started before (no marker
- * in their history) replay without the check: a hand-made start recorded then would now be refused.
- */
-export const refundStartCheckedPatch = 'refund-start-checked';
+import { refundStartCheckedPatch } from './patches.js';
 
 /**
  * One refund, one execution per (charge key, refund key). The ledger function decides everything

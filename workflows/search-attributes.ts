@@ -17,13 +17,6 @@ export const chargeSearchAttributeKeys = {
 } as const;
 
 /**
- * Generations 4 and 5 upsert ChargeStatus (with tenant, order id and payer) whenever the status
- * changes; executions started before it replay without the upserts. Generation 6
- * (charge-generations.ts) indexes ChargeStatus only where a person may have to act.
- */
-export const chargeSearchAttributesPatch = 'charge-search-attributes';
-
-/**
  * What ChargeStatus says. A charge status, or `cancelling`: a compensation that keeps failing and
  * is being retried (generation 6), which a person may have to look at.
  */

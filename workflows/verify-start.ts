@@ -4,20 +4,9 @@ import { chargeFingerprint, chargeIdFor, fingerprintVersionOf } from '../src/dom
 import { paymentMethodIdPattern, providerNames } from '../src/domain/providers.js';
 import type { ChargePolicy, ChargeWorkflowInput } from './definitions.js';
 
-/**
- * Anyone who can reach Temporal can start a ChargeWorkflow by hand (`temporal workflow start`),
- * past the API's keys and checks. The service derives a charge's workflow id, charge id and
- * fingerprint from (tenant, key, request); the workflow derives them again from its own input and
- * refuses a start where they disagree (tenant b's id over tenant a's intent, an amount changed after
- * fingerprinting) before any ledger step runs: no hold, no tombstone, no posting, and no retry.
- *
- * What it cannot refuse is a self-consistent forgery: the fingerprint is a hash, not a signature,
- * so someone who can start workflows can compute a matching one. Closing that door is the
- * transport's job (mTLS, network policy) and the payload codec's (docs/back-door.md).
- *
- * Executions started before this check (no marker in their history) replay without it.
- */
-export const verifiedStartPatch = 'charge-start-verified';
+// Generation 5's check of a start (patches.ts, `verifiedStartPatch`, says why and what it cannot
+// refuse): the workflow derives its id, charge id and fingerprint again from its own input and
+// refuses a start where they disagree, before any ledger step runs.
 
 /** The failure type of a refused start: final, the workflow fails with it. */
 export const forgedStartType = 'ForgedStart';

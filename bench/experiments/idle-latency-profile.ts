@@ -37,7 +37,7 @@ import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
 import type { ChargeMemo } from '../../workflows/definitions.js';
 import { startSearchAttributes } from '../../workflows/search-attributes.js';
-import { defaultWorkflowTaskTimeoutMs } from '../../src/runtime/workflow-task-timeouts.js';
+import { defaultWorkflowTaskTimeoutMs } from '../../workflows/task-timeouts.js';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 

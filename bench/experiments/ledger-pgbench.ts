@@ -14,7 +14,6 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
 import { confirmHold, tryHold } from '../../src/ledger/charges.js';
@@ -23,6 +22,7 @@ import { runBounded } from '../lib/load.js';
 import { withCpu } from '../lib/cpu.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
 import { initTpcb, runPgbench } from '../scenarios/tpcb.js';
+import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 
 const phaseS = Number(process.argv[2] ?? 8);
 const concurrency = Number(process.env.N ?? 8);
@@ -84,7 +84,7 @@ function pgbenchScript(databaseUrl: string, scriptPath: string): Promise<number>
 
 const dir = await mkdtemp(join(tmpdir(), 'ledger-pgbench-'));
 await chmod(dir, 0o711);
-const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 const pools: LedgerPool[] = [];
 try {
   const scriptPath = join(dir, 'pair.sql');

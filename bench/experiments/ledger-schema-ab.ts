@@ -20,7 +20,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runner } from 'node-pg-migrate';
 import pg from 'pg';
-import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { ledgerFunctionSources } from '../../src/ledger/repeatable.js';
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
@@ -32,6 +31,7 @@ import { runBounded, runClosedLoop } from '../lib/load.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
 import { initTpcb, runPgbench } from '../scenarios/tpcb.js';
 import { withCpu } from '../lib/cpu.js';
+import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 
 const bases = (process.argv[2] ?? '').split(',').filter((rev) => rev !== '');
 if (bases.length === 0) throw new Error('usage: ledger-schema-ab.ts <commit>[,<commit>...] [phase-seconds]');
@@ -104,7 +104,7 @@ const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length
 
 const dir = await mkdtemp(join(tmpdir(), 'ledger-ab-'));
 await chmod(dir, 0o711);
-const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 const pools: LedgerPool[] = [];
 try {
   const admin = new pg.Client({ connectionString: server.databaseUrl });

@@ -12,7 +12,6 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { ledgerFunctionSource } from '../../src/ledger/repeatable.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
@@ -20,6 +19,7 @@ import { openPopulation } from '../lib/population.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
 import { tryHold, confirmHold } from '../../src/ledger/charges.js';
 import { runBounded, runClosedLoop } from '../lib/load.js';
+import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 
 const oneStep = `
 CREATE FUNCTION scratch_try_confirm(
@@ -69,7 +69,7 @@ const candidateFunctions = [
 
 const dir = await mkdtemp(join(tmpdir(), 'p2x-'));
 await chmod(dir, 0o711);
-const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 try {
   await migrateLedger(server.databaseUrl);
   const setup = new pg.Client({ connectionString: server.databaseUrl });

@@ -9,7 +9,7 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
+import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { confirmHold, tryHold } from '../../src/ledger/charges.js';
@@ -23,7 +23,7 @@ const concurrencies = (process.env.CONCURRENCY ?? '8,32').split(',').map(Number)
 const rounds = Number(process.env.ROUNDS ?? 1);
 const dir = await mkdtemp(join(tmpdir(), 'outbox-cost-'));
 await chmod(dir, 0o711);
-const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 try {
   await migrateLedger(server.databaseUrl);
   const pool = createLedgerPool({ databaseUrl: server.databaseUrl, maxConnections: 32, statementTimeoutMs: 600_000 });

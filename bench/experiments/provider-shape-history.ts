@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
-import { StripeSimulator } from '../../src/providers/simulator/server.js';
+import { StripeSimulator } from '../../src/providers/stripe/simulator/server.js';
 import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
 import { bundleChargeWorkflows, quietBundlerLogger } from '../../src/worker/charge-worker.js';
 import { providerBaselineWorkflowType, type ProviderBaselineInput } from '../baseline-workflow.js';

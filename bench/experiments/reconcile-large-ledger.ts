@@ -27,7 +27,7 @@ import pg from 'pg';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
 import { reconcile, type ReconcileReport } from '../../src/reconcile/index.js';
-import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
+import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 
 const charges = Number(process.argv.find((arg) => /^\d+$/.test(arg)) ?? 1_000_000);
 const stale = process.argv.includes('--stale');
@@ -169,7 +169,7 @@ const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 
 const dir = await mkdtemp(join(tmpdir(), 'reconcile-large-'));
 await chmod(dir, 0o711);
-const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 let pool: LedgerPool | undefined;
 try {
   const admin = new pg.Client({ connectionString: server.databaseUrl });

@@ -52,7 +52,7 @@ import { createLedgerPool } from '../../src/ledger/pool.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
 import { readFileIfPresent } from '../../src/support/files.js';
-import { isProcessAlive } from '../../src/stack/child-process.js';
+import { isProcessAlive } from '../../src/support/child-process.js';
 import { baselineWorkflowType, type BaselineInput } from '../baseline-workflow.js';
 import { startBenchStack } from '../lib/bench-stack.js';
 import { clientDataConverter } from '../../src/codec/data-converter.js';
@@ -105,7 +105,7 @@ const edits: Record<Exclude<VariantName, 'current'>, [string, string][]> = {
   'no-preload': [],
   'no-verify': [['if (patched(verifiedStartPatch)) assertGenuineStart(workflowInfo().workflowId, input);', '']],
   'no-upserts': [['const indexesStatus = patched(chargeSearchAttributesPatch);', 'const indexesStatus = false;']],
-  'final-upsert': [['charge = await reserve();\n  index();', 'charge = await reserve();']],
+  'final-upsert': [['run.charge = await reserve(run);\n  indexStatusChange(run);', 'run.charge = await reserve(run);']],
   neither: [
     ['if (patched(verifiedStartPatch)) assertGenuineStart(workflowInfo().workflowId, input);', ''],
     ['const indexesStatus = patched(chargeSearchAttributesPatch);', 'const indexesStatus = false;'],

@@ -13,12 +13,12 @@ import { join } from 'node:path';
 import { buildCli } from '../../chaos/processes.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { startChargeguardProcess } from '../../src/stack/chargeguard-processes.js';
-import { startLocalStack } from '../../src/stack/stack.js';
+import { startChargeguardStack } from '../../src/runtime/local-stack.js';
 
 const starts = Number(process.argv[2] ?? 5);
 const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-worker-start-'));
 await chmod(dataDir, 0o711);
-const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+const stack = await startChargeguardStack({ dataDir, temporalUiPort: null });
 try {
   const cliEntry = await buildCli(join(dataDir, 'build'));
   await migrateLedger(stack.migrationDatabaseUrl);

@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { findFreePorts } from '../../src/stack/free-port.js';
-import { resolveTemporalServerInstall, startTemporalCluster } from '../../src/stack/temporal-cluster.js';
+import { findFreePorts } from '../../src/support/free-port.js';
+import { resolveTemporalServerInstall } from '../../src/stack/temporal-cluster.js';
 import type { RunningTemporal } from './bench-stack.js';
+import { startChargeguardCluster } from '../../src/runtime/local-stack.js';
 
 export interface BenchClusterOptions {
   workDir: string;
@@ -23,7 +24,7 @@ export interface BenchClusterOptions {
  */
 export async function startBenchCluster(options: BenchClusterOptions): Promise<RunningTemporal> {
   const [metricsPort] = await findFreePorts(1, '127.0.0.1');
-  const cluster = await startTemporalCluster({
+  const cluster = await startChargeguardCluster({
     workDir: options.workDir,
     metricsPort: metricsPort!,
     postgresUrl: options.postgresUrl,

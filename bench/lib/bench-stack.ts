@@ -1,11 +1,11 @@
-import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
+import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { migrateLedger } from '../../src/ledger/migrate.js';
-import { startEmbeddedPostgres } from '../../src/stack/embedded-postgres.js';
 import { readFileIfPresent } from '../../src/support/files.js';
 import { startBenchTemporal } from './bench-temporal.js';
 import { startBenchCluster } from './bench-cluster.js';
+import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 
 /**
  * Which Temporal server the Temporal-facing scenarios run against: `dev` is the CLI's dev server
@@ -77,7 +77,7 @@ export async function startBenchStack(options: {
   const externalDatabase = nonEmpty(process.env.DATABASE_URL);
 
   const postgres = externalDatabase === null
-    ? await startEmbeddedPostgres({ dataDir: join(dataDir, 'postgres'), logFilePath: join(logsDir, 'postgres.log') })
+    ? await startLedgerPostgres({ dataDir: join(dataDir, 'postgres'), logFilePath: join(logsDir, 'postgres.log') })
     : null;
   const databaseUrl = externalDatabase ?? postgres!.databaseUrl;
   options.log(externalDatabase === null ? 'postgres: embedded, fresh cluster' : 'postgres: DATABASE_URL');

@@ -2,12 +2,12 @@ import { spawn } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { Connection } from '@temporalio/client';
-import { hasExited, killOnParentExit, terminate } from '../../src/stack/child-process.js';
-import { findFreePorts } from '../../src/stack/free-port.js';
-import { LogSink } from '../../src/stack/log-sink.js';
+import { hasExited, killOnParentExit, terminate } from '../../src/support/child-process.js';
+import { findFreePorts } from '../../src/support/free-port.js';
+import { LogSink } from '../../src/support/log-sink.js';
 import { resolveTemporalCliPath } from '../../src/stack/temporal-cli.js';
-import { chargeSearchAttributes } from '../../src/stack/temporal-dev-server.js';
-import { pollUntil } from '../../src/stack/wait.js';
+import { chargeSearchAttributes } from '../../src/worker/search-attributes-check.js';
+import { pollUntil } from '../../src/support/wait.js';
 
 export interface BenchTemporalOptions {
   dbFilePath: string;

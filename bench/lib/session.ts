@@ -3,7 +3,7 @@ import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protec
 import { Client, Connection } from '@temporalio/client';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { limits } from '../../src/domain/limits.js';
-import type { StripeEndpoint } from '../../src/providers/stripe.js';
+import type { StripeEndpoint } from '../../src/providers/stripe/connector.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import type { BenchStack } from './bench-stack.js';
 import { startWorkerProcesses, startWorkersInProcess, type BenchWorkers, type WorkerTuning } from './workers.js';

@@ -5,11 +5,11 @@ import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { defaultStepBatchLimits, type StepBatchLimits } from '../../src/ledger/step-batches.js';
-import { terminate } from '../../src/stack/child-process.js';
+import { terminate } from '../../src/support/child-process.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { workerDataConverter } from '../../src/codec/data-converter.js';
 import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
-import { StripeConnector, type StripeEndpoint } from '../../src/providers/stripe.js';
+import { StripeConnector, type StripeEndpoint } from '../../src/providers/stripe/connector.js';
 import { baselineActivities, createProviderBaselineActivities } from '../baseline-activities.js';
 
 /** The worker knobs the bench varies; both the charge and the baseline worker get the same ones. */

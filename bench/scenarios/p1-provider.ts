@@ -1,4 +1,4 @@
-import { StripeSimulator } from '../../src/providers/simulator/server.js';
+import { StripeSimulator } from '../../src/providers/stripe/simulator/server.js';
 import {
   providerBaselineWorkflowType,
   type ProviderBaselineInput,

@@ -23,8 +23,17 @@ export async function offlineOpenApiDocument(): Promise<Record<string, unknown>>
     config: loadConfig({}),
     endpoints: offline('endpoints'),
     temporal: offline('temporal'),
-    ledger: offline('ledger'),
     charges: offline('charges'),
+    accounts: offline('accounts'),
+    tokens: offline('tokens'),
+    keys: offline('keys'),
+    limits: offline('limits'),
+    webhooks: offline('webhooks'),
+    // Made when the provider events route is registered; used only when a delivery arrives.
+    providerEvents: () => offline('providerEvents'),
+    readings: offline('readings'),
+    reconciliation: offline('reconciliation'),
+    webhookEndpoints: offline('webhookEndpoints'),
     close: async () => undefined,
   };
   const app = await buildApi({ context, extraRoutes: [mcpRoutes] });

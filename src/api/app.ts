@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { AccountsService } from '../service/accounts-service.js';
-import { IdempotencyConflictError, ValidationError } from '../service/errors.js';
-import type { WireProblem } from '../service/wire.js';
+import { IdempotencyConflictError, ValidationError } from '../domain/errors.js';
+import { asUnavailable } from '../service/unavailable.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiDeps, ApiRoutes } from './deps.js';
 import { authenticate, verifySignedRequest } from './authenticate.js';
@@ -12,7 +11,7 @@ import type { Operation } from '../domain/permissions.js';
 import { ApiMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi.js';
 import { refuseUnknownQueryParameters } from './query-parameters.js';
-import { problemFor, sendProblem } from '../http/problem.js';
+import { problemFor, sendProblem, type WireProblem } from '../http/problem.js';
 import { strictJsonBodyParser } from '../http/json-body.js';
 import { registerAccountRoutes } from './routes/accounts.js';
 import { registerChargeRoutes } from './routes/charges.js';
@@ -23,8 +22,6 @@ import { registerEventRoutes } from './routes/events.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerProviderEventRoutes } from './routes/provider-events.js';
 import { registerWebhookEndpointRoutes } from './routes/webhook-endpoints.js';
-import { WebhookEndpointsService } from '../service/webhook-endpoints.js';
-import { doorSettingsFromConfig } from '../outbound/settings.js';
 import { configuredProviderConnectors } from '../providers/configured.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { rateLimitHook } from '../http/rate-limit-hook.js';
@@ -104,9 +101,9 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const bodyLimitBytes = options.bodyLimitBytes ?? apiDefaults.bodyLimitBytes;
   const deps: ApiDeps = {
     context,
-    accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
-    metrics: new ApiMetrics({ ledger: context.ledger, admission: () => context.charges.admission }),
-    webhookEndpoints: new WebhookEndpointsService({ ledger: context.ledger, door: doorSettingsFromConfig(context.config) }),
+    accounts: context.accounts,
+    metrics: new ApiMetrics({ readings: context.readings, admission: () => context.charges.admission }),
+    webhookEndpoints: context.webhookEndpoints,
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,
     retryAfterSeconds: options.retryAfterSeconds ?? apiDefaults.retryAfterSeconds,
@@ -160,7 +157,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     }
   });
   app.setErrorHandler((error, request, reply) => {
-    const found = problemFor(error, deps.retryAfterSeconds);
+    const found = problemFor(asUnavailable(error), deps.retryAfterSeconds);
     if (error instanceof IdempotencyConflictError) deps.metrics.idempotencyConflict();
     if (found.body.status >= 500) request.failure = error;
     return sendProblem(reply, { ...found, body: { ...found.body, instance: request.url } });
@@ -223,7 +220,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     // so a request without a valid key spends no key's tokens (its source address's: authenticate).
     tenantScope.addHook('onRequest', rateLimitHook(context));
     // A key that requires signed requests: checked once the body is read, before any handler.
-    tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.ledger));
+    tenantScope.addHook('preValidation', async (request) => verifySignedRequest(request, context.keys));
     registerChargeRoutes(tenantScope, deps);
     registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);

@@ -1,10 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { apiKeyPrefix, hashApiKey, principalForApiKey } from '../auth/api-keys.js';
+import { apiKeyPrefix, hashApiKey } from '../auth/api-keys.js';
 import type { Principal } from '../auth/principal.js';
-import { acceptSignedRequest, type SignatureKey } from '../auth/request-signatures.js';
-import type { LedgerPool } from '../ledger/pool.js';
+import type { SignatureKey } from '../auth/request-signatures.js';
+import type { ApiKeyService } from '../service/api-key-service.js';
 import type { AppContext } from '../runtime/app-context.js';
-import { UnauthorizedError } from '../service/errors.js';
+import { UnauthorizedError } from '../domain/errors.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { addressLimiterFor, admitFromAddress } from '../http/rate-limit-hook.js';
 
@@ -41,7 +41,7 @@ export async function authenticate(request: FastifyRequest, reply: FastifyReply,
   if (token === null) {
     throw new UnauthorizedError('send an API key as "Authorization: Bearer <key>"; create one with `chargeguard api-keys create`');
   }
-  const found = keyHash === null ? null : await principalForApiKey(context.ledger, token);
+  const found = keyHash === null ? null : await context.keys.principalFor(token);
   // An expired key is refused like a revoked one (401): it no longer authenticates anyone, so the
   // caller needs a new key, not another permission.
   if (found === null) {
@@ -64,10 +64,9 @@ export async function authenticate(request: FastifyRequest, reply: FastifyReply,
  * signing secret is not checked: a signature it sends is ignored, there being no secret to check
  * it against.
  */
-export async function verifySignedRequest(request: FastifyRequest, ledger: LedgerPool): Promise<void> {
+export async function verifySignedRequest(request: FastifyRequest, keys: Pick<ApiKeyService, 'acceptSignedRequest'>): Promise<void> {
   if (request.signatureKey === null) return;
-  await acceptSignedRequest(
-    ledger,
+  await keys.acceptSignedRequest(
     { method: request.method, targetUri: `${request.protocol}://${request.host}${request.url}`, headers: request.headers, body: request.rawBody },
     request.signatureKey,
   );

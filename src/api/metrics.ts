@@ -1,14 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { secretTokenMatches } from '../support/secret-token.js';
-import { UnauthorizedError } from '../service/errors.js';
+import { UnauthorizedError } from '../domain/errors.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { sendProblem } from '../http/problem.js';
 import { isLoopback } from '../http/source-address.js';
 import type { ChargeReply } from '../service/charge-service.js';
 import type { ChargeAdmission } from '../service/admission.js';
-import type { LedgerPool } from '../ledger/pool.js';
-import { overdueHolds, pendingProviderVoids } from '../reconcile/index.js';
+import type { LedgerReadings } from '../service/ledger-readings.js';
 
 /**
  * Prometheus metrics of one API instance. Each app has its own registry, so several apps in one
@@ -24,25 +23,25 @@ export class ApiMetrics {
   readonly requestDuration: Histogram<'method' | 'route' | 'status_code'>;
 
   /**
-   * With `ledger`, each scrape also reads how many holds are past their expiry (one indexed query,
+   * With `readings`, each scrape also reads how many holds are past their expiry (one indexed query,
    * on the partial index of TRIED holds). A hold stays TRIED past its expiry only when nothing
    * settled it: its workflow is gone or stuck, and the hold sweeper has not reached it yet.
    */
   constructor(
     options: {
       defaultMetrics?: boolean;
-      ledger?: LedgerPool;
+      readings?: Pick<LedgerReadings, 'overdueHolds' | 'pendingProviderVoids'>;
       /** Read at each scrape, not at construction: the app (and its OpenAPI document) is built before any service is used. */
       admission?: () => ChargeAdmission | null;
     } = {},
   ) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
-    const ledger = options.ledger;
-    if (ledger) {
-      let overdue: Promise<Awaited<ReturnType<typeof overdueHolds>>> | null = null;
+    const readings = options.readings;
+    if (readings) {
+      let overdue: ReturnType<LedgerReadings['overdueHolds']> | null = null;
       // Both gauges are read in one scrape: one query serves them both.
-      const read = () => (overdue ??= overdueHolds(ledger).finally(() => setImmediate(() => (overdue = null))));
+      const read = () => (overdue ??= readings.overdueHolds().finally(() => setImmediate(() => (overdue = null))));
       new Gauge({
         name: 'chargeguard_holds_overdue',
         help: 'holds still reserved (TRIED) past their hold_expires_at',
@@ -62,8 +61,8 @@ export class ApiMetrics {
       // Voids the provider keeps refusing (or that no worker can send): the ledger released the
       // money, the provider still holds the payer's card. Whichever worker retries them, the ledger
       // knows them all; the worker's log names each charge on every failed attempt.
-      let voids: ReturnType<typeof pendingProviderVoids> | null = null;
-      const readVoids = () => (voids ??= pendingProviderVoids(ledger).finally(() => setImmediate(() => (voids = null))));
+      let voids: ReturnType<LedgerReadings['pendingProviderVoids']> | null = null;
+      const readVoids = () => (voids ??= readings.pendingProviderVoids().finally(() => setImmediate(() => (voids = null))));
       new Gauge({
         name: 'chargeguard_provider_voids_pending',
         help: 'provider charges cancelled in the ledger whose void at the provider is not recorded yet (status cancelling)',

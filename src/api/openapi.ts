@@ -3,11 +3,12 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { z } from 'zod';
 import { createAccountBodySchema, depositBodySchema } from '../service/accounts-service.js';
-import { chargeRequestSchema } from '../service/validation.js';
+import { chargeRequestSchema, defaultProviderName } from '../service/validation.js';
 import { limits, textPatterns } from '../domain/limits.js';
 import { webhookMaxSignatures, webhookSignatureHeader } from '../domain/webhook-signature.js';
 import { refuseOtherMethods } from './routes/method-not-allowed.js';
-import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireProblemSchema, wireRefundSchema } from '../service/wire.js';
+import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireRefundSchema } from '../service/wire.js';
+import { wireProblemSchema } from '../http/problem.js';
 import { wireEventSchema } from '../service/events.js';
 import {
   createWebhookEndpointBodySchema,
@@ -85,7 +86,7 @@ function createChargeRequestSchema(amountMinorMax: number): JsonSchema {
       },
       {
         title: 'ProviderPayer',
-        description: 'the payer pays through a provider: payment_method (and provider, default "stripe"), no payer_account_id',
+        description: `the payer pays through a provider: payment_method (and provider, default "${defaultProviderName}"), no payer_account_id`,
         type: 'object',
         properties: { payment_method: properties.payment_method, provider: properties.provider, payer_account_id: false },
         required: ['payment_method'],
@@ -462,7 +463,7 @@ export const operationIds: Record<string, string> = {
   'post /v1/charges/{key}/refunds': 'createRefund',
   'get /v1/charges/{key}/refunds': 'listRefunds',
   'get /v1/charges/{key}/refunds/{refundKey}': 'getRefund',
-  'get /v1/refunds': 'listRefundsByCharge',
+  'get /v1/refunds': 'listTenantRefunds',
   'get /v1/accounts': 'listAccounts',
   'post /v1/accounts': 'createAccount',
   'get /v1/accounts/{id}': 'getAccount',
@@ -512,7 +513,7 @@ export const requestExamples: Record<string, RequestExample> = {
   captureCharge: { parameters: { key: 'order-1003' }, body: { amount: 2000 } },
   createRefund: { parameters: { key: 'order-1001', 'idempotency-key': 'refund-1001-1' }, body: { amount: 500 } },
   listRefunds: { parameters: { key: 'order-1001' } },
-  listRefundsByCharge: { parameters: { charge: 'order-1001', limit: 10 } },
+  listTenantRefunds: { parameters: { limit: 10 } },
   listAccounts: { parameters: { limit: 10 } },
   getRefund: { parameters: { key: 'order-1001', refundKey: 'refund-1001-1' } },
   createIdempotencyToken: { body: { ttl_seconds: 900 } },

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { ValidationError, type FieldError } from '../service/errors.js';
+import { ValidationError, type FieldError } from '../domain/errors.js';
 import { assertWellFormedQuery } from './request-headers.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { ValidationError } from '../service/errors.js';
+import { ValidationError } from '../domain/errors.js';
 import { assertIdempotencyKey } from '../service/validation.js';
 import { idempotencyTokenHeader } from '../service/idempotency-tokens.js';
 

@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { deleteFullAddressBuckets } from '../auth/rate-limits.js';
 import type { AppContext } from '../runtime/app-context.js';
 import { buildApi, type ApiOptions } from './app.js';
 
@@ -35,7 +34,7 @@ export async function serveApi(
   const logged = apiOptions.logger === undefined ? { logger: defaultServeLogger, logRequests: apiOptions.logRequests ?? false } : {};
   const app = await buildApi({ ...apiOptions, ...logged, context });
   const sweeper = setInterval(() => {
-    deleteFullAddressBuckets(context.ledger).catch((error: unknown) =>
+    context.limits.deleteFullAddressBuckets().catch((error: unknown) =>
       app.log.warn({ err: error }, 'could not delete the idle address rate limit buckets; the next sweep retries'),
     );
   }, addressBucketSweepIntervalMs);

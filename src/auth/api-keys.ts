@@ -13,7 +13,7 @@ import {
 import type { LedgerPool } from '../ledger/pool.js';
 import { defaultRole, type Role } from '../domain/permissions.js';
 import { noMandate, type Mandate } from '../domain/mandate.js';
-import { assertTenant } from '../service/validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { newSigningSecret } from './request-signatures.js';
 
 /** Every key starts with this, so a leaked key is recognisable by secret scanners and people. */

@@ -1,6 +1,6 @@
 import { permissionFor, type Operation, type Role } from '../domain/permissions.js';
 import type { Mandate } from '../domain/mandate.js';
-import { ForbiddenError } from '../service/errors.js';
+import { ForbiddenError } from '../domain/errors.js';
 
 /**
  * Who a request acts as: the tenant it belongs to and the role it has. `keyId` is the API key that

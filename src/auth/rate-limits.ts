@@ -1,4 +1,3 @@
-import type { ChargeguardConfig } from '../config.js';
 import {
   type BucketLimit,
   openHoldsRefusal,
@@ -10,7 +9,7 @@ import {
 } from '../domain/rate-limits.js';
 import { deleteFullAddressBuckets, takeChainedTokens, takeRequestTokens, type ChainedBucket } from '../ledger/rate-limits.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { RateLimitedError } from '../service/errors.js';
+import { RateLimitedError } from '../domain/errors.js';
 import type { Principal } from './principal.js';
 
 /** The configured limits: a key's defaults (its own limits win) and its tenant's. */
@@ -19,7 +18,23 @@ export interface RateLimitSettings {
   tenant: { ratePerSecond: number; burst: number; maxOpenHolds: number };
 }
 
-export function rateLimitSettingsFrom(config: ChargeguardConfig): RateLimitSettings {
+/**
+ * The settings (src/config.ts) the limits are read from, named here so that authentication sits below
+ * the configuration, which imports the service and the codec.
+ */
+export type RateLimitConfig = Readonly<
+  Record<
+    | 'RATE_LIMIT_KEY_PER_SECOND'
+    | 'RATE_LIMIT_KEY_BURST'
+    | 'OPEN_HOLDS_KEY_MAX'
+    | 'RATE_LIMIT_TENANT_PER_SECOND'
+    | 'RATE_LIMIT_TENANT_BURST'
+    | 'OPEN_HOLDS_TENANT_MAX',
+    number
+  >
+>;
+
+export function rateLimitSettingsFrom(config: RateLimitConfig): RateLimitSettings {
   return {
     keyDefaults: {
       ratePerSecond: config.RATE_LIMIT_KEY_PER_SECOND,
@@ -92,7 +107,22 @@ export interface AddressLimitSettings {
   health: BucketLimit;
 }
 
-export function addressLimitSettingsFrom(config: ChargeguardConfig): AddressLimitSettings {
+/** The settings (src/config.ts) the limits of callers without a proven key are read from. */
+export type AddressLimitConfig = Readonly<
+  Record<
+    | 'RATE_LIMIT_STRANGER_PER_SECOND'
+    | 'RATE_LIMIT_STRANGER_BURST'
+    | 'RATE_LIMIT_WEBHOOK_ADDRESS_PER_SECOND'
+    | 'RATE_LIMIT_WEBHOOK_ADDRESS_BURST'
+    | 'RATE_LIMIT_WEBHOOK_PROVIDER_PER_SECOND'
+    | 'RATE_LIMIT_WEBHOOK_PROVIDER_BURST'
+    | 'RATE_LIMIT_HEALTH_PER_SECOND'
+    | 'RATE_LIMIT_HEALTH_BURST',
+    number
+  >
+>;
+
+export function addressLimitSettingsFrom(config: AddressLimitConfig): AddressLimitSettings {
   return {
     stranger: { ratePerSecond: config.RATE_LIMIT_STRANGER_PER_SECOND, burst: config.RATE_LIMIT_STRANGER_BURST },
     webhookAddress: { ratePerSecond: config.RATE_LIMIT_WEBHOOK_ADDRESS_PER_SECOND, burst: config.RATE_LIMIT_WEBHOOK_ADDRESS_BURST },

@@ -3,7 +3,7 @@ import { httpbis } from 'http-message-signatures';
 import { isInnerList, parseDictionary, serializeInnerList, serializeItem, type Dictionary, type InnerList, type Item } from 'structured-headers';
 import { consumeSignatureNonce } from '../ledger/signature-nonces.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { UnauthorizedError } from '../service/errors.js';
+import { UnauthorizedError } from '../domain/errors.js';
 
 /**
  * Signed requests: RFC 9421 HTTP Message Signatures with hmac-sha256, for API keys created with

@@ -1,11 +1,10 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { listApiKeys, principalForApiKey } from '../auth/api-keys.js';
 import { authorize, type Principal } from '../auth/principal.js';
 import type { Operation } from '../domain/permissions.js';
-import type { LedgerPool } from '../ledger/pool.js';
-import { UnauthorizedError, ValidationError } from '../service/errors.js';
-import { assertTenant } from '../service/validation.js';
+import type { ApiKeyService } from '../service/api-key-service.js';
+import { UnauthorizedError, ValidationError } from '../domain/errors.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /**
  * Who a command (charge, refund, capture, cancel) or the stdio MCP server acts as.
@@ -32,6 +31,9 @@ export const apiKeyFileVariable = 'CHARGEGUARD_API_KEY_FILE';
 
 /** How to say which key to use, for messages that ask for one. */
 export const apiKeySettings = `${apiKeyVariable} (or ${apiKeyFileVariable}, or --api-key-file)`;
+
+/** What identifying needs of the key store: who a key acts as, and whether a tenant has keys. */
+export type KeyLookup = Pick<ApiKeyService, 'principalFor' | 'list'>;
 
 export interface IdentityOptions {
   tenant?: string;
@@ -88,8 +90,8 @@ export function assertIdentityNamed(options: IdentityOptions, env: NodeJS.Proces
 }
 
 /** Who a key acts as, now: null-safe and without the key's signing secret, as the API's authentication hands it on. */
-export async function principalOfKey(ledger: LedgerPool, key: string): Promise<Principal> {
-  const found = await principalForApiKey(ledger, key);
+export async function principalOfKey(keys: KeyLookup, key: string): Promise<Principal> {
+  const found = await keys.principalFor(key);
   if (found === null) throw new UnauthorizedError(`the API key in ${apiKeySettings} is unknown, revoked or expired`);
   const { signingSecret: _signingSecret, ...principal } = found;
   return principal;
@@ -99,11 +101,11 @@ export async function principalOfKey(ledger: LedgerPool, key: string): Promise<P
  * Who the options name, checked now: the key's principal (its tenant must be the one named, if one
  * is), or the operator for the named tenant.
  */
-export async function identify(ledger: LedgerPool, options: IdentityOptions, env: NodeJS.ProcessEnv = process.env): Promise<Principal> {
+export async function identify(keys: KeyLookup, options: IdentityOptions, env: NodeJS.ProcessEnv = process.env): Promise<Principal> {
   const key = apiKeyFrom(options, env);
   const named = namedTenant(options, env);
   if (key !== null) {
-    const principal = await principalOfKey(ledger, key);
+    const principal = await principalOfKey(keys, key);
     if (named !== undefined && named.tenant !== principal.tenant) {
       throw new ValidationError([
         { field: named.field, message: `names tenant ${named.tenant}, but the API key belongs to another tenant: leave it out, or use a key of ${named.tenant}` },
@@ -123,26 +125,26 @@ export async function identify(ledger: LedgerPool, options: IdentityOptions, env
  * API asks it, or the operator in a tenant where the ledger lets the operator act.
  */
 export async function resolvePrincipal(
-  ledger: LedgerPool,
+  keys: KeyLookup,
   options: IdentityOptions,
   operation: Operation,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Principal> {
-  const principal = await identify(ledger, options, env);
-  await assertMayPerform(ledger, principal, operation);
+  const principal = await identify(keys, options, env);
+  await assertMayPerform(keys, principal, operation);
   return principal;
 }
 
 /** The key's role allows the operation; without a key, the ledger would let the operator do it. */
-export async function assertMayPerform(ledger: LedgerPool, principal: Principal, operation: Operation): Promise<void> {
+export async function assertMayPerform(keys: KeyLookup, principal: Principal, operation: Operation): Promise<void> {
   authorize(principal, operation);
-  await assertOperatorMayAct(ledger, principal, operation);
+  await assertOperatorMayAct(keys, principal, operation);
 }
 
 /** Whether the operator (no key) may still charge and refund in the tenant: it never had a key. */
-export async function operatorMayMoveMoney(ledger: LedgerPool, tenant: string): Promise<boolean> {
+export async function operatorMayMoveMoney(keys: KeyLookup, tenant: string): Promise<boolean> {
   // Revoked keys count: revoking them all does not reopen the tenant to keyless money movements.
-  return (await listApiKeys(ledger, tenant)).length === 0;
+  return (await keys.list(tenant)).length === 0;
 }
 
 /** What the ledger refuses to do without a key in a tenant that has (or had) one. */
@@ -153,9 +155,9 @@ const keyedOperations: ReadonlySet<Operation> = new Set<Operation>(['charges.cre
  * one: the ledger would decline the charge (`key_not_authorized`, recorded under its idempotency
  * key for good) or refuse the refund (RefundNotAuthorized). Anyone with a key is left to the ledger.
  */
-export async function assertOperatorMayAct(ledger: LedgerPool, principal: Principal, operation: Operation): Promise<void> {
+export async function assertOperatorMayAct(keys: KeyLookup, principal: Principal, operation: Operation): Promise<void> {
   if (principal.keyId !== null || !keyedOperations.has(operation)) return;
-  if (await operatorMayMoveMoney(ledger, principal.tenant)) return;
+  if (await operatorMayMoveMoney(keys, principal.tenant)) return;
   throw new UnauthorizedError(
     `tenant ${principal.tenant} has API keys, so the ledger moves its money only for one of them: set ${apiKeySettings} ` +
       `to a key of this tenant (\`chargeguard api-keys create --tenant ${principal.tenant}\` makes one); nothing was started`,

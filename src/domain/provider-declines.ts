@@ -1,99 +1,18 @@
 /**
- * Decline codes a payment service provider reports for a card it refused, and the caller-facing
- * decline code (src/domain/charge.ts, DeclineCode) each one maps to. Pure data: workflow code may
- * import it.
- *
- * The provider's codes are Stripe's card decline codes (its `decline_code`, or its `code` where a
- * decline has no separate `decline_code`, as for `expired_card`). The caller's codes are the closed
- * list the API already answers with, so callers never see a new value: the mapping keeps the
- * caller's meaning ("why the payer's side cannot pay") and the exact provider code travels beside it
- * for operators and reconciliation.
+ * A provider's decline in the caller's words. Each provider's own decline vocabulary, and how it
+ * maps here, lives in its folder (src/providers/<provider>/); what every provider answers with is
+ * this shape. Pure types.
  */
 import type { DeclineCode } from './charge.js';
-
-export const providerDeclineCodes = [
-  'generic_decline',
-  'do_not_honor',
-  'insufficient_funds',
-  'card_velocity_exceeded',
-  'withdrawal_count_limit_exceeded',
-  'lost_card',
-  'stolen_card',
-  'pickup_card',
-  'restricted_card',
-  'fraudulent',
-  'expired_card',
-  'incorrect_cvc',
-  'incorrect_number',
-  'invalid_account',
-  'card_not_supported',
-  'currency_not_supported',
-  'transaction_not_allowed',
-  'authentication_required',
-  'processing_error',
-  'try_again_later',
-  'issuer_not_available',
-] as const;
-
-export type ProviderDeclineCode = (typeof providerDeclineCodes)[number];
 
 /** The caller-facing codes a provider decline can map to: every DeclineCode but the mandate's own. */
 export type MappedDeclineCode = Exclude<DeclineCode, 'mandate_exceeded'>;
 
-/**
- * Where each provider code lands. `account_frozen` is the caller's "the payer's instrument refuses
- * to pay" (the issuer or the card's state said no); `unknown_account` is "no such instrument".
- */
-export const callerDeclineCodeOf: Readonly<Record<ProviderDeclineCode, MappedDeclineCode>> = {
-  generic_decline: 'account_frozen',
-  do_not_honor: 'account_frozen',
-  insufficient_funds: 'insufficient_funds',
-  card_velocity_exceeded: 'insufficient_funds',
-  withdrawal_count_limit_exceeded: 'insufficient_funds',
-  lost_card: 'account_frozen',
-  stolen_card: 'account_frozen',
-  pickup_card: 'account_frozen',
-  restricted_card: 'account_frozen',
-  fraudulent: 'account_frozen',
-  expired_card: 'account_frozen',
-  incorrect_cvc: 'account_frozen',
-  incorrect_number: 'unknown_account',
-  invalid_account: 'unknown_account',
-  card_not_supported: 'account_frozen',
-  currency_not_supported: 'currency_mismatch',
-  transaction_not_allowed: 'account_frozen',
-  authentication_required: 'account_frozen',
-  processing_error: 'account_frozen',
-  try_again_later: 'account_frozen',
-  issuer_not_available: 'account_frozen',
-};
-
-/**
- * Declines an issuer may lift on a later attempt. Still a decline for the charge that got it (the
- * provider's PaymentIntent is done with that attempt); the flag tells the caller a new charge, with a
- * new key, may succeed.
- */
-export const transientProviderDeclines: ReadonlySet<ProviderDeclineCode> = new Set([
-  'processing_error',
-  'try_again_later',
-  'issuer_not_available',
-]);
-
-export function isProviderDeclineCode(code: string): code is ProviderDeclineCode {
-  return (providerDeclineCodes as readonly string[]).includes(code);
-}
-
-/** A code the list does not know still declines the charge, as a generic decline. */
-export function mapProviderDecline(code: string | null | undefined): {
+/** A provider's decline, mapped: the caller's code, the provider's exact code beside it, and whether a later attempt may pass. */
+export interface ProviderDecline {
   declineCode: MappedDeclineCode;
+  /** The provider's own code, for operators and reconciliation. */
   providerDeclineCode: string;
+  /** The issuer may accept a later attempt (on a new charge, with a new key). */
   transient: boolean;
-} {
-  const providerDeclineCode = code ?? 'generic_decline';
-  const known = isProviderDeclineCode(providerDeclineCode) ? providerDeclineCode : 'generic_decline';
-  return {
-    declineCode: callerDeclineCodeOf[known],
-    providerDeclineCode,
-    transient: transientProviderDeclines.has(known),
-  };
 }

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { ValidationError } from '../service/errors.js';
+import { ValidationError } from '../domain/errors.js';
 import { decodeUtf8Strict, isBlankJsonText, parseStrictJson, StrictJsonError } from '../support/strict-json.js';
 
 /**

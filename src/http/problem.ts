@@ -1,10 +1,39 @@
 import type { FastifyReply } from 'fastify';
-import { ChargeguardError, OverloadedError, RateLimitedError, UnauthorizedError, UnavailableError, type FieldError } from '../service/errors.js';
-import { errorKinds } from '../service/error-kinds.js';
-import { asUnavailable } from '../service/unavailable.js';
-import type { WireProblem } from '../service/wire.js';
+import { z } from 'zod';
+import { ChargeguardError, dependencies, OverloadedError, RateLimitedError, UnauthorizedError, UnavailableError, type FieldError } from '../domain/errors.js';
+import { errorKinds } from '../domain/error-kinds.js';
+import { mandateRules } from '../domain/mandate.js';
+import { limitScopes } from '../domain/rate-limits.js';
 
 export const problemContentType = 'application/problem+json; charset=utf-8';
+
+/** RFC 9457 problem details, with the offending fields for validation errors. */
+export const wireProblemSchema = z
+  .object({
+    type: z.string().describe('stable machine-readable code, e.g. idempotency_conflict'),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    instance: z.string().optional(),
+    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+    reason: z.string().optional().describe('for charge_state_conflict: which state refused the operation'),
+    operation: z.string().optional().describe('for forbidden: the operation the key\'s role does not allow, e.g. accounts.open'),
+    rule: z
+      .enum(mandateRules)
+      .optional()
+      .describe('for mandate_exceeded: the mandate rule the charge broke'),
+    dependency: z.enum(dependencies).optional().describe('for service_unavailable: what is unreachable'),
+    scope: z
+      .enum(limitScopes)
+      .optional()
+      .describe('for rate_limited and open_holds_exceeded: whose limit was reached (address: the source address of a caller without a valid key, a webhook or a health check; provider: a webhook provider)'),
+    'violated-policies': z
+      .array(z.enum(limitScopes))
+      .optional()
+      .describe('for rate_limited: the RateLimit-Policy entries that refused the request (RateLimit headers draft)'),
+    request_id: z.string().optional().describe('the id this request is logged under; also its X-Request-Id header'),
+  });
+export type WireProblem = z.infer<typeof wireProblemSchema>;
 
 /** A problem document and the headers that go with it. */
 export interface Problem {
@@ -38,10 +67,12 @@ function headersFor(error: ChargeguardError, retryAfterSeconds: number): Record<
 /**
  * Maps every error a route can meet to RFC 9457 problem details. `type` is the client error's
  * stable code (the contract names them: `idempotency_conflict`, …), so callers can branch on it;
- * status and title are its kind's (src/service/error-kinds.ts).
+ * status and title are its kind's (src/domain/error-kinds.ts). A Temporal or PostgreSQL failure is
+ * told apart from a bug by the service's asUnavailable before it gets here (the API's error handler):
+ * this module knows neither client.
  */
 export function problemFor(error: unknown, retryAfterSeconds: number): Problem {
-  const e = asUnavailable(error);
+  const e = error;
   if (e instanceof ChargeguardError) {
     const { status, title } = e.kind;
     return { body: problem(status, e.code, title, e.message, e.extensions() as Partial<WireProblem>), headers: headersFor(e, retryAfterSeconds) };

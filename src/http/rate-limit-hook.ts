@@ -1,19 +1,34 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppContext } from '../runtime/app-context.js';
-import { RateLimitedError } from '../service/errors.js';
+import type { Principal } from '../auth/principal.js';
+import { RateLimitedError } from '../domain/errors.js';
 import {
+  type AddressLimitConfig,
+  type RateLimitConfig,
   addressLimitSettingsFrom,
-  admitByAddress,
-  admitRequest,
   rateLimitSettingsFrom,
+  type Admission,
   type AddressAdmissionRequest,
   type AddressLimitSettings,
   type RateLimitSettings,
 } from '../auth/rate-limits.js';
 import { ProvenKeys, provenKeysMax } from '../auth/proven-keys.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
-import { providerPattern } from '../service/webhooks.js';
+import { providerPattern } from '../domain/identifiers.js';
 import { limitSubjectOf } from './source-address.js';
+
+/**
+ * What the hooks need of the application: its settings, and where the buckets are taken (the
+ * ledger, so that limits hold across replicas). Declared here, below the surfaces and the runtime,
+ * and satisfied by the application context (src/runtime/app-context.ts), which src/http never imports.
+ */
+export interface RateLimitedApp {
+  /** The settings the limits are read from: src/config.ts's, which satisfy both. */
+  config: RateLimitConfig & AddressLimitConfig;
+  limits: {
+    admitRequest(settings: RateLimitSettings, principal: Principal, what: { cost: number; chargeKeys?: readonly string[] }): Promise<Admission>;
+    admitByAddress(settings: AddressLimitSettings, request: AddressAdmissionRequest): Promise<Admission>;
+  };
+}
 
 /**
  * Judges one request (or the extra calls of an MCP batch) against its key's and tenant's limits:
@@ -22,14 +37,14 @@ import { limitSubjectOf } from './source-address.js';
  * 429 and Retry-After. The time spent is reported as a Server-Timing metric named `ratelimit`.
  */
 export async function admit(
-  context: AppContext,
+  context: RateLimitedApp,
   settings: RateLimitSettings,
   request: FastifyRequest,
   reply: FastifyReply,
   what: { cost: number; chargeKeys?: readonly string[] },
 ): Promise<void> {
   const startedAt = performance.now();
-  const admission = await admitRequest(context.ledger, settings, request.principal, what);
+  const admission = await context.limits.admitRequest(settings, request.principal, what);
   reply.headers(admission.headers);
   reply.header('server-timing', `ratelimit;dur=${(performance.now() - startedAt).toFixed(3)}`);
   if (admission.refusal) throw admission.refusal;
@@ -53,7 +68,7 @@ function chargeKeyOf(request: FastifyRequest): string[] {
  * and tenant checked, unless the ledger already knows its Idempotency-Key (a replay holds nothing new).
  * A malformed Idempotency-Key is left for the route to refuse with 400.
  */
-export function rateLimitHook(context: AppContext): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+export function rateLimitHook(context: RateLimitedApp): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   const settings = rateLimitSettingsFrom(context.config);
   return async (request, reply) => {
     await admit(context, settings, request, reply, { cost: 1, chargeKeys: chargeKeyOf(request) });
@@ -61,7 +76,7 @@ export function rateLimitHook(context: AppContext): (request: FastifyRequest, re
 }
 
 /** The settings the hook judges by, for the MCP route's extra calls. */
-export function mcpRateLimitSettings(context: AppContext): RateLimitSettings {
+export function mcpRateLimitSettings(context: RateLimitedApp): RateLimitSettings {
   return rateLimitSettingsFrom(context.config);
 }
 
@@ -71,10 +86,10 @@ export interface AddressLimiter {
   provenKeys: ProvenKeys;
 }
 
-const addressLimiters = new WeakMap<AppContext, AddressLimiter>();
+const addressLimiters = new WeakMap<RateLimitedApp, AddressLimiter>();
 
 /** The app's address limiter, made on first use (every hook of one app shares its proven keys). */
-export function addressLimiterFor(context: AppContext): AddressLimiter {
+export function addressLimiterFor(context: RateLimitedApp): AddressLimiter {
   let limiter = addressLimiters.get(context);
   if (!limiter) {
     limiter = { settings: addressLimitSettingsFrom(context.config), provenKeys: new ProvenKeys(provenKeysMax) };
@@ -89,7 +104,7 @@ export function addressLimiterFor(context: AppContext): AddressLimiter {
  * Timed into Server-Timing `ratelimit`, as admit is.
  */
 export async function admitFromAddress(
-  context: AppContext,
+  context: RateLimitedApp,
   request: FastifyRequest,
   reply: FastifyReply,
   what: { kind: 'stranger' | 'health' } | { kind: 'webhook'; provider: string | null },
@@ -97,7 +112,7 @@ export async function admitFromAddress(
   const startedAt = performance.now();
   const address = limitSubjectOf(request.ip);
   const judged: AddressAdmissionRequest = what.kind === 'webhook' ? { ...what, address } : { kind: what.kind, address };
-  const admission = await admitByAddress(context.ledger, addressLimiterFor(context).settings, judged);
+  const admission = await context.limits.admitByAddress(addressLimiterFor(context).settings, judged);
   reply.headers(admission.headers);
   reply.header('server-timing', `ratelimit;dur=${(performance.now() - startedAt).toFixed(3)}`);
   if (admission.refusal) throw admission.refusal;
@@ -108,7 +123,7 @@ export async function admitFromAddress(
  * provider's, before the body is read and before any signature is computed. A provider name the
  * route would refuse (400) takes from the address's bucket only: made-up names make no rows.
  */
-export function webhookRateLimitHook(context: AppContext): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+export function webhookRateLimitHook(context: RateLimitedApp): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (request, reply) => {
     const { provider } = request.params as { provider?: unknown };
     const named = typeof provider === 'string' && providerPattern.test(provider) ? provider : null;
@@ -125,7 +140,7 @@ export const healthLimiterBudgetMs = 250;
  * served, so liveness never depends on PostgreSQL and readiness reports an outage itself rather
  * than as a limiter error.
  */
-export function healthRateLimitHook(context: AppContext): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+export function healthRateLimitHook(context: RateLimitedApp): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (request, reply) => {
     let timer: NodeJS.Timeout | undefined;
     try {

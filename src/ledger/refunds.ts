@@ -130,6 +130,36 @@ export async function listRefundPage(
   return { refunds: rows.map((row) => refundFromRow(row).refund), hasMore };
 }
 
+/** A tenant's refund named by its id (`re_…`), as a tenant-wide list cursor: its id, or null when it names none. */
+export async function findTenantRefundCursor(pool: LedgerPool, tenant: string, id: string): Promise<string | null> {
+  const result = await pool.query<{ id: string }>('SELECT id FROM refunds WHERE tenant = $1 AND id = $2', [tenant, id]);
+  return result.rows[0]?.id ?? null;
+}
+
+/**
+ * Every refund of a tenant, newest first, refused ones included: one page of at most `limit`, on
+ * (created_at, id) (index refunds_by_tenant), so pages stay stable while refunds are added.
+ */
+export async function listTenantRefundPage(
+  pool: LedgerPool,
+  tenant: string,
+  page: { limit: number; cursor?: { direction: 'after' | 'before'; refundId: string } | null },
+): Promise<{ refunds: Refund[]; hasMore: boolean }> {
+  const cursor = page.cursor
+    ? { direction: page.cursor.direction, row: '(SELECT created_at, id FROM refunds WHERE tenant = $1 AND id = $2)' }
+    : null;
+  const { rows, hasMore } = await keysetPage<RefundRow>(pool, {
+    from: 'refunds',
+    orderBy: ['created_at', 'id'],
+    newestFirst: true,
+    conditions: ['tenant = $1'],
+    params: page.cursor ? [tenant, page.cursor.refundId] : [tenant],
+    cursor,
+    limit: page.limit,
+  });
+  return { refunds: rows.map((row) => refundFromRow(row).refund), hasMore };
+}
+
 /** What a refund's provider side needs from its charge and its row (docs/providers.md, Refunds). */
 export interface RefundProviderSide {
   /** Null: a ledger charge, nothing to do at any provider. */

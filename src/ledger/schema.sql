@@ -374,6 +374,7 @@ CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens US
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
 CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (provider, payment_id, received_at) WHERE (payment_id IS NOT NULL);
+CREATE INDEX refunds_by_tenant ON public.refunds USING btree (tenant, created_at, id);
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
@@ -433,9 +434,51 @@ CREATE VIEW charge_statuses AS
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
-  WHERE c.hold_state = 'TRIED'::text
+  WHERE c.hold_state = 'TRIED'::text AND c.provider_state IS DISTINCT FROM 'requires_action'::text
+UNION ALL
+ SELECT 'requires_action'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at,
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
+   FROM charges c
+  WHERE c.hold_state = 'TRIED'::text AND c.provider_state = 'requires_action'::text
 UNION ALL
  SELECT 'declined'::text AS status,
     c.tenant,
@@ -459,9 +502,51 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'DECLINED'::text
+UNION ALL
+ SELECT 'cancelling'::text AS status,
+    c.tenant,
+    c.idempotency_key,
+    c.id,
+    c.fingerprint,
+    c.order_id,
+    c.payer_account_id,
+    c.payee_account_id,
+    c.currency,
+    c.amount_minor,
+    c.capture_mode,
+    c.description,
+    c.metadata,
+    c.hold_state,
+    c.held_minor,
+    c.captured_minor,
+    c.refunded_minor,
+    c.decline_code,
+    c.failure_reason,
+    c.hold_expires_at,
+    c.created_at,
+    c.updated_at,
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
+   FROM charges c
+  WHERE c.hold_state = 'CANCELLED'::text AND (c.provider_state = ANY (ARRAY['authorizing'::text, 'authorized'::text, 'requires_action'::text]))
 UNION ALL
  SELECT 'cancelled'::text AS status,
     c.tenant,
@@ -485,9 +570,17 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
-  WHERE c.hold_state = 'CANCELLED'::text
+  WHERE c.hold_state = 'CANCELLED'::text AND (c.provider_state = ANY (ARRAY['authorizing'::text, 'authorized'::text, 'requires_action'::text])) IS NOT TRUE
 UNION ALL
  SELECT 'succeeded'::text AS status,
     c.tenant,
@@ -511,7 +604,15 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor = 0
 UNION ALL
@@ -537,7 +638,15 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor < c.captured_minor
 UNION ALL
@@ -563,7 +672,15 @@ UNION ALL
     c.hold_expires_at,
     c.created_at,
     c.updated_at,
-    c.created_by_key_id
+    c.created_by_key_id,
+    c.provider,
+    c.payment_method,
+    c.provider_payment_id,
+    c.provider_state,
+    c.provider_next_action,
+    c.provider_decline_code,
+    c.provider_authorize_sent_at,
+    c.provider_capture_sent_at
    FROM charges c
   WHERE c.hold_state = 'CONFIRMED'::text AND c.refunded_minor > 0 AND c.refunded_minor >= c.captured_minor;
 

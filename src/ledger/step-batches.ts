@@ -1,4 +1,10 @@
-import type { LedgerPool } from './pool.js';
+import type pg from 'pg';
+
+/**
+ * The pool whose steps are batched: pg's Pool, named here rather than imported from ./pool.js,
+ * which imports this module to set a new pool's limits (the two would import each other).
+ */
+type LedgerPool = pg.Pool;
 
 /**
  * Group commit for the ledger's steps. A busy ledger spends most of a Try or Confirm on what every

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { mandateRules } from '../domain/mandate.js';
 import { limitScopes } from '../domain/rate-limits.js';
-import { dependencies } from '../service/errors.js';
-import { errorKinds, retryAdvices, type ErrorKindName } from '../service/error-kinds.js';
+import { dependencies } from '../domain/errors.js';
+import { errorKinds, retryAdvices, type ErrorKindName } from '../domain/error-kinds.js';
 import { portableObject } from './portable-schema.js';
 import { wireAccountSchema, wireChargeSchema, wireRefundSchema } from '../service/wire.js';
 import { wireEventSchema } from '../service/events.js';

@@ -3,7 +3,7 @@ import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/
 import { z } from 'zod';
 import type { AccountsService } from '../service/accounts-service.js';
 import type { ChargeService } from '../service/charge-service.js';
-import { assertIdempotencyKey, refusingPrototypeKey } from '../service/validation.js';
+import { assertIdempotencyKey, defaultProviderName, refusingPrototypeKey } from '../service/validation.js';
 import { accountToWire, chargeToWire, refundToWire, type WireCharge } from '../service/wire.js';
 import { renderEvent } from '../service/events.js';
 import { captureModes } from '../domain/capture-modes.js';
@@ -104,7 +104,6 @@ function payerActionNote(charge: WireCharge): string {
  * model; they are strict, so an argument the tool does not take is refused rather than ignored.
  */
 export function createMcpServer(deps: McpDeps): McpServer {
-  const { charges, accounts } = deps;
   const server = new McpServer(
     { name: 'chargeguard', version: deps.version ?? '0.1.0' },
     {
@@ -114,6 +113,17 @@ export function createMcpServer(deps: McpDeps): McpServer {
     },
   );
 
+  // In the order tools/list has always listed them.
+  registerCreateChargeTool(server, deps);
+  registerChargeTools(server, deps);
+  registerRefundTool(server, deps);
+  registerBalanceTool(server, deps);
+  registerEventsTool(server, deps);
+  return server;
+}
+
+function registerCreateChargeTool(server: McpServer, deps: McpDeps): void {
+  const { charges } = deps;
   server.registerTool(
     'create_charge',
     {
@@ -121,7 +131,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
       description:
         'Charges the payer and credits payee_account_id. The payer is EXACTLY ONE of payer_account_id (an account in ' +
         'this ledger) and payment_method (a card or other instrument at a payment provider, e.g. Stripe\'s ' +
-        '"pm_card_visa"; `provider` defaults to "stripe"). Safe to retry: with the same idempotency_key and ' +
+        `"pm_card_visa"; \`provider\` defaults to "${defaultProviderName}"). Safe to retry: with the same idempotency_key and ` +
         'arguments it returns the original charge instead of charging again. Amounts are integers in minor units ' +
         '(cents). Status "declined" is a final answer for that key. When `completed` is false the charge is not ' +
         'decided yet: call create_charge again with the same key, or get_charge. Status "requires_action" (completed ' +
@@ -140,7 +150,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
               `the payer's instrument at the provider (Stripe: a PaymentMethod id such as "pm_card_visa"; letters, digits and "_", ` +
                 `at most ${paymentMethodIdMaxLength}); give this or payer_account_id, not both`,
             ),
-          provider: z.enum(providerNames).optional().describe('the provider of payment_method (default "stripe"); only with payment_method'),
+          provider: z.enum(providerNames).optional().describe(`the provider of payment_method (default "${defaultProviderName}"); only with payment_method`),
           return_url: z
             .string()
             .optional()
@@ -180,7 +190,11 @@ export function createMcpServer(deps: McpDeps): McpServer {
         return okResult(`${summary}${payerActionNote(charge)}`, { charge, replayed: answer.replayed, completed: answer.completed });
       }),
   );
+}
 
+/** get_charge, cancel_charge and capture_charge. */
+function registerChargeTools(server: McpServer, deps: McpDeps): void {
+  const { charges } = deps;
   server.registerTool(
     'get_charge',
     {
@@ -235,9 +249,10 @@ export function createMcpServer(deps: McpDeps): McpServer {
         return okResult(`Charge ${charge.id} is ${charge.status}.`, { charge });
       }),
   );
+}
 
-  registerRefundTool(server, deps);
-
+function registerBalanceTool(server: McpServer, deps: McpDeps): void {
+  const { accounts } = deps;
   server.registerTool(
     'get_account_balance',
     {
@@ -253,10 +268,6 @@ export function createMcpServer(deps: McpDeps): McpServer {
         return okResult(`Account ${account.id}: ${account.available} ${account.currency} available.`, { account });
       }),
   );
-
-  registerEventsTool(server, deps);
-
-  return server;
 }
 
 /** list_events: what changed (docs/events.md), for an agent catching up after a crash or a wait. */

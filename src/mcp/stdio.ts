@@ -1,5 +1,4 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { AccountsService } from '../service/accounts-service.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { Principal } from '../auth/principal.js';
 import { createMcpServer, type McpDeps } from './server.js';
@@ -17,7 +16,7 @@ export async function serveMcpOverStdio(
   const server = createMcpServer({
     ...(beforeOperation ? { beforeOperation } : {}),
     charges: context.charges,
-    accounts: new AccountsService({ ledger: context.ledger, amountMinorMax: context.config.CHARGE_AMOUNT_MINOR_MAX }),
+    accounts: context.accounts,
     principal,
     waitBudgetMs: context.config.CHARGE_WAIT_BUDGET_MS,
   });

@@ -1,6 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { ChargeguardError } from '../service/errors.js';
-import { errorKinds, type ErrorKind, type RetryAdvice } from '../service/error-kinds.js';
+import { ChargeguardError } from '../domain/errors.js';
+import { errorKinds, type ErrorKind, type RetryAdvice } from '../domain/error-kinds.js';
 import { asUnavailable } from '../service/unavailable.js';
 import { withoutNulls } from './portable-schema.js';
 
@@ -31,7 +31,7 @@ export interface ToolError {
 /**
  * Errors become tool results the model can read (RFC 9457-like: type, detail, fields, what to do)
  * instead of protocol errors, which most agent loops surface as a crash. What to do is the error
- * kind's (src/service/error-kinds.ts).
+ * kind's (src/domain/error-kinds.ts).
  */
 export function errorResult(raw: unknown): CallToolResult {
   const error = asUnavailable(raw);

@@ -11,7 +11,6 @@ import {
   type PaymentConnector,
   type ProviderPayment,
 } from './connector.js';
-import { mapProviderDecline } from '../domain/provider-declines.js';
 
 export interface AuthorizeTiming {
   /** When this key was first sent (the caller records it before the first attempt). */
@@ -32,21 +31,21 @@ export async function authorizeOnce(
     case 'not_found':
       return connector.authorize(request);
     case 'found':
-      return asAuthorizeResult(lookup.payments[0]);
+      return asAuthorizeResult(connector, lookup.payments[0]);
     default:
       return lookup;
   }
 }
 
 /** What the first authorize would have answered, read from the payment it left behind. */
-function asAuthorizeResult(payment: ProviderPayment): AuthorizeResult {
+function asAuthorizeResult(connector: PaymentConnector, payment: ProviderPayment): AuthorizeResult {
   switch (payment.state) {
     case 'authorized':
       return { outcome: 'authorized', payment };
     case 'requires_action':
       return { outcome: 'requires_action', payment, nextAction: payment.nextAction };
     case 'declined':
-      return { outcome: 'declined', payment, ...mapProviderDecline(payment.lastDeclineCode), detail: `PaymentIntent ${payment.id} was declined` };
+      return { outcome: 'declined', payment, ...connector.declineOf(payment.lastDeclineCode, 'attempt'), detail: `payment ${payment.id} was declined` };
     case 'processing':
       return { outcome: 'unknown', reason: 'processing', detail: `payment ${payment.id} is ${payment.providerStatus}` };
     case 'captured':

@@ -9,7 +9,10 @@
  * Every call answers with a typed outcome instead of throwing: the caller decides on outcomes, and
  * an exception would blur "the provider said no" with "we do not know what happened".
  */
-import type { MappedDeclineCode } from '../domain/provider-declines.js';
+import type { MappedDeclineCode, ProviderDecline } from '../domain/provider-declines.js';
+import type { ProviderPaymentState, ProviderStepName } from '../domain/providers.js';
+
+export type { ProviderStepName } from '../domain/providers.js';
 
 /** Our name for a provider payment: who it belongs to and which charge it is. */
 export interface PaymentReference {
@@ -17,37 +20,30 @@ export interface PaymentReference {
   chargeId: string;
 }
 
-/** The steps a charge takes at the provider; each gets its own idempotency key. */
-export type ProviderStep = 'authorize' | 'capture' | 'void' | `refund:${string}`;
 
 /**
  * The idempotency key for one step of one charge: the same on every attempt, so the provider
  * replays the first answer instead of acting twice. `<charge id>:<step>`; a refund's step names the
  * refund (`refund:<refund id>`), since one charge may be refunded several times.
  */
-export function providerIdempotencyKey(chargeId: string, step: ProviderStep): string {
+export function providerIdempotencyKey(chargeId: string, step: ProviderStepName): string {
   return `${chargeId}:${step}`;
 }
 
-/** Where a provider payment stands, in our words (the provider's own status travels beside it). */
-export type ProviderPaymentState =
-  /** The payer must act (3-D Secure); nothing is held yet. */
-  | 'requires_action'
-  /** Held at the provider, waiting for capture or void. */
-  | 'authorized'
-  /** Captured (whole or partial): the money moved. */
-  | 'captured'
-  /** Voided (cancelled) before capture: nothing moved. */
-  | 'voided'
-  /** The last attempt was declined; nothing is held. */
-  | 'declined'
-  /** The provider has not decided yet. */
-  | 'processing';
+/**
+ * Where a provider payment stands, in our words (the provider's own status travels beside it): the
+ * ledger's provider states (src/domain/providers.ts, ProviderPaymentState) but `authorizing`, which
+ * is ours (sent, no answer recorded) and never the provider's, plus `processing`: the provider has
+ * not decided yet. `requires_action`: the payer must act (3-D Secure), nothing is held yet;
+ * `authorized`: held, waiting for capture or void; `captured` (whole or partial): the money moved;
+ * `voided`: cancelled before capture, nothing moved; `declined`: the last attempt was declined.
+ */
+export type PaymentStateAtProvider = Exclude<ProviderPaymentState, 'authorizing'> | 'processing';
 
 export interface ProviderPayment {
   /** The provider's id (Stripe: `pi_…`). */
   id: string;
-  state: ProviderPaymentState;
+  state: PaymentStateAtProvider;
   /** The provider's own status, for operators and logs. */
   providerStatus: string;
   /** From the payment's metadata; null when it carries none of ours. */
@@ -267,6 +263,11 @@ export interface PaymentConnector {
    * must look the payment up by reference first (`keyMayHaveExpired`).
    */
   readonly keyRetentionMs: number;
+  /**
+   * The longest an authorization may stay open at the provider before it lapses: how far back
+   * reconciliation may usefully look (`reconcile --provider --window-hours` is bounded by it).
+   */
+  readonly longestAuthorizationMs: number;
 
   authorize(request: AuthorizeRequest): Promise<AuthorizeResult>;
   capture(request: CaptureRequest): Promise<CaptureResult>;
@@ -289,6 +290,12 @@ export interface PaymentConnector {
    */
   retrievePayment(request: RetrievePaymentRequest): Promise<RetrievePaymentResult>;
   verifyWebhook(request: VerifyWebhookRequest): VerifyWebhookResult;
+  /**
+   * A decline in the caller's words, from the provider's own code (its vocabulary is the
+   * connector's). Without a code, the provider's own default for what failed: an attempt
+   * (`attempt`), or the payer's authentication (`authentication`, 3-D Secure failed or abandoned).
+   */
+  declineOf(providerCode: string | null, failed: 'attempt' | 'authentication'): ProviderDecline;
 }
 
 export interface RetrievePaymentRequest {

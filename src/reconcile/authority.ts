@@ -1,6 +1,6 @@
 import { CheckTimeoutError, drivers, runBatchedCheck, type BatchedCheck, type BatchedCheckLimits } from '../ledger/invariants.js';
 import { forEachKeysetBatch, keysetPredicate, type KeysetDriver, type Queryable } from '../ledger/keyset.js';
-import type { ReconcileCheck } from './reconcile.js';
+import type { ReconcileCheck } from './check.js';
 
 /**
  * Who moved money, and whether they could: what the ledger's steps refuse at the time (Try and

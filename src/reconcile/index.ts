@@ -1,5 +1,6 @@
 export { reconcile, reconcileDefaults, reconcileExitCode, outcomeMismatch, ReconcileTimeoutError, reconcileStatementTimeoutMsMax } from './reconcile.js';
-export type { ReconcileCheck, ReconcileCounts, ReconcileOptions, ReconcileReport } from './reconcile.js';
+export type { ReconcileCheck } from './check.js';
+export type { ReconcileCounts, ReconcileOptions, ReconcileReport } from './reconcile.js';
 export { formatReconcileReport } from './format.js';
 // Holds past their expiry, for the API's metrics: the same question as the no_expired_holds check.
 export { overdueHolds, type OverdueHolds } from '../ledger/holds.js';

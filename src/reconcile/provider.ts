@@ -3,7 +3,7 @@ import { fromRow, type ChargeRow, type LedgerCharge } from '../ledger/charges.js
 import type { LedgerPool } from '../ledger/pool.js';
 import { recordProviderVoided } from '../ledger/provider-charges.js';
 import { providerIdempotencyKey, type PaymentConnector, type ProviderPayment } from '../providers/connector.js';
-import type { ReconcileCheck } from './reconcile.js';
+import type { ReconcileCheck } from './check.js';
 import { reconcileDefaults } from './reconcile.js';
 
 /**
@@ -26,11 +26,15 @@ import { reconcileDefaults } from './reconcile.js';
 
 /** Two days: longer than any charge stays open by default (HOLD_TTL_MS is 7 days for manual captures, but those are rare). */
 export const providerReconcileWindowHoursDefault = 48;
+const hourMs = 60 * 60 * 1000;
 /**
- * 30 days: past Stripe's longest authorization (7 days online, up to 30 with extended
- * authorization), and a bound on the listing, which reads every payment of the account in the window.
+ * The longest window, in hours: the connector's longest authorization (PaymentConnector,
+ * longestAuthorizationMs; Stripe's is 720 h), past which no held payment can still be open, and a
+ * bound on the listing, which reads every payment of the account in the window.
  */
-export const providerReconcileWindowHoursMax = 720;
+export function providerReconcileWindowHoursMax(connector: Pick<PaymentConnector, 'longestAuthorizationMs'>): number {
+  return Math.ceil(connector.longestAuthorizationMs / hourMs);
+}
 
 export interface ProviderReconcileOptions {
   ledger: LedgerPool;
@@ -91,11 +95,10 @@ const sampleLimit = 5;
 export const providerReconcileHoldTtlMsDefault = 7 * 24 * 60 * 60 * 1000;
 /** Subtracted from the window's start when listing, for clocks that disagree (as findByReference does). */
 const providerClockSkewMs = 5 * 60 * 1000;
-const hourMs = 60 * 60 * 1000;
 
-export function assertWindowHours(hours: number, field = '--window-hours'): number {
-  if (!Number.isSafeInteger(hours) || hours < 1 || hours > providerReconcileWindowHoursMax) {
-    throw new RangeError(`${field} must be a whole number of hours from 1 to ${providerReconcileWindowHoursMax}`);
+export function assertWindowHours(hours: number, maxHours: number, field = '--window-hours'): number {
+  if (!Number.isSafeInteger(hours) || hours < 1 || hours > maxHours) {
+    throw new RangeError(`${field} must be a whole number of hours from 1 to ${maxHours}`);
   }
   return hours;
 }
@@ -131,7 +134,7 @@ export async function reconcileProvider(options: ProviderReconcileOptions): Prom
   const started = Date.now();
   const nowMs = options.nowMs ?? started;
   const tenant = options.tenant ?? null;
-  const hours = assertWindowHours(options.windowHours ?? providerReconcileWindowHoursDefault);
+  const hours = assertWindowHours(options.windowHours ?? providerReconcileWindowHoursDefault, providerReconcileWindowHoursMax(options.connector));
   const graceMs = options.graceMs ?? reconcileDefaults.holdGraceMs;
   const holdTtlMs = options.holdTtlMs ?? providerReconcileHoldTtlMsDefault;
   const provider = options.connector.provider as ProviderName;

@@ -8,6 +8,7 @@ import type { LedgerPool } from '../ledger/pool.js';
 import { countLedger, type LedgerCounts } from '../ledger/reports.js';
 import { chargeWorkflowType } from '../../workflows/definitions.js';
 import { checkAuthority } from './authority.js';
+import type { ReconcileCheck } from './check.js';
 
 /**
  * Reconciliation: the ledger invariants of docs/contract.md, checked across the ledger and Temporal.
@@ -70,19 +71,6 @@ export class ReconcileTimeoutError extends Error {
     );
     this.name = 'ReconcileTimeoutError';
   }
-}
-
-/** One check and how many things break it (0 when it holds). */
-export interface ReconcileCheck {
-  name: string;
-  description: string;
-  violations: number;
-  /** A few offenders, for the on-call engineer. */
-  samples: unknown[];
-  /** How long the check took, in ms (ledger checks). */
-  durationMs?: number;
-  /** Why the check did not run (no Temporal client given). */
-  skipped?: string;
 }
 
 export interface ReconcileCounts extends LedgerCounts {

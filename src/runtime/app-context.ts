@@ -7,7 +7,17 @@ import {
   type ConnectionLike,
   type ConnectionOptions,
 } from '@temporalio/client';
+import { WebhookEndpointsService } from '../service/webhook-endpoints.js';
+import { doorSettingsFromConfig, type DoorConfig } from './webhook-settings.js';
 import { ChargeService } from '../service/charge-service.js';
+import { AccountsService } from '../service/accounts-service.js';
+import { ApiKeyService } from '../service/api-key-service.js';
+import { IdempotencyTokens } from '../service/idempotency-tokens.js';
+import { LedgerReadings } from '../service/ledger-readings.js';
+import { ProviderEventService, type ProviderEventServiceOptions } from '../service/provider-events.js';
+import { RateLimitService } from '../service/rate-limit-service.js';
+import { Reconciliation } from '../service/reconciliation.js';
+import { WebhookSecretService, WebhookService } from '../service/webhooks.js';
 import { admissionDefaults } from '../service/admission.js';
 import { grpcCodeOf, isDatabaseUnavailable, isTemporalUnavailable, workerAttributionInterceptor } from '../service/unavailable.js';
 import type { ChargeguardConfig } from '../config.js';
@@ -15,7 +25,7 @@ import { isMigrationLockBusy, migrateLedger } from '../ledger/migrate.js';
 import { closeLedgerPool, createLedgerPool, type LedgerPool } from '../ledger/pool.js';
 import type { StepBatchLimits } from '../ledger/step-batches.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
-import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { maskDatabaseUrl, waitForDependency, type DependencyWaitLimits } from '../support/dependency-wait.js';
 import { clientConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
 import { clientDataConverter } from '../codec/data-converter.js';
 import { assertPayloadKeysMatchWorkers } from '../codec/key-advertisement.js';
@@ -31,14 +41,68 @@ export interface Endpoints {
   migrationDatabaseUrl?: string;
 }
 
-/** What a surface needs to serve callers: the charge service and the ledger pool behind it. */
+/**
+ * What a surface (API, MCP, CLI) is handed to serve callers: the services, never the ledger pool
+ * behind them, so that no surface runs SQL or a ledger step itself. Every service of one context
+ * shares one pool (and one Temporal client).
+ */
 export interface AppContext {
+  config: ChargeguardConfig;
+  endpoints: Endpoints;
+  temporal: Client;
+  charges: ChargeService;
+  accounts: AccountsService;
+  /** Server-issued single-use idempotency tokens (POST /v1/idempotency-tokens, Idempotency-Token). */
+  tokens: IdempotencyTokens;
+  /** API keys: authentication, signed requests, administration. */
+  keys: ApiKeyService;
+  /** Request rate and open holds limits, per key, tenant, source address and provider. */
+  limits: RateLimitService;
+  /** Deposit callbacks (POST /v1/webhooks/{provider}). */
+  webhooks: WebhookService;
+  /** The providers' events about provider charges, verified by the connectors the caller configured. */
+  providerEvents(options: Omit<ProviderEventServiceOptions, 'ledger'>): ProviderEventService;
+  /** What readiness and /metrics read from the ledger. */
+  readings: LedgerReadings;
+  reconciliation: Reconciliation;
+  /** Webhook endpoints (outbound deliveries of events), checked through the configured outbound door. */
+  webhookEndpoints: WebhookEndpointsService;
+  close(): Promise<void>;
+}
+
+/**
+ * The context with the ledger pool it was built on: for the composition root (a worker in this
+ * process), tests and the bench. Surfaces are handed it as an AppContext, which has no pool.
+ */
+export interface RuntimeContext extends AppContext {
+  ledger: LedgerPool;
+}
+
+/** The parts a context is built from; the services are made on its pool. */
+export interface AppContextParts {
   config: ChargeguardConfig;
   endpoints: Endpoints;
   temporal: Client;
   ledger: LedgerPool;
   charges: ChargeService;
   close(): Promise<void>;
+}
+
+/** The context's services, each on the one pool and client of `parts`. */
+export function appContextOn(parts: AppContextParts): RuntimeContext {
+  const { config, ledger, temporal } = parts;
+  return {
+    ...parts,
+    accounts: new AccountsService({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
+    tokens: new IdempotencyTokens(ledger),
+    keys: new ApiKeyService(ledger),
+    limits: new RateLimitService(ledger),
+    webhooks: new WebhookService({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
+    providerEvents: (options) => new ProviderEventService({ ...options, ledger }),
+    readings: new LedgerReadings(ledger),
+    reconciliation: new Reconciliation({ ledger, temporal }),
+    webhookEndpoints: new WebhookEndpointsService({ ledger, door: doorSettingsFromConfig(config) }),
+  };
 }
 
 export function policyFromConfig(config: ChargeguardConfig): ChargePolicy {
@@ -228,7 +292,7 @@ export async function openAppContext(
      */
     checkWorkerKeys?: boolean;
   } = {},
-): Promise<AppContext> {
+): Promise<RuntimeContext> {
   const wait: WaitOptions = { limits: options.waitLimits ?? noWaiting, log: options.log ?? (() => {}) };
   // Before anything is opened: a certificate file or a key file that cannot be read, or no payload
   // keys where the deployment needs them, stops the start here.
@@ -277,7 +341,7 @@ export async function openAppContext(
       releaseWatchMaxMs: config.CHARGE_ADMISSION_WATCH_MAX_MS,
     },
   });
-  return {
+  return appContextOn({
     config,
     endpoints,
     temporal,
@@ -288,5 +352,36 @@ export async function openAppContext(
       await ownConnection?.close();
       await closeLedgerPool(ledger);
     },
+  });
+}
+
+/** The ledger's services alone, without Temporal: what the account, key, secret and provider reconcile commands use. */
+export interface LedgerServices {
+  accounts: AccountsService;
+  keys: ApiKeyService;
+  webhookSecrets: WebhookSecretService;
+  /** The provider reconciliation only: there is no Temporal client to check workflows against. */
+  reconciliation: Pick<Reconciliation, 'provider'>;
+  webhookEndpoints: WebhookEndpointsService;
+  close(): Promise<void>;
+}
+
+/** Connections of a one-shot command that only touches the ledger: one query at a time, and a spare. */
+const ledgerServicesMaxConnections = 2;
+
+/** Migrates the ledger (one attempt, no waiting) and opens a small pool for one command's services. */
+export async function openLedgerServices(
+  config: Pick<ChargeguardConfig, 'CHARGE_AMOUNT_MINOR_MAX'> & DoorConfig,
+  endpoints: Pick<Endpoints, 'databaseUrl' | 'migrationDatabaseUrl'>,
+): Promise<LedgerServices> {
+  await migrateLedger(endpoints.migrationDatabaseUrl ?? endpoints.databaseUrl);
+  const ledger = createLedgerPool({ databaseUrl: endpoints.databaseUrl, maxConnections: ledgerServicesMaxConnections });
+  return {
+    accounts: new AccountsService({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
+    keys: new ApiKeyService(ledger),
+    webhookSecrets: new WebhookSecretService(ledger),
+    reconciliation: new Reconciliation({ ledger, temporal: null }),
+    webhookEndpoints: new WebhookEndpointsService({ ledger, door: doorSettingsFromConfig(config) }),
+    close: () => ledger.end(),
   };
 }

@@ -2,14 +2,15 @@ import { resolve } from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { step } from '../support/progress.js';
 import type { ChargeguardConfig } from '../config.js';
-import { startLocalStack, type LocalStack } from '../stack/stack.js';
+import type { LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
-import { startWebhookDeliverer } from '../worker/webhook-deliverer.js';
+import { startWebhookDeliverer } from './webhook-deliverer.js';
 import { startEmbeddedProvider, type EmbeddedProvider } from './embedded-provider.js';
-import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type AppContext } from './app-context.js';
-import { waitForDependency, type DependencyWaitLimits } from './dependency-wait.js';
+import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type RuntimeContext } from './app-context.js';
+import { waitForDependency, type DependencyWaitLimits } from '../support/dependency-wait.js';
 import { payloadProtectionFromSettings } from '../codec/payload-protection.js';
 import { nativeConnectionSecurity, plaintextTemporal, temporalConnectionSecurity, type TemporalConnectionSecurity } from './temporal-connection.js';
+import { startChargeguardStack } from './local-stack.js';
 
 export interface LocalRuntime {
   stack: LocalStack;
@@ -18,11 +19,11 @@ export interface LocalRuntime {
    * pointing at the embedded stack's generated key file when no keys were set.
    */
   config: ChargeguardConfig;
-  context: AppContext;
+  context: RuntimeContext;
   worker: Worker;
   /** Resolves when the worker stops; rejects if it crashes. */
   workerRun: Promise<void>;
-  /** The payment provider provider charges go to: the embedded simulator unless Stripe is configured. */
+  /** The payment provider provider charges go to: the default provider's double unless a provider is configured. */
   provider: EmbeddedProvider;
   /** Stops the worker, closes the connections and stops the embedded servers; every step runs even if one fails. */
   stop(): Promise<void>;
@@ -96,7 +97,7 @@ export async function startLocalRuntime(
   const temporalSecurity = temporalConnectionSecurity(config);
   if (config.TEMPORAL_ADDRESS !== undefined) payloadProtectionFromSettings(config);
   const stack = await step('starting Temporal and PostgreSQL', () =>
-    startLocalStack({
+    startChargeguardStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
       temporalUiPort: options.temporalUiPort,
       ...(options.temporalUiCodecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: options.temporalUiCodecEndpoint }),

@@ -14,7 +14,7 @@ import {
 import type { LedgerPool } from '../ledger/pool.js';
 import { isSystemAccountId } from '../domain/providers.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
-import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError } from './errors.js';
+import { ChargeguardError, IdempotencyConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { asUnavailable } from './unavailable.js';
 import {
   accountIdSchema,
@@ -22,12 +22,12 @@ import {
   assertAccountId,
   assertIdempotencyKey,
   assertObjectBody,
-  assertTenant,
   currencySchema,
   idempotencyKeySchema,
   parsePageQuery,
   parseWith,
 } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import type { WireDeposit } from './wire.js';
 
 /** The account id is taken with other settings (currency, overdraft): a 409 for HTTP callers. */

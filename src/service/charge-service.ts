@@ -13,12 +13,12 @@ import { getEvent, listEventsFromQuery, type StoredEvent } from './events.js';
 import { getRefund, listRefundPage, listRefunds, listRefundsFromQuery, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
 import { ChargeAdmission, type ChargeAdmissionOptions } from './admission.js';
-import { defaultWorkflowTaskTimeoutMs } from '../runtime/workflow-task-timeouts.js';
+import { defaultWorkflowTaskTimeoutMs } from '../../workflows/task-timeouts.js';
 import { translateFailures } from './temporal-failures.js';
 import { assertEmptyBody, parseCaptureBody, parseOptionalAmount, parsePageQuery } from './validation.js';
 import { boundedWaitMs } from './waiting.js';
 import { mandateRefusal, type Mandate } from '../domain/mandate.js';
-import { MandateExceededError } from './errors.js';
+import { MandateExceededError } from '../domain/errors.js';
 
 export type { ChargeReply } from './charges.js';
 export type { ChargeListQuery } from './listing.js';
@@ -203,8 +203,8 @@ export class ChargeService {
     return this.run({}, () => listRefunds(this.ctx, tenant, chargeKey));
   }
 
-  /** `GET /v1/refunds?charge=…`: a charge's refunds, the charge by its id or key (a 400 naming `charge` when it is not this tenant's). */
-  async listRefundsOfChargeFromQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+  /** `GET /v1/refunds`: the tenant's refunds, or with `charge=…` a charge's, by its id or key (a 400 naming `charge` when it is not this tenant's). */
+  async listRefundsByQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ chargeKey: string | null; refunds: Refund[]; hasMore: boolean }> {
     return this.run({}, () => listRefundsFromQuery(this.ctx, tenant, rawQuery));
   }
 

@@ -13,11 +13,12 @@ import {
 import type { ReleaseHoldWorkflow } from '../../workflows/hold-sweeper.js';
 import { closedWithoutRow, orphanedOrAsIs } from './charges.js';
 import type { ServiceContext } from './context.js';
-import { NotFoundError, UnavailableError } from './errors.js';
+import { NotFoundError, UnavailableError } from '../domain/errors.js';
 import { chargeHandle, type ChargeHandle } from './start-or-attach.js';
 import { isCompletedDuringUpdate, stateConflict, stateConflictFrom } from './temporal-failures.js';
 import { grpcCodeOf, grpcStatus } from './unavailable.js';
-import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { assertIdempotencyKey } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { waitForOutcome } from './waiting.js';
 
 /**

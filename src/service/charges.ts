@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { ChargeMemo } from '../../workflows/definitions.js';
 import type { ReleaseSlot } from './admission.js';
-import { OverloadedError } from './errors.js';
+import { OverloadedError } from '../domain/errors.js';
 import { grpcCodeOf, grpcStatus } from './unavailable.js';
 import type { Charge, ChargeIntent } from '../domain/charge.js';
 import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
@@ -10,10 +10,11 @@ import { readCharge, type LedgerCharge } from '../ledger/charges.js';
 import { chargeStatusQuery } from '../../workflows/definitions.js';
 import { pendingCharge } from '../../workflows/charge-state.js';
 import type { ServiceContext } from './context.js';
-import { NotFoundError } from './errors.js';
+import { NotFoundError } from '../domain/errors.js';
 import { applicationFailureIn } from './temporal-failures.js';
 import { chargeHandle, startOrAttachCharge, type ChargeHandle } from './start-or-attach.js';
-import { assertIdempotencyKey, assertTenant } from './validation.js';
+import { assertIdempotencyKey } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { payerActionNeeded, waitForOutcome, waitForReservation } from './waiting.js';
 
 /** What a charge call answers: the charge, whether this call replayed an earlier one, and whether it is decided. */

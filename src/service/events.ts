@@ -6,9 +6,10 @@ import { refundFromRow, type RefundRow } from '../ledger/refunds.js';
 import { depositToWire } from './accounts-service.js';
 import { wireWebhookEndpointSchema, type WireWebhookEndpoint } from './webhook-endpoints.js';
 import type { ServiceContext } from './context.js';
-import { NotFoundError, ValidationError } from './errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
-import { assertTenant, parseEventListQuery, type ValidEventListQuery } from './validation.js';
+import { parseEventListQuery, type ValidEventListQuery } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import {
   chargeToWire,
   refundToWire,

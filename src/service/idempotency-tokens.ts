@@ -3,8 +3,9 @@ import { z } from 'zod';
 import { limits } from '../domain/limits.js';
 import { consumeIdempotencyToken, insertIdempotencyToken } from '../ledger/idempotency-tokens.js';
 import type { LedgerPool } from '../ledger/pool.js';
-import { ValidationError } from './errors.js';
-import { assertIdempotencyKey, assertObjectBody, assertTenant, idempotencyKeyProblem, parseWith } from './validation.js';
+import { ValidationError } from '../domain/errors.js';
+import { assertIdempotencyKey, assertObjectBody, idempotencyKeyProblem, parseWith } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /**
  * Server-issued idempotency tokens, for callers that cannot mint a good key themselves (an HTML

@@ -10,7 +10,8 @@ import {
   versionedFingerprint as versioned,
   type FingerprintVersion,
 } from '../domain/request-fingerprint.js';
-import { assertIdempotencyKey, assertTenant, parseChargeRequest, parseRefundBody } from './validation.js';
+import { assertIdempotencyKey, parseChargeRequest, parseRefundBody } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /**
  * What a charge or refund request becomes before anything starts: validated, fingerprinted and

@@ -1,14 +1,14 @@
 import type { ChargeStatus } from '../domain/charge.js';
 import { findChargeCursor, listCharges as listLedgerCharges, type ChargePage } from '../ledger/listing.js';
 import type { ServiceContext } from './context.js';
-import { ValidationError } from './errors.js';
+import { ValidationError } from '../domain/errors.js';
 import {
-  assertTenant,
   parseChargeListQuery,
   validateChargeListQuery,
   type ValidChargeListQuery,
   type ValidPageQuery,
 } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /** Filters for finding charges; every one optional, newest first. */
 export interface ChargeListQuery {

@@ -15,8 +15,10 @@ import {
 export { providerEventActions } from '../ledger/provider-events.js';
 import { providerIdempotencyKey, type PaymentConnector, type ProviderEvent, type ProviderPayment } from '../providers/connector.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
+import type { WebhookSignatureHeader } from '../providers/folder.js';
+import { providerFolders } from '../providers/registry.js';
 import { providerEventSignal, type ProviderEventSignal } from '../../workflows/definitions.js';
-import { NotFoundError, ValidationError } from './errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { asUnavailable } from './unavailable.js';
 
 /**
@@ -32,10 +34,17 @@ import { asUnavailable } from './unavailable.js';
  * delivers the event again and the work is done then: a 2xx would tell it the event was handled.
  */
 
-/** Each provider's signature header, as its deliveries carry it. */
-export const providerSignatureHeaders: Readonly<Record<ProviderName, string>> = { stripe: 'Stripe-Signature' };
+/** How each provider signs its deliveries, as its folder declares it (src/providers/registry.ts). */
+export const providerWebhookSignatures: Readonly<Record<ProviderName, WebhookSignatureHeader & { displayName: string }>> = Object.fromEntries(
+  providerNames.map((name) => [name, { ...providerFolders[name].webhookSignature, displayName: providerFolders[name].displayName }]),
+) as Record<ProviderName, WebhookSignatureHeader & { displayName: string }>;
 
-/** Event ids and types the table keeps (printable ASCII, at most 255 characters): Stripe's are far shorter. */
+/** Each provider's signature header, as its deliveries carry it. */
+export const providerSignatureHeaders: Readonly<Record<ProviderName, string>> = Object.fromEntries(
+  providerNames.map((name) => [name, providerFolders[name].webhookSignature.name]),
+) as Record<ProviderName, string>;
+
+/** Event ids and types the table keeps (printable ASCII, at most 255 characters): providers' own are far shorter. */
 const eventTextPattern = /^[\x21-\x7e]{1,255}$/;
 
 /** Whether the charge's workflow took the signal (`signalled`) or is no longer running (`closed`: completed, failed or never started). */

@@ -2,17 +2,24 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Refund, RefundIntent } from '../domain/refund.js';
 import { refundRefusals } from '../domain/refusals.js';
 import { readCharge } from '../ledger/charges.js';
-import { findRefundCursor, listRefundPage as listLedgerRefundPage, readRefund } from '../ledger/refunds.js';
+import {
+  findRefundCursor,
+  findTenantRefundCursor,
+  listRefundPage as listLedgerRefundPage,
+  listTenantRefundPage as listLedgerTenantRefundPage,
+  readRefund,
+} from '../ledger/refunds.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
 import { limits } from '../domain/limits.js';
 import { refundStatusQuery } from '../../workflows/definitions.js';
 import type { ServiceContext } from './context.js';
-import { ChargeStateConflictError, NotFoundError } from './errors.js';
+import { ChargeStateConflictError, NotFoundError } from '../domain/errors.js';
 import { refundHandle, startOrAttachRefund } from './start-or-attach.js';
 import { applicationFailureIn, stateConflict } from './temporal-failures.js';
 import { undecodableInputType } from '../../workflows/authenticated-start.js';
 import { forgedStartType } from '../../workflows/verify-start.js';
-import { assertIdempotencyKey, assertTenant, parseRefundListQuery, type ValidPageQuery } from './validation.js';
+import { assertIdempotencyKey, parseRefundListQuery, type ValidPageQuery } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 import { findChargeCursor } from '../ledger/listing.js';
 import { waitForOutcome } from './waiting.js';
 
@@ -124,17 +131,19 @@ export async function listRefunds(ctx: ServiceContext, tenant: string, chargeKey
 }
 
 /**
- * `GET /v1/refunds?charge=`, as Stripe's clients ask for a charge's refunds: the charge by its id
- * (`ch_…`) or idempotency key, then the same page as listRefundPage. A charge that is not this
- * tenant's is a 400 naming `charge`, as an unknown cursor is.
+ * `GET /v1/refunds`, as Stripe's clients ask for refunds. With `charge` (its id `ch_…` or idempotency
+ * key): that charge's refunds, the same page as listRefundPage (oldest first); a charge that is not
+ * this tenant's is a 400 naming `charge`, as an unknown cursor is. Without it: every refund of the
+ * tenant, newest first, the cursor a refund's id (`re_…`: refund keys are unique only per charge).
  */
 export async function listRefundsFromQuery(
   ctx: ServiceContext,
   tenant: string,
   raw: Record<string, unknown>,
-): Promise<{ chargeKey: string; refunds: Refund[]; hasMore: boolean }> {
+): Promise<{ chargeKey: string | null; refunds: Refund[]; hasMore: boolean }> {
   assertTenant(tenant);
   const query = parseRefundListQuery(raw);
+  if (query.charge === undefined) return { chargeKey: null, ...(await listTenantRefunds(ctx, tenant, query)) };
   const chargeKey = await resolveCursor(
     { value: query.charge, field: 'charge' },
     'charge',
@@ -142,4 +151,16 @@ export async function listRefundsFromQuery(
     "names no charge of this tenant: give a charge's id (ch_…) or idempotency key",
   );
   return { chargeKey, ...(await listRefundPage(ctx, tenant, chargeKey, query)) };
+}
+
+async function listTenantRefunds(ctx: ServiceContext, tenant: string, page: ValidPageQuery): Promise<{ refunds: Refund[]; hasMore: boolean }> {
+  const cursor = pageCursorOf(page);
+  const refundId = cursor
+    ? await resolveCursor(cursor, 'refund', (value) => findTenantRefundCursor(ctx.ledger, tenant, value),
+        "names no refund of this tenant: give the id (re_…) of a refund from an earlier page")
+    : null;
+  return listLedgerTenantRefundPage(ctx.ledger, tenant, {
+    limit: page.limit,
+    cursor: cursor && refundId !== null ? { direction: cursor.direction, refundId } : null,
+  });
 }

@@ -18,7 +18,7 @@ import type { RefundWorkflow } from '../../workflows/refund-workflow.js';
 import { chargeSearchAttributeKeys, startSearchAttributes } from '../../workflows/search-attributes.js';
 import type { SearchAttributePair } from '@temporalio/common';
 import type { ServiceContext } from './context.js';
-import { IdempotencyConflictError, MandateExceededError, ValidationError, type FieldError } from './errors.js';
+import { IdempotencyConflictError, MandateExceededError, ValidationError, type FieldError } from '../domain/errors.js';
 import { chargeFingerprint, fingerprintLike, refundFingerprint } from './intent.js';
 
 /**

@@ -9,7 +9,7 @@ import {
   RefundNotAuthorizedError,
   ValidationError,
   type ChargeguardError,
-} from './errors.js';
+} from '../domain/errors.js';
 import { asUnavailable, grpcCodeOf, grpcStatus } from './unavailable.js';
 
 /**

@@ -5,7 +5,7 @@ import {
   type ConnectionLike,
   type WorkflowClientInterceptor,
 } from '@temporalio/client';
-import { UnavailableError, type Dependency } from './errors.js';
+import { UnavailableError, type Dependency } from '../domain/errors.js';
 
 /** grpc-js's ServiceError, which @temporalio/client checks for but does not export by name. */
 type GrpcServiceError = typeof isGrpcServiceError extends (error: unknown) => error is infer T ? T : never;

@@ -11,7 +11,7 @@ import {
   returnUrlMaxLength,
   type ProviderName,
 } from '../domain/providers.js';
-import { ValidationError, type FieldError } from './errors.js';
+import { ValidationError, type FieldError } from '../domain/errors.js';
 
 /**
  * The contract's rules for everything a caller sends, in one place: every surface (HTTP body,
@@ -175,8 +175,8 @@ export const returnUrlSchema = z
 
 export const providerNameSchema = z.enum(providerNames, { error: notNull(`one of ${providerNames.map((name) => `"${name}"`).join(', ')}`) });
 
-/** The provider a charge naming a payment method goes to when it names none. */
-export const defaultProviderName: ProviderName = 'stripe';
+/** The provider a charge naming a payment method goes to when it names none: the first one listed. */
+export const defaultProviderName: ProviderName = providerNames[0];
 
 const knownCurrencies = new Set(Intl.supportedValuesOf('currency'));
 
@@ -268,7 +268,7 @@ export function chargeRequestSchema(amountMinorMax: number) {
     .meta({
       description:
         'Exactly one of payer_account_id (a ledger account pays) and payment_method (the payer pays through a ' +
-        'provider; provider, default "stripe", only with it) is required: both, or neither, is refused (400).',
+        `provider; provider, default "${defaultProviderName}", only with it) is required: both, or neither, is refused (400).`,
       // JSON Schema can state both rules, so schema-driven clients see them too.
       oneOf: [{ required: ['payer_account_id'] }, { required: ['payment_method'] }],
       dependentRequired: { provider: ['payment_method'], return_url: ['payment_method'] },
@@ -373,13 +373,6 @@ export function assertAccountId(id: unknown, field = 'account_id'): string {
   const problem = accountIdProblem(id);
   if (problem) throw new ValidationError([{ field, message: problem }]);
   return id;
-}
-
-export function assertTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !limits.tenantIdPattern.test(tenant)) {
-    throw new ValidationError([{ field: 'tenant', message: 'must match [a-z0-9_-]{1,64}' }]);
-  }
-  return tenant;
 }
 
 /** Free text that is not part of a charge (an API key's label): the same rules. */
@@ -523,21 +516,19 @@ export function parsePageQuery(raw: Record<string, unknown>): ValidPageQuery {
 /** The query parameters `GET /v1/refunds` takes: the charge whose refunds it lists, and a page. */
 export const refundListQueryNames = ['charge', ...pageQueryNames] as const;
 
-/** The query string of `GET /v1/refunds`: `charge` (a charge id or key) is required. */
-export function parseRefundListQuery(raw: Record<string, unknown>): ValidPageQuery & { charge: string } {
+/** The query string of `GET /v1/refunds`: `charge` (a charge id or key) narrows it to one charge's refunds. */
+export function parseRefundListQuery(raw: Record<string, unknown>): ValidPageQuery & { charge?: string } {
   const errors: FieldError[] = [];
   rawQueryProblems(raw, refundListQueryNames, errors);
   if (errors.length > 0) throw new ValidationError(errors);
   const charge = raw.charge;
-  if (charge === undefined) {
-    errors.push({ field: 'charge', message: "is required: the charge's id (ch_…) or idempotency key whose refunds to list" });
-  } else {
+  if (charge !== undefined) {
     const problem = typeof charge === 'string' ? idempotencyKeyProblem(charge) : 'must be a string';
     if (problem) errors.push({ field: 'charge', message: problem });
   }
   const page = validatePageQuery(pageQueryOf(raw), errors);
   if (errors.length > 0) throw new ValidationError(errors);
-  return { ...page, charge: charge as string };
+  return charge === undefined ? page : { ...page, charge: charge as string };
 }
 
 /** The query parameters `GET /v1/events` takes (docs/events.md, Catching up). */

@@ -15,9 +15,10 @@ import {
   type WebhookEndpoint,
 } from '../ledger/webhook-endpoints.js';
 import { checkedAddress, DoorRefusal, urlFormProblem, type DoorSettings } from '../outbound/door.js';
-import { NotFoundError, ValidationError } from './errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
-import { assertObjectBody, assertTenant, parsePageQuery, parseWith, textSchema } from './validation.js';
+import { assertObjectBody, parsePageQuery, parseWith, textSchema } from './validation.js';
+import { assertTenant } from '../domain/identifiers.js';
 
 /**
  * Webhook endpoints (docs/webhook-endpoints.md): where a tenant's events are delivered, OUTBOUND,

@@ -8,6 +8,7 @@ import {
   webhookToleranceSeconds,
 } from '../domain/webhook-signature.js';
 import { limits } from '../domain/limits.js';
+import { assertProvider, providerPattern } from '../domain/identifiers.js';
 import { decodeStrictJson, StrictJsonError } from '../support/strict-json.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import {
@@ -20,7 +21,7 @@ import {
   type RecordedWebhookEvent,
   type WebhookSecretRecord,
 } from '../ledger/webhooks.js';
-import { IdempotencyConflictError, NotFoundError, UnauthorizedError, ValidationError, type FieldError } from './errors.js';
+import { IdempotencyConflictError, NotFoundError, UnauthorizedError, ValidationError, type FieldError } from '../domain/errors.js';
 import { asUnavailable } from './unavailable.js';
 import { amountSchema, currencySchema, accountIdSchema, idempotencyKeySchema, parseWith } from './validation.js';
 import type { WireDeposit } from './wire.js';
@@ -34,10 +35,6 @@ import type { WireDeposit } from './wire.js';
 // ---------------------------------------------------------------------------------------------
 // Providers and their secrets
 
-/** A provider's name: lower case, as it appears in the callback URL. */
-export const providerPattern = /^[a-z0-9][a-z0-9_-]{0,31}$/;
-const providerRule = 'lower-case letters, digits, "_" or "-", starting with a letter or digit (1-32 characters)';
-
 export const webhookSecretPrefix = 'whsec_';
 /** 256 random bits: nothing to guess. */
 const secretBytes = 32;
@@ -47,13 +44,6 @@ const secretIdPattern = /^whk_[0-9a-f]{16}$/;
 export const defaultRotationOverlapSeconds = 24 * 60 * 60;
 /** A longer overlap is a second secret kept alive by accident; revoke and add instead. */
 export const maxRotationOverlapSeconds = 30 * 24 * 60 * 60;
-
-export function assertProvider(provider: unknown, field = 'provider'): string {
-  if (typeof provider !== 'string' || !providerPattern.test(provider)) {
-    throw new ValidationError([{ field, message: `must be ${providerRule}` }]);
-  }
-  return provider;
-}
 
 export function assertWebhookSecretId(id: unknown, field = '<secret-id>'): string {
   if (typeof id !== 'string' || !secretIdPattern.test(id)) {
@@ -116,6 +106,27 @@ export async function revokeProviderSecret(pool: LedgerPool, id: string): Promis
   const revoked = await translate(() => revokeWebhookSecret(pool, id));
   if (!revoked) throw new NotFoundError(`no webhook secret ${id}`);
   return revoked;
+}
+
+/** The providers' callback secrets, for the CLI: the functions above, on the pool this holds. */
+export class WebhookSecretService {
+  constructor(private readonly ledger: LedgerPool) {}
+
+  add(provider: string): ReturnType<typeof addWebhookSecret> {
+    return addWebhookSecret(this.ledger, provider);
+  }
+
+  rotate(provider: string, overlapSeconds?: number): ReturnType<typeof rotateWebhookSecrets> {
+    return rotateWebhookSecrets(this.ledger, provider, overlapSeconds);
+  }
+
+  list(provider: string | null): Promise<WebhookSecretRecord[]> {
+    return listProviderSecrets(this.ledger, provider);
+  }
+
+  revoke(id: string): Promise<WebhookSecretRecord> {
+    return revokeProviderSecret(this.ledger, id);
+  }
 }
 
 /** Whether a secret verifies callbacks at `nowMs`, and if not, why. */

@@ -5,15 +5,13 @@ import type { Refund } from '../domain/refund.js';
 import { refundFailureCodes, refundStatuses } from '../domain/refund-outcomes.js';
 import { declineCodes } from '../domain/refusals.js';
 import { providerNames, providerPaymentStates, type ChargeProviderPayment } from '../domain/providers.js';
-import { mandateRules } from '../domain/mandate.js';
-import { limitScopes } from '../domain/rate-limits.js';
-import { dependencies } from './errors.js';
 import type { Account } from '../ledger/accounts.js';
 
 /**
  * The wire format of docs/contract.md, Surfaces (JSON, snake_case), in one place so the HTTP API, the MCP
  * server and the CLI print the same objects. The zod schemas describe what the mappers produce:
  * the OpenAPI document is generated from them and the tests check responses against them.
+ * The problem document of an error is src/http/problem.ts's, beside the code that writes it.
  */
 
 const timestamp = z.string().describe('RFC 3339 timestamp (UTC)');
@@ -210,31 +208,3 @@ export function refundToWire(refund: Refund, options: { audit?: boolean } = {}):
 export function listToWire<T>(data: T[], hasMore: boolean, url: string): { object: 'list'; data: T[]; has_more: boolean; url: string } {
   return { object: 'list', data, has_more: hasMore, url };
 }
-
-/** RFC 9457 problem details, with the offending fields for validation errors. */
-export const wireProblemSchema = z
-  .object({
-    type: z.string().describe('stable machine-readable code, e.g. idempotency_conflict'),
-    title: z.string(),
-    status: z.number().int(),
-    detail: z.string(),
-    instance: z.string().optional(),
-    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
-    reason: z.string().optional().describe('for charge_state_conflict: which state refused the operation'),
-    operation: z.string().optional().describe('for forbidden: the operation the key\'s role does not allow, e.g. accounts.open'),
-    rule: z
-      .enum(mandateRules)
-      .optional()
-      .describe('for mandate_exceeded: the mandate rule the charge broke'),
-    dependency: z.enum(dependencies).optional().describe('for service_unavailable: what is unreachable'),
-    scope: z
-      .enum(limitScopes)
-      .optional()
-      .describe('for rate_limited and open_holds_exceeded: whose limit was reached (address: the source address of a caller without a valid key, a webhook or a health check; provider: a webhook provider)'),
-    'violated-policies': z
-      .array(z.enum(limitScopes))
-      .optional()
-      .describe('for rate_limited: the RateLimit-Policy entries that refused the request (RateLimit headers draft)'),
-    request_id: z.string().optional().describe('the id this request is logged under; also its X-Request-Id header'),
-  });
-export type WireProblem = z.infer<typeof wireProblemSchema>;

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { hasExited, killOnParentExit, terminate } from './child-process.js';
-import { LogSink } from './log-sink.js';
+import { hasExited, killOnParentExit, terminate } from '../support/child-process.js';
+import { LogSink } from '../support/log-sink.js';
 
 /**
  * chargeguard's own stateless processes (`worker`, `api`) run as children, as a deployment runs

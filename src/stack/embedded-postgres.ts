@@ -2,17 +2,31 @@ import type { ChildProcess } from 'node:child_process';
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import { ledgerAppRole, ledgerOwnerRole, provisionLedgerRoles } from '../ledger/roles.js';
 import { isMissingFile, readFileIfPresent } from '../support/files.js';
-import { hasExited, isProcessAlive, terminate } from './child-process.js';
-import { findFreePort } from './free-port.js';
+import { hasExited, isProcessAlive, terminate } from '../support/child-process.js';
+import { findFreePort } from '../support/free-port.js';
 import { ensurePasswords } from './postgres-credentials.js';
-import { LogSink } from './log-sink.js';
+import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import { ensureOwnedBy, ensurePostgresOsUser, isRoot, prepareParentDirsFor, type OsUserIds } from './postgres-user.js';
-import { withTimeout } from './wait.js';
+import { withTimeout } from '../support/wait.js';
+
+/**
+ * The two roles of the program that uses the server, and how to (re)state them: given by the caller
+ * (src/runtime/local-stack.ts, the ledger's), so the stack knows no program's roles.
+ */
+export interface DatabaseRoles {
+  /** Owns the schema and runs migrations: ownerDatabaseUrl connects as it. */
+  owner: string;
+  /** What the application connects as: appDatabaseUrl. */
+  app: string;
+  /** (Re)states both roles with these passwords, through a superuser's connection to the database. */
+  provision(superuser: pg.ClientBase, databaseName: string, passwords: { owner: string; app: string }): Promise<void>;
+}
 
 export interface EmbeddedPostgresOptions {
+  /** Provisioned on every start, their passwords kept in the password file. */
+  roles: DatabaseRoles;
   /** PostgreSQL data directory; initialised on first start, reused (with its data) afterwards. */
   dataDir: string;
   /** A free port when omitted. */
@@ -174,7 +188,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
         }
         throw err;
       }
-      return await finishStart({ server, port, databaseName, stopTimeoutMs, lockPath, passwordFilePath: `${dataDir}.pgpass`, sink });
+      return await finishStart({ server, port, databaseName, roles: opts.roles, stopTimeoutMs, lockPath, passwordFilePath: `${dataDir}.pgpass`, sink });
     }
   } catch (err) {
     await sink.close();
@@ -244,6 +258,7 @@ async function finishStart(p: {
   server: EmbeddedPostgresInstance;
   port: number;
   databaseName: string;
+  roles: DatabaseRoles;
   stopTimeoutMs: number;
   lockPath: string;
   passwordFilePath: string;
@@ -261,8 +276,8 @@ async function finishStart(p: {
     const pid = internalChild(p.server)?.pid;
     if (pid !== undefined) await writeServerLock(p.lockPath, pid);
     await createDatabaseIfMissing(p.port, p.databaseName);
-    passwords = await ensurePasswords(p.passwordFilePath, host, [ledgerOwnerRole, ledgerAppRole]);
-    await provisionRoles(p.port, p.databaseName, passwords);
+    passwords = await ensurePasswords(p.passwordFilePath, host, [p.roles.owner, p.roles.app]);
+    await provisionRoles(p.port, p.databaseName, p.roles, passwords);
   } catch (err) {
     await stopAndUnlock().catch((stopErr: unknown) => p.sink.note(`stopping the server after a failed start failed: ${(stopErr as Error).message}`));
     throw err;
@@ -281,8 +296,8 @@ async function finishStart(p: {
     pid: child?.pid ?? 0,
     exited,
     databaseUrl: connectionUrl(p.port, p.databaseName),
-    ownerDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: ledgerOwnerRole, password: passwords[ledgerOwnerRole]! }),
-    appDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: ledgerAppRole, password: passwords[ledgerAppRole]! }),
+    ownerDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: p.roles.owner, password: passwords[p.roles.owner]! }),
+    appDatabaseUrl: connectionUrl(p.port, p.databaseName, { user: p.roles.app, password: passwords[p.roles.app]! }),
     passwordFilePath: p.passwordFilePath,
     stop: () => {
       stopping ??= stopAndUnlock().finally(() => p.sink.close());
@@ -296,14 +311,11 @@ function connectionUrl(port: number, databaseName: string, role = { user: superu
 }
 
 /** The owner and app roles, (re)stated on every start with the passwords of the password file. */
-async function provisionRoles(port: number, databaseName: string, passwords: Record<string, string>): Promise<void> {
+async function provisionRoles(port: number, databaseName: string, roles: DatabaseRoles, passwords: Record<string, string>): Promise<void> {
   const client = new pg.Client({ connectionString: connectionUrl(port, databaseName) });
   await client.connect();
   try {
-    await provisionLedgerRoles(client, databaseName, {
-      owner: { name: ledgerOwnerRole, password: passwords[ledgerOwnerRole]! },
-      app: { name: ledgerAppRole, password: passwords[ledgerAppRole]! },
-    });
+    await roles.provision(client, databaseName, { owner: passwords[roles.owner]!, app: passwords[roles.app]! });
   } finally {
     await client.end();
   }

@@ -1,6 +1,6 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { readFileIfPresent } from '../support/files.js';
-import { pollUntil } from './wait.js';
+import { pollUntil } from '../support/wait.js';
 
 /**
  * A small JSON file next to a server's data recording which Node process owns the server.

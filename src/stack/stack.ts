@@ -1,15 +1,29 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { maskUrlPassword } from '../support/redact.js';
-import { reclaimOrphanedPostgres, startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
+import type { SearchAttributeKind } from '../support/search-attribute-kinds.js';
+import { reclaimOrphanedPostgres, startEmbeddedPostgres, type DatabaseRoles, type EmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
-import { ensurePayloadKeyFile } from './payload-key-file.js';
 import { startOnRememberedPort } from './remembered-ports.js';
 import { Supervisor } from './supervisor.js';
 import { smallintPortCeiling, startTemporalCluster, type TemporalCluster, type TemporalClusterOptions } from './temporal-cluster.js';
 import { reclaimOrphanedDevServer, startTemporalDevServer } from './temporal-dev-server.js';
 
+/**
+ * What the program run on the stack needs of it, handed in by the composition root
+ * (src/runtime/local-stack.ts): the stack starts processes and imports none of the program.
+ */
+export interface StackNeeds {
+  /** Custom search attributes registered on the Temporal it starts (name -> kind). */
+  searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
+  /** The roles every embedded PostgreSQL it starts provisions. */
+  databaseRoles: DatabaseRoles;
+  /** Finds, or generates on the first start, the payload key file in the data dir. */
+  ensurePayloadKeyFile(dataDir: string): Promise<{ path: string; created: boolean }>;
+}
+
 export interface LocalStackOptions {
+  needs: StackNeeds;
   /** Root for everything the stack persists: temporal.sqlite, postgres/, logs/. */
   dataDir: string;
   log?: (line: string) => void;
@@ -48,7 +62,7 @@ export interface LocalStack {
   temporalUiUrl: string | null;
   /**
    * The payload key file of an embedded Temporal, generated in the data dir on first start
-   * (payload-key-file.ts); null with TEMPORAL_ADDRESS, whose deployment brings its own keys.
+   * (src/codec/payload-key-file.ts, through StackNeeds); null with TEMPORAL_ADDRESS, whose deployment brings its own keys.
    */
   payloadKeysFilePath: string | null;
   /** What serves temporalAddress: one the stack started, or TEMPORAL_ADDRESS's. */
@@ -76,13 +90,14 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const logsDir = join(dataDir, 'logs');
   const log = opts.log ?? (() => undefined);
   const temporalKind = opts.temporal ?? temporalKindFromEnv();
-  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.supervise === true);
+  const needs = opts.needs;
+  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.supervise === true, needs);
 
   // Beside the Temporal database whose payloads it encrypts; before anything starts, so a key file
   // that is not one stops the start with nothing to clean up.
-  const payloadKeys = nonEmptyEnv('TEMPORAL_ADDRESS') === null ? await payloadKeyFileFor(dataDir, log) : null;
-  const temporalStart = startTemporal(dataDir, logsDir, { uiPort: opts.temporalUiPort, uiCodecEndpoint: opts.temporalUiCodecEndpoint }, log);
-  const postgresStart = startPostgres(dataDir, logsDir, log);
+  const payloadKeys = nonEmptyEnv('TEMPORAL_ADDRESS') === null ? await payloadKeyFileFor(dataDir, needs, log) : null;
+  const temporalStart = startTemporal(dataDir, logsDir, { uiPort: opts.temporalUiPort, uiCodecEndpoint: opts.temporalUiCodecEndpoint }, needs, log);
+  const postgresStart = startPostgres(dataDir, logsDir, needs, log);
   const [temporal, postgres] = await Promise.allSettled([temporalStart, postgresStart]);
 
   if (temporal.status === 'rejected' || postgres.status === 'rejected') {
@@ -117,6 +132,7 @@ async function startTemporal(
   dataDir: string,
   logsDir: string,
   ui: { uiPort: number | null | undefined; uiCodecEndpoint: string | undefined },
+  needs: StackNeeds,
   log: (line: string) => void,
 ): Promise<Service<{ address: string; uiUrl: string | null }>> {
   const external = nonEmptyEnv('TEMPORAL_ADDRESS');
@@ -134,6 +150,7 @@ async function startTemporal(
     start: (port) =>
       startTemporalDevServer({
         dbFilePath: join(dataDir, 'temporal.sqlite'),
+        searchAttributes: needs.searchAttributes,
         ...(port === undefined ? {} : { port }),
         ...(ui.uiPort === 0 ? {} : { uiPort: ui.uiPort === undefined ? defaultTemporalUiPort : ui.uiPort }),
         ...(ui.uiCodecEndpoint === undefined ? {} : { uiCodecEndpoint: ui.uiCodecEndpoint }),
@@ -170,7 +187,7 @@ async function startTemporal(
  * database apart, a ledger crash decided every charge in flight within 0.8 s (docs/chaos.md). A data
  * dir made before the split keeps Temporal on the ledger's server, where its history is.
  */
-async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean): Promise<LocalStack> {
+async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean, needs: StackNeeds): Promise<LocalStack> {
   // Refused before anything starts: the cluster shape owns the ledger's server as well as Temporal's.
   if (nonEmptyEnv('DATABASE_URL') !== null) {
     throw new Error(
@@ -178,12 +195,12 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
         'point TEMPORAL_ADDRESS at your Temporal cluster instead, or unset DATABASE_URL',
     );
   }
-  const payloadKeys = await payloadKeyFileFor(dataDir, log);
+  const payloadKeys = await payloadKeyFileFor(dataDir, needs, log);
   const temporalShared = existsSync(join(dataDir, 'temporal-cluster')) && !existsSync(join(dataDir, temporalPostgresName));
   if (temporalShared) log(`temporal: this data dir keeps Temporal's databases on the ledger's PostgreSQL (made before they were apart); a new data dir gives Temporal its own`);
   const [postgresStart, temporalPostgresStart] = await Promise.allSettled([
-    startPostgres(dataDir, logsDir, log, supervise),
-    temporalShared ? Promise.resolve(null) : startPostgres(dataDir, logsDir, log, supervise, { name: temporalPostgresName, external: false }),
+    startPostgres(dataDir, logsDir, needs, log, supervise),
+    temporalShared ? Promise.resolve(null) : startPostgres(dataDir, logsDir, needs, log, supervise, { name: temporalPostgresName, external: false }),
   ]);
   if (postgresStart.status === 'rejected' || temporalPostgresStart.status === 'rejected') {
     const started = [postgresStart, temporalPostgresStart].flatMap((r) => (r.status === 'fulfilled' && r.value !== null ? [r.value] : []));
@@ -215,6 +232,7 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
       workDir: join(dataDir, 'temporal-cluster'),
       postgresUrl: adminUrl,
       serverRole: { name: temporalServerRole, password: password! },
+      searchAttributes: needs.searchAttributes,
       logFilePath,
     };
     // A restart keeps the first start's frontend port: the workers and APIs point there. The first
@@ -273,8 +291,8 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
   };
 }
 
-async function payloadKeyFileFor(dataDir: string, log: (line: string) => void): Promise<string> {
-  const { path, created } = await ensurePayloadKeyFile(dataDir);
+async function payloadKeyFileFor(dataDir: string, needs: StackNeeds, log: (line: string) => void): Promise<string> {
+  const { path, created } = await needs.ensurePayloadKeyFile(dataDir);
   log(`payload keys: ${created ? 'generated' : 'using'} ${path}`);
   return path;
 }
@@ -302,6 +320,7 @@ type PostgresUrls = Pick<LocalStack, 'databaseUrl' | 'migrationDatabaseUrl' | 'a
 async function startPostgres(
   dataDir: string,
   logsDir: string,
+  needs: StackNeeds,
   log: (line: string) => void,
   supervise = false,
   which: { name: 'postgres' | 'temporal-postgres'; external: boolean } = { name: 'postgres', external: true },
@@ -320,7 +339,7 @@ async function startPostgres(
   const logFilePath = join(logsDir, `${which.name}.log`);
   // The stack's data dir is chargeguard's own: run as root, PostgreSQL's OS user is let through it
   // (a data dir made by `mktemp -d` is 0700), and the log says so.
-  const options = { dataDir: join(dataDir, which.name), logFilePath, grantTraverseOn: dataDir, log: (line: string) => log(`${which.name}: ${line}`) };
+  const options = { dataDir: join(dataDir, which.name), roles: needs.databaseRoles, logFilePath, grantTraverseOn: dataDir, log: (line: string) => log(`${which.name}: ${line}`) };
   const startOn = (port: number | undefined): Promise<EmbeddedPostgres> => startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
   // The port of this data dir's last start when it is free (remembered-ports.ts): DATABASE_URL as
   // printed then still holds.

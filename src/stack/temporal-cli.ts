@@ -1,6 +1,6 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { repoRoot } from './repo-root.js';
+import { repoRoot } from '../support/repo-root.js';
 
 const binaryName = process.platform === 'win32' ? 'temporal.exe' : 'temporal';
 

@@ -2,10 +2,10 @@ import { readFile } from 'node:fs/promises';
 import type { ChildProcess } from 'node:child_process';
 import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
-import { hasExited } from './child-process.js';
+import { hasExited } from '../support/child-process.js';
 import type { TemporalClusterTls } from './temporal-cluster-config.js';
-import { indexedValueTypeByKind, type SearchAttributeKind } from './temporal-dev-server.js';
-import { isPortAccepting, pollUntil } from './wait.js';
+import { indexedValueTypeByKind, type SearchAttributeKind } from '../support/search-attribute-kinds.js';
+import { isPortAccepting, pollUntil } from '../support/wait.js';
 
 /**
  * When a started Temporal server counts as serving, and the namespace it must serve: what the

@@ -4,8 +4,8 @@ import { readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import type { LogSink } from './log-sink.js';
-import { repoRoot } from './repo-root.js';
+import type { LogSink } from '../support/log-sink.js';
+import { repoRoot } from '../support/repo-root.js';
 import type { PostgresEndpoint } from './temporal-cluster-config.js';
 
 /**

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { killOnParentExit, terminate } from './child-process.js';
-import { LogSink } from './log-sink.js';
+import { killOnParentExit, terminate } from '../support/child-process.js';
+import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import {
   defaultNumHistoryShards,
@@ -25,7 +25,7 @@ import {
   setUpSchema,
   type ServerPaths,
 } from './temporal-cluster-schema.js';
-import { chargeSearchAttributes, type SearchAttributeKind } from './temporal-dev-server.js';
+import type { SearchAttributeKind } from '../support/search-attribute-kinds.js';
 
 export { findFreePortsBelow, smallintPortCeiling } from './temporal-cluster-ports.js';
 export { resolveTemporalServerInstall } from './temporal-cluster-schema.js';
@@ -59,8 +59,8 @@ export interface TemporalClusterOptions {
   startTimeoutMs?: number;
   /** How long SIGTERM may take before SIGKILL. */
   stopTimeoutMs?: number;
-  /** Defaults to {@link chargeSearchAttributes}. */
-  searchAttributes?: Readonly<Record<string, SearchAttributeKind>>;
+  /** Custom search attributes to register (name -> kind): the program's, given by its caller (src/runtime/local-stack.ts). */
+  searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
   /** Where scripts/install-temporal-server.sh installed the server; TEMPORAL_SERVER_DIR or .tools/temporal-server by default. */
   installDir?: string;
   /** Serve Prometheus metrics on this port of 127.0.0.1 (none by default); the bench reads the server's own request counts there. */
@@ -252,7 +252,7 @@ async function startServerOnce(p: {
       address,
       namespace,
       retentionHours: opts.namespaceRetentionHours ?? defaultNamespaceRetentionHours,
-      searchAttributes: opts.searchAttributes ?? chargeSearchAttributes,
+      searchAttributes: opts.searchAttributes,
       deadlineMs,
       serverGone: serverGone.signal,
       tls,

@@ -2,47 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { Connection } from '@temporalio/client';
-import { SearchAttributeType } from '@temporalio/common';
-import { chargeSearchAttributeKeys } from '../../workflows/search-attributes.js';
-import { hasExited, killOnParentExit, terminate } from './child-process.js';
-import { findFreePorts } from './free-port.js';
-import { LogSink } from './log-sink.js';
+import { indexedValueTypeByKind, type SearchAttributeKind } from '../support/search-attribute-kinds.js';
+import { hasExited, killOnParentExit, terminate } from '../support/child-process.js';
+import { findFreePorts } from '../support/free-port.js';
+import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
-import { isPortAccepting, pollUntil } from './wait.js';
-
-export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';
-
-/** The name `temporal operator search-attribute create --type` and the dev server use for each SDK type. */
-export const searchAttributeKindOf: Readonly<Record<SearchAttributeType, SearchAttributeKind>> = {
-  [SearchAttributeType.TEXT]: 'Text',
-  [SearchAttributeType.KEYWORD]: 'Keyword',
-  [SearchAttributeType.INT]: 'Int',
-  [SearchAttributeType.DOUBLE]: 'Double',
-  [SearchAttributeType.BOOL]: 'Bool',
-  [SearchAttributeType.DATETIME]: 'Datetime',
-  [SearchAttributeType.KEYWORD_LIST]: 'KeywordList',
-};
-
-/**
- * Custom search attributes for charges, registered on the dev server: derived from the keys the
- * workflow and the service set (workflows/search-attributes.ts), so there is one list.
- */
-export const chargeSearchAttributes: Readonly<Record<string, SearchAttributeKind>> = Object.fromEntries(
-  Object.values(chargeSearchAttributeKeys).map((key) => [key.name, searchAttributeKindOf[key.type]]),
-);
-
-// Wire values of temporal.api.enums.v1.IndexedValueType; spelled out here so we need no direct
-// dependency on @temporalio/proto just for an enum.
-export const indexedValueTypeByKind: Readonly<Record<SearchAttributeKind, number>> = {
-  Text: 1,
-  Keyword: 2,
-  Int: 3,
-  Double: 4,
-  Bool: 5,
-  Datetime: 6,
-  KeywordList: 7,
-};
+import { isPortAccepting, pollUntil } from '../support/wait.js';
 
 export interface TemporalDevServerOptions {
   /** SQLite file holding all Temporal state; created on first start, reused afterwards. */
@@ -62,8 +28,11 @@ export interface TemporalDevServerOptions {
   startTimeoutMs?: number;
   /** How long SIGTERM may take before SIGKILL. */
   stopTimeoutMs?: number;
-  /** Defaults to {@link chargeSearchAttributes}. */
-  searchAttributes?: Readonly<Record<string, SearchAttributeKind>>;
+  /**
+   * Custom search attributes to register (name -> kind): the program's, given by whoever starts the
+   * server (src/runtime/local-stack.ts), so the stack imports none of the program.
+   */
+  searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
   /** Extra `--dynamic-config-value KEY=JSON` pairs. */
   dynamicConfigValues?: Readonly<Record<string, unknown>>;
   /** Defaults to {@link resolveTemporalCliPath}. */
@@ -125,7 +94,7 @@ export async function startTemporalDevServer(opts: TemporalDevServerOptions): Pr
 
 async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadlineMs: number): Promise<TemporalDevServer> {
   const namespace = opts.namespace ?? 'default';
-  const searchAttributes = opts.searchAttributes ?? chargeSearchAttributes;
+  const searchAttributes = opts.searchAttributes;
   const dbFilePath = resolve(opts.dbFilePath);
   await mkdir(dirname(dbFilePath), { recursive: true });
 

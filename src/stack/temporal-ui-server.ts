@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { hasExited, killOnParentExit, terminate } from './child-process.js';
-import { LogSink } from './log-sink.js';
-import { repoRoot } from './repo-root.js';
-import { pollUntil } from './wait.js';
+import { hasExited, killOnParentExit, terminate } from '../support/child-process.js';
+import { LogSink } from '../support/log-sink.js';
+import { repoRoot } from '../support/repo-root.js';
+import { pollUntil } from '../support/wait.js';
 
 /**
  * The Temporal Web UI that `start` and `start --cluster` run: the real server has no UI of its own,

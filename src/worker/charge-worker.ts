@@ -21,7 +21,7 @@ import type { LedgerPool } from '../ledger/pool.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { ensureHoldSweeperSchedule, type HoldSweeperScheduleOptions } from './hold-sweeper-schedule.js';
 import { assertChargeSearchAttributes } from './search-attributes-check.js';
-import { defaultStickyScheduleToStartMs } from '../runtime/workflow-task-timeouts.js';
+import { defaultStickyScheduleToStartMs } from '../../workflows/task-timeouts.js';
 
 /** Where the build (build/build.ts) puts things, relative to its output folder. */
 export const compiledLayout = {

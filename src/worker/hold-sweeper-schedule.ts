@@ -1,5 +1,5 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, isGrpcServiceError, type Client } from '@temporalio/client';
-import { waitForDependency, type DependencyWaitLimits } from '../runtime/dependency-wait.js';
+import { waitForDependency, type DependencyWaitLimits } from '../support/dependency-wait.js';
 import { chargeTaskQueue, holdSweeperWorkflowType, type HoldSweepInput } from '../../workflows/definitions.js';
 
 /** The Temporal Schedule that starts a hold sweep; one per namespace, whoever created it first. */

@@ -1,5 +1,15 @@
 import type { NativeConnection } from '@temporalio/worker';
-import { chargeSearchAttributes, indexedValueTypeByKind, type SearchAttributeKind } from '../stack/temporal-dev-server.js';
+import { chargeSearchAttributeKeys } from '../../workflows/search-attributes.js';
+import { indexedValueTypeByKind, searchAttributeKindOf, type SearchAttributeKind } from '../support/search-attribute-kinds.js';
+
+/**
+ * Custom search attributes for charges, name -> kind: derived from the keys the workflow and the
+ * service set (workflows/search-attributes.ts), so there is one list. The worker checks them here; the
+ * local stack registers them, handed this list by src/runtime/local-stack.ts.
+ */
+export const chargeSearchAttributes: Readonly<Record<string, SearchAttributeKind>> = Object.fromEntries(
+  Object.values(chargeSearchAttributeKeys).map((key) => [key.name, searchAttributeKindOf[key.type]]),
+);
 
 /** Thrown when the namespace lacks a search attribute the charges set, or has it with another type. */
 export class SearchAttributesMissingError extends Error {

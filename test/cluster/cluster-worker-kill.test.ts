@@ -4,7 +4,7 @@ import { chargeWorkflowId } from '../../src/domain/charge.js';
 import { wireChargeSchema } from '../../src/service/wire.js';
 import { apiKeyFor, send } from '../support/api.js';
 import { balanceOf, captureCount, chargeBody, expectLedgerInvariants, expectReconciled, fundedTenant, newKey, useHarness, waitFor } from '../support/harness.js';
-import { isProcessAlive } from '../../src/stack/child-process.js';
+import { isProcessAlive } from '../../src/support/child-process.js';
 
 const h = useHarness();
 const { EventType } = temporal.api.enums.v1;

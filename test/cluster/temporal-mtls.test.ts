@@ -4,15 +4,16 @@ import { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { captureTotals } from '../../src/ledger/reports.js';
 import { connectTemporalWhenReachable } from '../../src/runtime/app-context.js';
-import type { DependencyWaitLimits } from '../../src/runtime/dependency-wait.js';
+import type { DependencyWaitLimits } from '../../src/support/dependency-wait.js';
 import { connectWorkerWhenReachable } from '../../src/runtime/local-runtime.js';
 import { temporalConnectionSecurity, type TemporalSecuritySettings } from '../../src/runtime/temporal-connection.js';
-import { startTemporalCluster, type TemporalCluster } from '../../src/stack/temporal-cluster.js';
+import type { TemporalCluster } from '../../src/stack/temporal-cluster.js';
 import { createLedgerPool, type LedgerPool } from '../../src/ledger/pool.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { chargeBody, fundedTenant, newKey, testDataConverter, testPayloadProtection, testPolicy } from '../support/harness.js';
 import { makeTestPki } from '../support/pki.js';
+import { startChargeguardCluster } from '../../src/runtime/local-stack.js';
 
 /**
  * The Temporal server itself (the cluster stack) with mTLS on its frontend: clients must present a
@@ -33,7 +34,7 @@ const path = (name: string): string => join(dir, name);
 beforeAll(async () => {
   const pki = await makeTestPki({ serverName, clientName: 'chargeguard-worker' });
   dir = pki.dir;
-  cluster = await startTemporalCluster({
+  cluster = await startChargeguardCluster({
     workDir: path('temporal'),
     postgresUrl: inject('stack').adminDatabaseUrl,
     databaseName: 'temporal_mtls',

@@ -3,8 +3,8 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findFreePorts } from '../../src/stack/free-port.js';
-import { isPortAccepting } from '../../src/stack/wait.js';
+import { findFreePorts } from '../../src/support/free-port.js';
+import { isPortAccepting } from '../../src/support/wait.js';
 import { chargeThroughStart, openBrowser, openWorkflowPage, ownStackEnv, printedSessionUrl, runCli, startCodecSession, uiCodecSettings } from '../support/web-ui.js';
 
 describe('the Temporal Web UI that `chargeguard start --cluster` runs beside the Temporal server', () => {

@@ -6,7 +6,7 @@ import { createApiKey } from '../../src/auth/api-keys.js';
 import type { Role } from '../../src/domain/permissions.js';
 import { loadConfig } from '../../src/config.js';
 import type { LedgerPool } from '../../src/ledger/pool.js';
-import { openAppContext, policyFromConfig, type AppContext } from '../../src/runtime/app-context.js';
+import { openAppContext, policyFromConfig, type RuntimeContext } from '../../src/runtime/app-context.js';
 import { ChargeService } from '../../src/service/charge-service.js';
 import type { ChargePolicy } from '../../workflows/definitions.js';
 import { fundedTenant, lateBound, testPayloadSettings, type FundedTenantOptions } from './harness.js';
@@ -14,7 +14,7 @@ import { fundedTenant, lateBound, testPayloadSettings, type FundedTenantOptions 
 /** A real API on a loopback port in front of the shared test stack (or another Temporal). */
 export interface TestApi {
   app: FastifyInstance;
-  context: AppContext;
+  context: RuntimeContext;
   baseUrl: string;
   /** A fresh API key for the tenant, created as the CLI would: an agent key unless `role` says admin. */
   keyFor(tenant: string, role?: Role): Promise<string>;
@@ -82,7 +82,7 @@ export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi
     { temporalAddress: options.temporalAddress ?? stack.temporalAddress, databaseUrl: stack.databaseUrl },
     { checkWorkerKeys: options.checkWorkerKeys },
   );
-  const context: AppContext = options.charges
+  const context: RuntimeContext = options.charges
     ? {
         ...shared,
         charges: new ChargeService({

@@ -11,9 +11,9 @@ import {
   type ChargeguardProcess,
   type CliInvocation,
 } from '../../src/stack/chargeguard-processes.js';
-import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
-import { startLocalStack } from '../../src/stack/stack.js';
+import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
 import { generousRateLimits } from './api.js';
+import { startChargeguardStack } from '../../src/runtime/local-stack.js';
 
 /** The production shape the cluster tests run against, beside the `stack` the harness reads. */
 export interface TestCluster {
@@ -51,7 +51,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await chmod(dataDir, 0o711);
   const logsDir = join(dataDir, 'logs');
   const log = (line: string): void => void process.stderr.write(`[cluster] ${line}\n`);
-  const stack = await startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', log });
+  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null, temporal: 'cluster', log });
   const processes: ChargeguardProcess[] = [];
   const stopAll = async (): Promise<void> => {
     await Promise.allSettled(processes.map((p) => p.stop()));

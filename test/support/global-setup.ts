@@ -7,9 +7,9 @@ import type { TestProject } from 'vitest/node';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { payloadProtectionFromSettings } from '../../src/codec/payload-protection.js';
-import { ensurePayloadKeyFile } from '../../src/stack/payload-key-file.js';
-import { startLocalStack } from '../../src/stack/stack.js';
+import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
 import { bundleChargeWorkflows, createChargeWorker } from '../../src/worker/charge-worker.js';
+import { startChargeguardStack } from '../../src/runtime/local-stack.js';
 
 /** tsc over the whole product: about 15 s of CPU, several times that on a loaded machine. */
 const cliBuildTimeoutMs = 300_000;
@@ -54,7 +54,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-test-'));
   // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
   await chmod(dataDir, 0o711);
-  const stack = await startLocalStack({ dataDir, temporalUiPort: null });
+  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null });
   // As a deployment does it: the owner migrates, everything else runs as the app role.
   await migrateLedger(stack.migrationDatabaseUrl);
   const payloadKeysFile = stack.payloadKeysFilePath ?? (await ensurePayloadKeyFile(dataDir)).path;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { chargeToWire, listToWire } from '../../service/wire.js';
 import { chargeStatuses } from '../../domain/charge.js';
-import { assertIdempotencyKey } from '../../service/validation.js';
+import { assertIdempotencyKey, defaultProviderName } from '../../service/validation.js';
 import { limits } from '../../domain/limits.js';
 import { serviceDeadlineEpochMs, type ApiDeps } from '../deps.js';
 import {
@@ -18,7 +18,6 @@ import {
   singleLineText,
 } from '../openapi.js';
 import { assertWellFormedQuery, bodyOf, keyOrTokenOf, preferredWaitMs } from '../request-headers.js';
-import { IdempotencyTokens } from '../../service/idempotency-tokens.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 import { chargeActorOf, type Principal } from '../../auth/principal.js';
 
@@ -47,14 +46,21 @@ export function chargeKeyOf(params: { key: string }): string {
   return assertIdempotencyKey(params.key, 'key');
 }
 
+/** The charge routes, in the order the OpenAPI document lists them: create, reads, then cancel and capture. */
 export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void {
-  const { context, metrics } = deps;
-  const tokens = new IdempotencyTokens(context.ledger);
   refuseOtherMethods(app, '/v1/charges', ['GET', 'POST']);
   refuseOtherMethods(app, '/v1/charges/:key', ['GET']);
   refuseOtherMethods(app, '/v1/charges/:key/cancel', ['POST']);
   refuseOtherMethods(app, '/v1/charges/:key/capture', ['POST']);
+  registerCreateCharge(app, deps);
+  registerChargeReads(app, deps);
+  registerChargeActions(app, deps);
+}
 
+/** POST /v1/charges: start or attach, with an Idempotency-Key or a server-issued Idempotency-Token. */
+function registerCreateCharge(app: FastifyInstance, deps: ApiDeps): void {
+  const { context, metrics } = deps;
+  const { tokens } = context;
   app.post<{ Body: unknown }>(
     '/v1/charges',
     {
@@ -66,7 +72,7 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
           'the charge and it is decided. 200 with `Idempotent-Replayed: true`: an earlier request with the same key ' +
           'and body made it; the body is that request\'s outcome. 202: still processing, poll `Location` or retry.\n\n' +
           'The payer is a ledger account (`payer_account_id`) or an instrument at a payment provider (`payment_method`, ' +
-          'with `provider`, default "stripe"): exactly one of the two. A provider charge whose payer must authenticate ' +
+          `with \`provider\`, default "${defaultProviderName}"): exactly one of the two. A provider charge whose payer must authenticate ` +
           '(3-D Secure) is not decided: it answers 202 with status `requires_action` and `next_action` (the provider\'s, ' +
           'untouched), and so does every repeat of the request until the payer has acted. Send `return_url` (https) so that ' +
           '`next_action` is a `redirect_to_url` whose `url` a person opens; then poll `Location` every `Retry-After` seconds. ' +
@@ -126,7 +132,11 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
       return reply.code(answer.replayed ? 200 : 201).send(chargeToWire(answer.charge, auditFor(request)));
     },
   );
+}
 
+/** GET /v1/charges (a page) and GET /v1/charges/{key}. */
+function registerChargeReads(app: FastifyInstance, deps: ApiDeps): void {
+  const { context } = deps;
   app.get<{ Querystring: Record<string, string | undefined> }>(
     '/v1/charges',
     {
@@ -182,7 +192,11 @@ export function registerChargeRoutes(app: FastifyInstance, deps: ApiDeps): void 
         auditFor(request),
       ),
   );
+}
 
+/** POST /v1/charges/{key}/cancel and /capture. */
+function registerChargeActions(app: FastifyInstance, deps: ApiDeps): void {
+  const { context } = deps;
   app.post<{ Params: { key: string }; Body: unknown }>(
     '/v1/charges/:key/cancel',
     {

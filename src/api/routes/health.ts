@@ -44,7 +44,7 @@ export function registerHealthRoutes(app: FastifyInstance, deps: ApiDeps): void 
             context.temporal.workflowService.getSystemInfo({}),
           ),
         ),
-        check(() => context.ledger.query('SELECT 1')),
+        check(() => context.readings.ping()),
       ]);
       const ready = temporal === 'ok' && database === 'ok';
       if (!ready) reply.header('retry-after', String(deps.retryAfterSeconds));

@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { IdempotencyTokens } from '../../service/idempotency-tokens.js';
 import type { ApiDeps } from '../deps.js';
 import { bodyProblems, commonProblems, jsonResponse, ref } from '../openapi.js';
 import { bodyOf } from '../request-headers.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 export function registerIdempotencyTokenRoutes(app: FastifyInstance, deps: ApiDeps): void {
-  const tokens = new IdempotencyTokens(deps.context.ledger);
+  const { tokens } = deps.context;
   refuseOtherMethods(app, '/v1/idempotency-tokens', ['POST']);
 
   app.post<{ Body: unknown }>(

@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { providerNames } from '../../domain/providers.js';
 import type { ProviderConnectors } from '../../providers/connectors.js';
 import {
-  ProviderEventService,
   providerEventActions,
   providerSignatureHeaders,
+  providerWebhookSignatures,
   temporalChargeSignaller,
   type SignalCharge,
 } from '../../service/provider-events.js';
@@ -14,6 +14,26 @@ import { bodyProblems, problemResponses } from '../openapi.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 const providerEventsUrl = '/v1/provider-events/:provider';
+
+/** Each provider's signature scheme, as its folder declares it, for the route's description. */
+const signatureSchemes = providerNames.map((name) => `${providerWebhookSignatures[name].displayName}: ${providerWebhookSignatures[name].checked}`).join('; ');
+const signatureHeaderNames = [...new Set(providerNames.map((name) => providerWebhookSignatures[name].name.toLowerCase()))];
+
+/**
+ * The signature headers, as each provider declares them. Required when every provider signs in the
+ * same header; otherwise which one is required depends on {provider}, and the service refuses a
+ * delivery without its provider's header (400 naming it).
+ */
+const signatureHeadersSchema = {
+  type: 'object',
+  properties: Object.fromEntries(
+    providerNames.map((name) => {
+      const header = providerWebhookSignatures[name];
+      return [header.name.toLowerCase(), { type: 'string', description: header.description, examples: [header.example] }];
+    }),
+  ),
+  required: signatureHeaderNames.length === 1 ? signatureHeaderNames : [],
+};
 
 export interface ProviderEventRouteOptions {
   connectors: ProviderConnectors;
@@ -30,8 +50,7 @@ export interface ProviderEventRouteOptions {
  * keeps the body's bytes: the signature covers those bytes, not a re-serialisation.
  */
 export async function registerProviderEventRoutes(app: FastifyInstance, deps: ApiDeps, options: ProviderEventRouteOptions): Promise<void> {
-  const service = new ProviderEventService({
-    ledger: deps.context.ledger,
+  const service = deps.context.providerEvents({
     connectors: options.connectors,
     signalCharge: options.signalCharge ?? temporalChargeSignaller(deps.context.temporal),
   });
@@ -54,8 +73,7 @@ export async function registerProviderEventRoutes(app: FastifyInstance, deps: Ap
         schema: {
           summary: "Receive a payment provider's signed event about a provider charge",
           description:
-            'No API key: the provider\'s signature header authenticates the call (Stripe: `Stripe-Signature`, checked against ' +
-            'every configured webhook secret, newest first, with Stripe\'s 5-minute tolerance) over the body\'s bytes exactly as sent. ' +
+            `No API key: the provider's signature header authenticates the call (${signatureSchemes}) over the body's bytes exactly as sent. ` +
             'Each event id is handled once: a redelivery answers 200 with the first delivery\'s action and `Idempotent-Replayed: true`. ' +
             'While the charge\'s workflow runs it is signalled; once it has closed, a payment held for a cancelled or declined charge is voided. ' +
             'Every refusal writes nothing; a 5xx makes the provider deliver the event again.',
@@ -66,17 +84,7 @@ export async function registerProviderEventRoutes(app: FastifyInstance, deps: Ap
             properties: { provider: { type: 'string', enum: [...providerNames], description: 'the provider that sent the event' } },
             required: ['provider'],
           },
-          headers: {
-            type: 'object',
-            properties: {
-              'stripe-signature': {
-                type: 'string',
-                description: "Stripe's signature: t=<unix seconds>,v1=<64 hex digits>[,v1=…] (one v1 per live secret during a rotation)",
-                examples: ['t=1764000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd'],
-              },
-            },
-            required: ['stripe-signature'],
-          },
+          headers: signatureHeadersSchema,
           response: {
             200: {
               description: 'handled (now, or by an earlier delivery of this event: then `Idempotent-Replayed: true`)',

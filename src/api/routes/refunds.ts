@@ -114,7 +114,7 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
           additionalProperties: false,
         },
         response: {
-          200: listResponse('a page of the charge\'s refunds', 'Refund'),
+          200: listResponse('a page of refunds', 'Refund'),
           ...commonProblems,
           ...problemResponses({ 404: 'no charge with this key for this tenant' }),
         },
@@ -134,30 +134,30 @@ export function registerRefundRoutes(app: FastifyInstance, deps: ApiDeps): void 
     {
       config: { operation: 'refunds.read' },
       schema: {
-        summary: 'The refunds of one charge, as Stripe\'s clients ask for them (`charge` required), oldest first',
+        summary: 'The tenant\'s refunds, newest first; with `charge`, that charge\'s refunds, oldest first',
         description:
-          'The same list as `GET /v1/charges/{key}/refunds`, the charge named by its `id` (`ch_…`) or idempotency key. ' +
-          'A charge that is not this tenant\'s is refused (400 naming `charge`); so is a list without `charge`: ' +
-          'refunds are listed per charge.',
+          'As Stripe\'s refund list: without `charge`, every refund of the tenant (refused ones included), newest first, ' +
+          'paged by a refund\'s `id` (`re_…`). With `charge` (the charge\'s `id`, `ch_…`, or its idempotency key): the same ' +
+          'list as `GET /v1/charges/{key}/refunds`, oldest first, paged by a refund\'s id or refund key. A charge or ' +
+          'cursor that is not this tenant\'s is refused (400 naming the parameter).',
         tags: ['refunds'],
         querystring: {
           type: 'object',
           properties: {
             charge: { ...pathParameterSchemas.idempotencyKey, description: "the charge's id (ch_…) or idempotency key" },
-            ...pageQueryProperties('a refund id, re_…, or its refund key'),
+            ...pageQueryProperties('a refund id, re_… (with `charge`, also its refund key)'),
           },
-          required: ['charge'],
           additionalProperties: false,
         },
         response: {
-          200: listResponse('a page of the charge\'s refunds', 'Refund'),
+          200: listResponse('a page of refunds', 'Refund'),
           ...commonProblems,
         },
       },
     },
     async (request) => {
       assertWellFormedQuery(request);
-      const page = await context.charges.listRefundsOfChargeFromQuery(request.tenant, request.query);
+      const page = await context.charges.listRefundsByQuery(request.tenant, request.query);
       const audit = { audit: request.principal.role === 'admin' };
       return listToWire(page.refunds.map((refund) => refundToWire(refund, audit)), page.hasMore, '/v1/refunds');
     },

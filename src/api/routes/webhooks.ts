@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { webhookMaxSignatures, webhookSignatureHeader, webhookToleranceSeconds } from '../../domain/webhook-signature.js';
-import { depositSucceededSchema, providerPattern, WebhookService, wireWebhookReceiptSchema } from '../../service/webhooks.js';
+import { providerPattern } from '../../domain/identifiers.js';
+import { depositSucceededSchema, wireWebhookReceiptSchema } from '../../service/webhooks.js';
 import type { ApiDeps } from '../deps.js';
 import { webhookRateLimitHook } from '../../http/rate-limit-hook.js';
 import { bodyProblems, problemResponses } from '../openapi.js';
@@ -24,7 +25,7 @@ function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Record<string,
  * strict decoder as every other JSON body (src/support/strict-json.ts).
  */
 export async function registerWebhookRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
-  const webhooks = new WebhookService({ ledger: deps.context.ledger, amountMinorMax: deps.context.config.CHARGE_AMOUNT_MINOR_MAX });
+  const { webhooks } = deps.context;
   const bodyLimitBytes = app.initialConfig.bodyLimit;
 
   await app.register(async (webhookScope) => {

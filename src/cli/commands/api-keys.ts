@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { createApiKey, getApiKey, listApiKeys, revokeApiKey, type ApiKeyLimits, type ApiKeyRecord } from '../../auth/api-keys.js';
+import type { ApiKeyLimits, ApiKeyRecord } from '../../auth/api-keys.js';
 import { rateLimitBounds } from '../../domain/rate-limits.js';
 import { defaultRole, isRole, roles, type Role } from '../../domain/permissions.js';
-import { NotFoundError, ValidationError, type FieldError } from '../../service/errors.js';
-import { accountIdProblem, assertTenant, assertText } from '../../service/validation.js';
+import { NotFoundError, ValidationError, type FieldError } from '../../domain/errors.js';
+import { accountIdProblem, assertText } from '../../service/validation.js';
+import { assertTenant } from '../../domain/identifiers.js';
 import { limits } from '../../domain/limits.js';
 import { hasMandate, type Mandate } from '../../domain/mandate.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
@@ -170,7 +171,7 @@ export function registerApiKeysCommand(program: Command): void {
       const cli = await openCliLedger();
       try {
         const signing = { requireSignature: options.requireSignature === true };
-        const { key, record, signingSecret } = await createApiKey(cli.ledger, tenant, label, role, mandate, signing, keyLimits);
+        const { key, record, signingSecret } = await cli.keys.create(tenant, label, role, mandate, signing, keyLimits);
         print(
           options,
           { ...keyToJson(record), key, ...(signingSecret !== null ? { signing_secret: signingSecret } : {}) },
@@ -193,7 +194,7 @@ export function registerApiKeysCommand(program: Command): void {
       if (options.tenant !== undefined) assertTenant(options.tenant);
       const cli = await openCliLedger();
       try {
-        const found = await listApiKeys(cli.ledger, options.tenant ?? null);
+        const found = await cli.keys.list(options.tenant ?? null);
         print(options, found.map(keyToJson), found.length === 0 ? 'no keys' : found.map(describeKey).join('\n'));
       } finally {
         await cli.close();
@@ -208,7 +209,7 @@ export function registerApiKeysCommand(program: Command): void {
       keyIdArgument(id);
       const cli = await openCliLedger();
       try {
-        const found = await getApiKey(cli.ledger, id);
+        const found = await cli.keys.get(id);
         if (!found) throw new NotFoundError(`no API key ${id}`);
         print(options, keyToJson(found), describeKey(found));
       } finally {
@@ -224,7 +225,7 @@ export function registerApiKeysCommand(program: Command): void {
       keyIdArgument(id);
       const cli = await openCliLedger();
       try {
-        const revoked = await revokeApiKey(cli.ledger, id);
+        const revoked = await cli.keys.revoke(id);
         if (!revoked) throw new NotFoundError(`no API key ${id}`);
         print(options, keyToJson(revoked), describeKey(revoked));
       } finally {

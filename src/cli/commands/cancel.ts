@@ -17,7 +17,7 @@ export function registerCancelCommand(program: Command): void {
       assertIdempotencyKey(key, '<idempotency-key>');
       const context = await openCliContext();
       try {
-        const principal = await resolvePrincipal(context.ledger, options, 'charges.cancel');
+        const principal = await resolvePrincipal(context.keys, options, 'charges.cancel');
         const tenant = principal.tenant;
         const charge = chargeToWire(await context.charges.cancelCharge(tenant, key));
         print(options, charge, describeCharge(charge));

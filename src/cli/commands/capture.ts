@@ -20,7 +20,7 @@ export function registerCaptureCommand(program: Command): void {
       const amount = parseOptionalAmount(minorUnitsOption(options.amount, '--amount'), '--amount', loadConfig().CHARGE_AMOUNT_MINOR_MAX);
       const context = await openCliContext();
       try {
-        const principal = await resolvePrincipal(context.ledger, options, 'charges.capture');
+        const principal = await resolvePrincipal(context.keys, options, 'charges.capture');
         const tenant = principal.tenant;
         const charge = chargeToWire(await context.charges.captureCharge(tenant, key, amount));
         print(options, charge, describeCharge(charge));

@@ -3,7 +3,7 @@ import { chargeActorOf } from '../../auth/principal.js';
 import { addIdentityOptions, assertIdentityNamed, resolvePrincipal } from '../identity.js';
 import { assertIdempotencyKey, parseChargeRequest } from '../../service/validation.js';
 import { chargeToWire } from '../../service/wire.js';
-import { ValidationError, type FieldError } from '../../service/errors.js';
+import { ValidationError, type FieldError } from '../../domain/errors.js';
 import { defaultProviderName } from '../../service/validation.js';
 import { providerNames } from '../../domain/providers.js';
 import { loadConfig } from '../../config.js';
@@ -98,7 +98,7 @@ export function registerChargeCommand(program: Command): void {
       const waitMs = millisecondsOption(options.waitMs, '--wait-ms');
       const context = await openCliContext();
       try {
-        const principal = await resolvePrincipal(context.ledger, options, 'charges.create');
+        const principal = await resolvePrincipal(context.keys, options, 'charges.create');
         const tenant = principal.tenant;
         const actor = chargeActorOf(principal);
         const answer = await context.charges.charge(tenant, options.key, body, { ...(waitMs === undefined ? {} : { waitMs }), ...(actor ? { actor } : {}) });

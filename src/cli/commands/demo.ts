@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
-import { defaultDemoOptions, demoHeld, formatDemoTotals, runFlakyAgentDemo } from '../../demo/flaky-agent-demo.js';
-import { formatReconcileReport, reconcile } from '../../reconcile/index.js';
+import { defaultDemoOptions, demoHeld, formatDemoTotals } from '../../demo/flaky-agent-demo.js';
+import { formatReconcileReport } from '../../reconcile/index.js';
+import { runDemoOn } from '../../runtime/demo.js';
 import { startLocalRuntime } from '../../runtime/local-runtime.js';
 
 export function registerDemoCommand(program: Command): void {
@@ -16,12 +17,7 @@ export function registerDemoCommand(program: Command): void {
       const concurrentAgents = positiveInt(options.agents, '--agents', 1_000);
       const runtime = await startLocalRuntime(loadConfig(), { temporalUiPort: null });
       try {
-        const totals = await runFlakyAgentDemo(runtime.context.charges, runtime.context.ledger, {
-          ...defaultDemoOptions,
-          orders,
-          concurrentAgents,
-        });
-        const report = await reconcile({ ledger: runtime.context.ledger, temporal: runtime.context.temporal, tenant: totals.tenant });
+        const { totals, report } = await runDemoOn(runtime, { ...defaultDemoOptions, orders, concurrentAgents });
         process.stdout.write(
           options.json
             ? `${JSON.stringify({ totals, reconcile: report }, null, 2)}\n`

@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import type { Principal } from '../../auth/principal.js';
 import type { Operation } from '../../domain/permissions.js';
-import type { LedgerPool } from '../../ledger/pool.js';
 import type { McpDeps } from '../../mcp/server.js';
-import { apiKeyFrom, apiKeySettings, assertOperatorMayAct, identify, operatorMayMoveMoney, principalOfKey } from '../identity.js';
+import { apiKeyFrom, apiKeySettings, assertOperatorMayAct, identify, operatorMayMoveMoney, principalOfKey, type KeyLookup } from '../identity.js';
 import { loadConfig } from '../../config.js';
 import { openServiceContext } from '../../runtime/app-context.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
@@ -49,11 +48,11 @@ export function registerMcpCommand(program: Command): void {
             }
             return;
           }
-          const { first, principal, beforeOperation } = await stdioPrincipal(options, context.ledger);
+          const { first, principal, beforeOperation } = await stdioPrincipal(options, context.keys);
           process.stderr.write(
             `chargeguard MCP server on stdio for tenant ${first.tenant} as ${first.keyId === null ? 'the operator (no key), role' : `key ${first.keyId},`} ${first.role}\n`,
           );
-          if (first.keyId === null && !(await operatorMayMoveMoney(context.ledger, first.tenant))) {
+          if (first.keyId === null && !(await operatorMayMoveMoney(context.keys, first.tenant))) {
             process.stderr.write(
               `tenant ${first.tenant} has API keys: without one, create_charge and refund_charge are refused; start this server with ${apiKeySettings} set to a key of the tenant\n`,
             );
@@ -78,11 +77,11 @@ export function registerMcpCommand(program: Command): void {
  */
 async function stdioPrincipal(
   options: McpOptions,
-  ledger: LedgerPool,
+  keys: KeyLookup,
 ): Promise<{ first: Principal; principal: () => Promise<Principal>; beforeOperation: McpDeps['beforeOperation'] }> {
-  const first = await identify(ledger, options);
+  const first = await identify(keys, options);
   const key = apiKeyFrom(options);
-  const beforeOperation = (principal: Principal, operation: Operation) => assertOperatorMayAct(ledger, principal, operation);
+  const beforeOperation = (principal: Principal, operation: Operation) => assertOperatorMayAct(keys, principal, operation);
   if (key === null) return { first, principal: async () => first, beforeOperation };
-  return { first, principal: () => principalOfKey(ledger, key), beforeOperation };
+  return { first, principal: () => principalOfKey(keys, key), beforeOperation };
 }

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { providerNames, type ProviderName } from '../../domain/providers.js';
 import { configuredProviderConnectors, ProviderConfigurationError } from '../../providers/configured.js';
-import { assertTenant } from '../../service/validation.js';
+import { providerFolders } from '../../providers/registry.js';
+import { assertTenant } from '../../domain/identifiers.js';
 import {
   assertWindowHours,
   formatProviderReconcileReport,
@@ -9,10 +10,8 @@ import {
   providerReconcileExitCode,
   providerReconcileWindowHoursDefault,
   providerReconcileWindowHoursMax,
-  reconcile,
   reconcileDefaults,
   reconcileExitCode,
-  reconcileProvider,
   reconcileStatementTimeoutMsMax,
 } from '../../reconcile/index.js';
 import { loadConfig } from '../../config.js';
@@ -36,7 +35,7 @@ export function registerReconcileCommand(program: Command): void {
     )
     .option('--tenant <id>', 'only this tenant (default: all tenants)')
     .option('--provider <name>', `reconcile with a payment provider (${providerNames.join(', ')}), configured from the environment (docs/providers.md)`)
-    .option('--window-hours <n>', `with --provider: payments created in the last n hours (default ${providerReconcileWindowHoursDefault}, at most ${providerReconcileWindowHoursMax})`)
+    .option('--window-hours <n>', `with --provider: payments created in the last n hours (default ${providerReconcileWindowHoursDefault}, at most the provider's longest authorization in hours, docs/providers.md)`)
     .option('--void-orphans', "with --provider: void each payment still held for a cancelled or declined charge, and each duplicate payment of a succeeded charge, and say what was voided")
     .option(
       '--statement-timeout-ms <ms>',
@@ -54,7 +53,7 @@ export function registerReconcileCommand(program: Command): void {
       const reconcileStatementTimeoutMs = statementTimeoutOption(options.statementTimeoutMs);
       const context = await openCliContext();
       try {
-        const report = await reconcile({ ledger: context.ledger, temporal: context.temporal, tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
+        const report = await context.reconciliation.ledgerAndWorkflows({ tenant: options.tenant ?? null, reconcileStatementTimeoutMs });
         print(options, report, formatReconcileReport(report));
         process.exitCode = reconcileExitCode(report);
       } finally {
@@ -73,11 +72,11 @@ function statementTimeoutOption(text: string | undefined): number {
   return ms;
 }
 
-function windowHoursOption(text: string | undefined): number {
+function windowHoursOption(text: string | undefined, maxHours: number): number {
   if (text === undefined) return providerReconcileWindowHoursDefault;
   try {
-    if (!/^\d+$/.test(text.trim())) throw new RangeError(`--window-hours must be a whole number of hours from 1 to ${providerReconcileWindowHoursMax}`);
-    return assertWindowHours(Number(text));
+    if (!/^\d+$/.test(text.trim())) throw new RangeError(`--window-hours must be a whole number of hours from 1 to ${maxHours}`);
+    return assertWindowHours(Number(text), maxHours);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -86,7 +85,6 @@ function windowHoursOption(text: string | undefined): number {
 async function reconcileWithProvider(options: ReconcileOptions, name: string): Promise<void> {
   const provider = providerNames.find((known) => known === name) as ProviderName | undefined;
   if (!provider) throw new UsageError(`--provider must be one of ${providerNames.join(', ')}`);
-  const windowHours = windowHoursOption(options.windowHours);
   let connector;
   try {
     connector = configuredProviderConnectors()[provider];
@@ -94,11 +92,11 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
     if (error instanceof ProviderConfigurationError) throw new UsageError(error.message);
     throw error;
   }
-  if (!connector) throw new UsageError(`no ${provider} connector is configured: set STRIPE_API_KEY and STRIPE_WEBHOOK_SECRETS (docs/providers.md, "Configuration")`);
-  const ledger = await openCliLedger();
+  if (!connector) throw new UsageError(`no ${provider} connector is configured: ${providerFolders[provider].settingsHint} (docs/providers.md, "Configuration")`);
+  const windowHours = windowHoursOption(options.windowHours, providerReconcileWindowHoursMax(connector));
+  const services = await openCliLedger();
   try {
-    const report = await reconcileProvider({
-      ledger: ledger.ledger,
+    const report = await services.reconciliation.provider({
       connector,
       tenant: options.tenant ?? null,
       windowHours,
@@ -109,6 +107,6 @@ async function reconcileWithProvider(options: ReconcileOptions, name: string): P
     print(options, report, formatProviderReconcileReport(report));
     process.exitCode = providerReconcileExitCode(report);
   } finally {
-    await ledger.close();
+    await services.close();
   }
 }

@@ -24,7 +24,7 @@ export function registerRefundCommand(program: Command): void {
       parseOptionalAmount(amount, '--amount', loadConfig().CHARGE_AMOUNT_MINOR_MAX);
       const context = await openCliContext();
       try {
-        const principal = await resolvePrincipal(context.ledger, options, 'refunds.create');
+        const principal = await resolvePrincipal(context.keys, options, 'refunds.create');
         const tenant = principal.tenant;
         const actor = chargeActorOf(principal);
         const answer = await context.charges.refund(tenant, key, options.refundKey, amount === undefined ? {} : { amount }, actor ? { actor } : {});

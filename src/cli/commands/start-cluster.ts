@@ -11,13 +11,14 @@ import {
   workerReadyLine,
   type ChargeguardProcess,
 } from '../../stack/chargeguard-processes.js';
-import { startLocalStack, type LocalStack } from '../../stack/stack.js';
+import type { LocalStack } from '../../stack/stack.js';
 import { Supervisor } from '../../stack/supervisor.js';
-import { findFreePort } from '../../stack/free-port.js';
+import { findFreePort } from '../../support/free-port.js';
 import { startTemporalUiServer, type TemporalUiServer } from '../../stack/temporal-ui-server.js';
 import { codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
 import { step } from '../../support/progress.js';
 import { waitForStopReason } from '../shutdown.js';
+import { startChargeguardStack } from '../../runtime/local-stack.js';
 
 export interface ClusterStartOptions {
   host: string;
@@ -50,7 +51,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
   const logsDir = join(dataDir, 'logs');
   const stack = await step('starting PostgreSQL and the Temporal server', () =>
-    startLocalStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, log }),
+    startChargeguardStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, log }),
   );
   const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
   let ui: Supervisor<TemporalUiServer> | null = null;

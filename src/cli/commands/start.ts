@@ -6,7 +6,7 @@ import { installProcessSafetyNet, keepExitStatus } from '../../runtime/process-s
 import type { LocalStack } from '../../stack/stack.js';
 import type { PayloadSettings } from '../../codec/payload-protection.js';
 import { codecEndpointUrl, codecPrefix, loopbackUiOrigins, withCodecCorsOrigins } from '../../codec/codec-routes.js';
-import { findFreePort } from '../../stack/free-port.js';
+import { findFreePort } from '../../support/free-port.js';
 import { startTemporalUiServer, temporalUiServerInstalled, type TemporalUiServer } from '../../stack/temporal-ui-server.js';
 import { step } from '../../support/progress.js';
 import { maskUrlPassword, withoutUrlPassword } from '../../support/redact.js';

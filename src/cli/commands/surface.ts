@@ -1,17 +1,14 @@
 import type { Command } from 'commander';
-import { AccountsService } from '../../service/accounts-service.js';
-import { ChargeguardError, ValidationError } from '../../service/errors.js';
-import { exitCodes } from '../../service/error-kinds.js';
+import { ChargeguardError, ValidationError } from '../../domain/errors.js';
+import { exitCodes } from '../../domain/error-kinds.js';
 import { asUnavailable } from '../../service/unavailable.js';
-import { assertTenant } from '../../service/validation.js';
+import { assertTenant } from '../../domain/identifiers.js';
 import { loadConfig } from '../../config.js';
-import { migrateLedger } from '../../ledger/migrate.js';
-import { createLedgerPool, type LedgerPool } from '../../ledger/pool.js';
-import { openAppContext, type AppContext } from '../../runtime/app-context.js';
+import { openAppContext, openLedgerServices, type AppContext, type LedgerServices } from '../../runtime/app-context.js';
 
 /**
  * What the charge, account and key commands share: where the servers are, which tenant, how to
- * print, and one exit code per kind of failure (the error kind's, src/service/error-kinds.ts) so
+ * print, and one exit code per kind of failure (the error kind's, src/domain/error-kinds.ts) so
  * scripts can tell "retry" from "fix the request" from "not allowed".
  */
 
@@ -55,17 +52,13 @@ export async function openCliContext(): Promise<AppContext> {
   });
 }
 
-/** The ledger alone, for commands that only touch accounts and keys. */
-export async function openCliLedger(): Promise<{ ledger: LedgerPool; accounts: AccountsService; close(): Promise<void> }> {
+/** The ledger's services alone, for commands that only touch accounts, keys and secrets. */
+export async function openCliLedger(): Promise<LedgerServices> {
   const config = loadConfig();
-  const databaseUrl = requireEndpoint('DATABASE_URL', config.DATABASE_URL);
-  await migrateLedger(config.MIGRATION_DATABASE_URL ?? databaseUrl);
-  const ledger = createLedgerPool({ databaseUrl, maxConnections: 2 });
-  return {
-    ledger,
-    accounts: new AccountsService({ ledger, amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX }),
-    close: () => ledger.end(),
-  };
+  return openLedgerServices(config, {
+    databaseUrl: requireEndpoint('DATABASE_URL', config.DATABASE_URL),
+    migrationDatabaseUrl: config.MIGRATION_DATABASE_URL,
+  });
 }
 
 export function print(options: OutputOptions, value: unknown, human: string): void {
@@ -118,7 +111,7 @@ export async function runCommand(options: OutputOptions, body: () => Promise<voi
   }
 }
 
-/** The error kind's exit code (src/service/error-kinds.ts); a bad flag is an invalid request. */
+/** The error kind's exit code (src/domain/error-kinds.ts); a bad flag is an invalid request. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof ChargeguardError) return error.kind.exitCode;
   if (error instanceof UsageError) return exitCodes.invalid;

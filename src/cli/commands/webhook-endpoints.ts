@@ -1,8 +1,6 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../../config.js';
-import { doorSettingsFromConfig } from '../../outbound/settings.js';
-import { WebhookEndpointsService, type WireWebhookEndpoint } from '../../service/webhook-endpoints.js';
-import { ValidationError } from '../../service/errors.js';
+import type { WebhookEndpointsService, WireWebhookEndpoint } from '../../service/webhook-endpoints.js';
+import { ValidationError } from '../../domain/errors.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 
 /**
@@ -19,7 +17,7 @@ function describeEndpoint(endpoint: WireWebhookEndpoint): string {
 async function withService<T>(work: (service: WebhookEndpointsService) => Promise<T>): Promise<T> {
   const cli = await openCliLedger();
   try {
-    return await work(new WebhookEndpointsService({ ledger: cli.ledger, door: doorSettingsFromConfig(loadConfig()) }));
+    return await work(cli.webhookEndpoints);
   } finally {
     await cli.close();
   }

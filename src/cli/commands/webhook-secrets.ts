@@ -1,14 +1,10 @@
 import type { Command } from 'commander';
-import { ValidationError } from '../../service/errors.js';
+import { ValidationError } from '../../domain/errors.js';
+import { assertProvider } from '../../domain/identifiers.js';
 import {
-  addWebhookSecret,
-  assertProvider,
   assertWebhookSecretId,
   defaultRotationOverlapSeconds,
-  listProviderSecrets,
   maxRotationOverlapSeconds,
-  revokeProviderSecret,
-  rotateWebhookSecrets,
   secretState,
   type WebhookSecretRecord,
 } from '../../service/webhooks.js';
@@ -63,7 +59,7 @@ export function registerWebhookSecretsCommand(program: Command): void {
       assertProvider(provider, '<provider>');
       const cli = await openCliLedger();
       try {
-        const { secret, record } = await addWebhookSecret(cli.ledger, provider);
+        const { secret, record } = await cli.webhookSecrets.add(provider);
         print(
           options,
           { ...secretToJson(record, Date.now()), secret },
@@ -83,7 +79,7 @@ export function registerWebhookSecretsCommand(program: Command): void {
       if (options.provider !== undefined) assertProvider(options.provider, '--provider');
       const cli = await openCliLedger();
       try {
-        const found = await listProviderSecrets(cli.ledger, options.provider ?? null);
+        const found = await cli.webhookSecrets.list(options.provider ?? null);
         const nowMs = Date.now();
         print(
           options,
@@ -108,7 +104,7 @@ export function registerWebhookSecretsCommand(program: Command): void {
       const overlapSeconds = overlapOption(options.overlapSeconds);
       const cli = await openCliLedger();
       try {
-        const rotated = await rotateWebhookSecrets(cli.ledger, provider, overlapSeconds);
+        const rotated = await cli.webhookSecrets.rotate(provider, overlapSeconds);
         const nowMs = Date.now();
         const expiring = rotated.expiring.map((record) => `  ${describeSecret(record, nowMs)}`).join('\n');
         print(
@@ -130,7 +126,7 @@ export function registerWebhookSecretsCommand(program: Command): void {
       assertWebhookSecretId(id);
       const cli = await openCliLedger();
       try {
-        const revoked = await revokeProviderSecret(cli.ledger, id);
+        const revoked = await cli.webhookSecrets.revoke(id);
         print(options, secretToJson(revoked, Date.now()), describeSecret(revoked, Date.now()));
       } finally {
         await cli.close();

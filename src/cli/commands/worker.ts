@@ -16,7 +16,7 @@ import { describePayloadProtection, payloadProtectionFromSettings } from '../../
 import { chargeTaskQueue } from '../../../workflows/definitions.js';
 import { waitForStopReason } from '../shutdown.js';
 import { checkedWorkflowBundle } from './worker-bundle.js';
-import { startWebhookDeliverer } from '../../worker/webhook-deliverer.js';
+import { startWebhookDeliverer } from '../../runtime/webhook-deliverer.js';
 
 export function registerWorkerCommand(program: Command): void {
   program

@@ -231,10 +231,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The refunds of one charge, as Stripe's clients ask for them (`charge` required), oldest first
-         * @description The same list as `GET /v1/charges/{key}/refunds`, the charge named by its `id` (`ch_…`) or idempotency key. A charge that is not this tenant's is refused (400 naming `charge`); so is a list without `charge`: refunds are listed per charge.
+         * The tenant's refunds, newest first; with `charge`, that charge's refunds, oldest first
+         * @description As Stripe's refund list: without `charge`, every refund of the tenant (refused ones included), newest first, paged by a refund's `id` (`re_…`). With `charge` (the charge's `id`, `ch_…`, or its idempotency key): the same list as `GET /v1/charges/{key}/refunds`, oldest first, paged by a refund's id or refund key. A charge or cursor that is not this tenant's is refused (400 naming the parameter).
          */
-        get: operations["listRefundsByCharge"];
+        get: operations["listTenantRefunds"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1882,7 +1882,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description a page of the charge's refunds */
+            /** @description a page of refunds */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2100,19 +2100,16 @@ export interface operations {
             };
         };
     };
-    listRefundsByCharge: {
+    listTenantRefunds: {
         parameters: {
-            query: {
-                /**
-                 * @description the charge's id (ch_…) or idempotency key
-                 * @example order-1001
-                 */
-                charge: string;
+            query?: {
+                /** @description the charge's id (ch_…) or idempotency key */
+                charge?: string;
                 /** @example 10 */
                 limit?: number;
-                /** @description the next page: the objects after this one (a refund id, re_…, or its refund key); an id that names no object of this list is a 400 */
+                /** @description the next page: the objects after this one (a refund id, re_… (with `charge`, also its refund key)); an id that names no object of this list is a 400 */
                 starting_after?: string;
-                /** @description the previous page: the objects just before this one (a refund id, re_…, or its refund key); not with starting_after */
+                /** @description the previous page: the objects just before this one (a refund id, re_… (with `charge`, also its refund key)); not with starting_after */
                 ending_before?: string;
             };
             header?: never;
@@ -2121,7 +2118,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description a page of the charge's refunds */
+            /** @description a page of refunds */
             200: {
                 headers: {
                     [name: string]: unknown;
