@@ -51,6 +51,7 @@ const program = new Command('chaos')
   .option('--card-share <fraction>', 'with --provider: the share of keys sent as card charges, 0 to 1', '0.5')
   .option('--provider-fault-every-s <seconds>', 'with --provider: arm a random simulator fault this often', '3')
   .option('--cpu-hog [processes]', 'busy-looping processes competing for the CPU while the storm runs (default: one per core)')
+  .option('--events', 'webhook endpoints with receivers on loopback (one flaky), delivered through the faults; the verdict counts lost events (must be 0)')
   .option('--json <file>', 'write the result as JSON')
   .option('--kafka', 'the queue intake instead (chaos/kafka.ts): consumers SIGKILLed and the broker restarted during a storm of signed, duplicated and poison messages; --duration-s, --settle-budget-s apply')
   .option('--consumers <n>', 'with --kafka: consumer processes', '2')
@@ -116,6 +117,7 @@ if (options.kafka === true) {
 }
 
 const result = await runChaos({
+  events: options.events === true,
   mode,
   temporalPostgres,
   postgresDownMs,

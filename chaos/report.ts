@@ -40,7 +40,7 @@ function providerRows(p: ProviderVerdict): string[] {
 /** The run as Markdown: the verdict first, then faults with recovery times, then what callers were answered. */
 export function formatChaosReport(result: ChaosResult): string {
   const lines: string[] = [];
-  lines.push(`## Chaos run (${result.mode}${result.provider !== null ? ', provider' : ''}) on the ${result.temporal}: ${result.ok ? 'PASSED' : 'FAILED'}`);
+  lines.push(`## Chaos run (${result.mode}${result.provider !== null ? ', provider' : ''}${result.events ? ', events' : ''}) on the ${result.temporal}: ${result.ok ? 'PASSED' : 'FAILED'}`);
   lines.push('');
   lines.push(`${result.keys} keys, ${result.requests} requests in ${ms(result.durationMs)} (storm and settling).`);
   lines.push('');
@@ -55,6 +55,14 @@ export function formatChaosReport(result: ChaosResult): string {
   lines.push(`| reconcile | ${result.reconcileOk ? 'clean' : result.reconcileError !== null ? `FAILED: ${result.reconcileError}` : 'FAILED'} |`);
   lines.push(`| 5xx answers | ${result.fiveXx} |`);
   if (result.provider !== null) lines.push(...providerRows(result.provider));
+  if (result.events) {
+    const e = result.events;
+    lines.push(
+      `| webhook endpoints / events / lost (must be 0) | ${e.endpoints} / ${e.events} / ${e.lost} |`,
+      `| deliveries duplicated (allowed) / bad signatures / pending / failed | ${e.duplicates} / ${e.badSignatures} / ${e.pending} / ${e.failed} |`,
+      `| delivery lag p50 / p99 (event committed to first 2xx) | ${ms(e.lagP50Ms)} / ${ms(e.lagP99Ms)} |`,
+    );
+  }
   lines.push('');
   lines.push('| fault | injected | back after (median, max) | first decision after (median, max) |');
   lines.push('|---|---|---|---|');

@@ -35,6 +35,7 @@ import { startChaosDevServer, startChaosPostgres, type ChaosPostgres, type Chaos
 import { appProcess, buildCli, type AppProcess } from './processes.js';
 import { startCpuHogs, type CpuHogs } from './cpu-hog.js';
 import { slowestKeyOf } from './slowest-key.js';
+import { eventsAppEnv, eventsVerdict, startEventReceivers, type ChaosEventReceivers, type EventsVerdict } from './events.js';
 import { armProviderFaults, providerVerdict, startChaosProvider, type ArmedProviderFault, type ChaosProvider, type ProviderVerdict } from './provider.js';
 
 /** What `settings: 'previous'` gives the processes: Temporal's defaults, before the recovery work. */
@@ -44,6 +45,8 @@ import { createOutcomes, newStorm, runStorm, settleStorm, type AnswerCounts, typ
 import { unthrottledLimits } from './unthrottled-limits.js';
 
 export interface ChaosOptions {
+  /** `--events`: webhook endpoints with receivers on loopback (one flaky), and their verdict. */
+  events?: boolean;
   durationMs: number;
   workers: number;
   apis: number;
@@ -121,9 +124,13 @@ export interface ChaosResult {
   reconcileError: string | null;
   /** Provider mode: the provider's side of the verdict; null otherwise. */
   provider: ProviderVerdict | null;
+  /** `--events`: the webhook deliveries' verdict; null otherwise. */
+  events: EventsVerdict | null;
 }
 
 const readyTimeoutMs = 120_000;
+/** `--events`: how long the verdict waits for the deliveries still pending after the storm to drain. */
+const eventsDrainBudgetMs = 120_000;
 /** How long the verdict waits for Temporal to answer after the storm before the run fails. */
 const afterStormConnectBudgetMs = 120_000;
 const currency = 'USD';
@@ -150,6 +157,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let temporal: ChaosTemporal | null = null;
   let pool: LedgerPool | null = null;
   let provider: ChaosProvider | null = null;
+  let receivers: ChaosEventReceivers | null = null;
   // A 500 is a bug whatever the money says: its request's log line must survive the run.
   let internalErrors = 0;
   try {
@@ -168,6 +176,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       log(`Stripe simulator at ${provider.simulator.url}`);
     }
     const tenant = `chaos-${Date.now().toString(36)}`;
+    // Before the tenant is funded: every event of the run, its deposits included, is then delivered.
+    if (options.events) {
+      receivers = await withPool(postgres.databaseUrl, (setup) => startEventReceivers(setup, tenant));
+      log(`${receivers.receivers.length} webhook receivers on loopback (the first flaky: every third request answered 500)`);
+    }
     const target = await withPool(postgres.databaseUrl, (setup) => fundTenant(setup, tenant));
 
     const env = {
@@ -180,6 +193,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       ...unthrottledLimits,
       ...(previous ? previousTimeouts : {}),
       ...(provider === null ? {} : { ...provider.env, HOLD_TTL_MS: String(providerModeHoldTtlMs) }),
+      ...(options.events ? eventsAppEnv : {}),
       ...options.appEnv,
     };
     const workers = Array.from({ length: options.workers }, (_, index) =>
@@ -272,6 +286,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         mode,
         settings: options.settings ?? 'current',
         provider: provider === null ? null : { provider, armed },
+        events: receivers,
       });
     } finally {
       await connection?.close();
@@ -280,7 +295,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     hogs?.stop();
     await Promise.allSettled(processes.map((child) => child.stop()));
     await pool?.end();
-    await Promise.allSettled([temporal?.stop(), postgres?.stop(), provider?.stop()]);
+    await Promise.allSettled([temporal?.stop(), postgres?.stop(), provider?.stop(), receivers?.stop()]);
     await temporalPostgres?.stop();
     if (process.env.CHARGEGUARD_CHAOS_KEEP_DATA === undefined && internalErrors === 0) await rm(dataDir, { recursive: true, force: true });
     else log(`data and logs kept in ${dataDir}${internalErrors > 0 ? ` (${internalErrors} answers were 500: the API logs name each request id)` : ''}`);
@@ -319,6 +334,8 @@ export async function verdict(p: {
   mode: 'storm' | 'single';
   settings: 'current' | 'previous';
   provider: { provider: ChaosProvider; armed: ArmedProviderFault[] } | null;
+  /** `--events`: the receivers whose deliveries the verdict counts; none by default. */
+  events?: ChaosEventReceivers | null;
   /** Reconcile's own statement limit (default reconcileDefaults.reconcileStatementTimeoutMs). */
   reconcileStatementTimeoutMs?: number;
 }): Promise<ChaosResult> {
@@ -363,6 +380,13 @@ export async function verdict(p: {
   if (records.length === 0) problems.push('the storm sent no key');
   const provider = p.provider === null ? null : (await attempt('the provider verdict', () => providerVerdict({ ...p.provider!, pool: p.pool, tenant: p.tenant, storm: p.storm, holdTtlMs: providerModeHoldTtlMs }))).value;
   problems.push(...(provider?.problems ?? []));
+  // Every event to every endpoint, after the workers (still running) have drained what is due.
+  const events = (p.events ?? null) === null ? null : (await attempt('the events verdict', () => eventsVerdict(p.pool, p.tenant, p.events!, eventsDrainBudgetMs))).value;
+  if (events !== null) {
+    if (events.lost > 0) problems.push(`events: ${events.lost} event x endpoint deliveries never arrived`);
+    if (events.badSignatures > 0) problems.push(`events: ${events.badSignatures} deliveries whose signature did not verify`);
+    if (events.failed > 0) problems.push(`events: ${events.failed} deliveries failed for good`);
+  }
 
   return {
     ok: problems.length === 0,
@@ -387,5 +411,6 @@ export async function verdict(p: {
     reconcileOk: report?.ok ?? false,
     reconcileError: reconciled.error,
     provider,
+    events,
   };
 }

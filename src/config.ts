@@ -12,6 +12,10 @@ const positiveMs = z.coerce.number().int().positive();
 const perSecond = z.coerce.number().int().min(1).max(rateLimitBounds.ratePerSecondMax);
 const burst = z.coerce.number().int().min(1).max(rateLimitBounds.burstMax);
 const openHolds = z.coerce.number().int().min(1).max(rateLimitBounds.maxOpenHoldsMax);
+/** A switch: `true` or `false` (also 1/0, on/off, yes/no), anything else refused. */
+const onOff = z
+  .enum(['true', 'false', '1', '0', 'on', 'off', 'yes', 'no'])
+  .transform((value) => ['true', '1', 'on', 'yes'].includes(value));
 
 /**
  * Every setting the service reads from its environment, validated at start so a typo fails loudly
@@ -150,6 +154,40 @@ const configSchema = z.object({
   INTAKE_MAX_IN_FLIGHT_PER_PARTITION: z.coerce.number().int().min(1).max(1_000).default(16),
   /** How long one intake message waits for its charge's outcome before its result says pending, in ms. */
   INTAKE_OUTCOME_WAIT_MS: positiveMs.max(3_600_000).default(120_000),
+  /**
+   * Webhook endpoints (OUTBOUND deliveries of events; docs/webhook-endpoints.md, Settings). The
+   * outbound door: which URLs and addresses a delivery may reach. Off by default: http URLs,
+   * loopback and private network addresses (tests and development turn loopback and http on).
+   * Link-local, cloud metadata, unspecified, multicast and reserved addresses are never reached.
+   */
+  WEBHOOK_ALLOW_HTTP: onOff.default(false),
+  WEBHOOK_ALLOW_LOOPBACK: onOff.default(false),
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: onOff.default(false),
+  /** One attempt: until connected (TLS included), then until the whole response, and its body's bytes read at most. */
+  WEBHOOK_CONNECT_TIMEOUT_MS: positiveMs.max(60_000).default(5_000),
+  WEBHOOK_RESPONSE_TIMEOUT_MS: positiveMs.max(120_000).default(15_000),
+  WEBHOOK_RESPONSE_MAX_BYTES: z.coerce.number().int().min(0).max(1_048_576).default(65_536),
+  /**
+   * The retry schedule: exponential backoff with full jitter (a delay drawn uniformly up to a bound
+   * that starts at the first delay and doubles per attempt up to the max), for the window; a delivery
+   * not delivered by then fails for good. 30 s, 8 h and 3 days by default: about 28 attempts.
+   */
+  WEBHOOK_RETRY_FIRST_DELAY_MS: positiveMs.default(30_000),
+  WEBHOOK_RETRY_MAX_DELAY_MS: positiveMs.default(8 * 60 * 60 * 1000),
+  WEBHOOK_RETRY_WINDOW_MS: positiveMs.default(3 * 24 * 60 * 60 * 1000),
+  /** An endpoint whose every attempt has failed for this long is disabled, with a webhook_endpoint.disabled event (5 days). */
+  WEBHOOK_DISABLE_AFTER_FAILING_MS: positiveMs.default(5 * 24 * 60 * 60 * 1000),
+  /** Attempts in flight per worker process, and to one endpoint across all of them. */
+  WEBHOOK_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(32),
+  WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
+  /** How long a claimed delivery is held (must outlast connect + response timeouts): a killed worker's claims expire after it. */
+  WEBHOOK_DELIVERY_LEASE_MS: positiveMs.default(60_000),
+  /** How often a worker looks for due deliveries. */
+  WEBHOOK_DELIVERY_POLL_MS: positiveMs.max(60_000).default(250),
+  /** Database connections of a worker's deliverer, apart from the charges' pool. */
+  WEBHOOK_DELIVERY_POOL_CONNECTIONS: z.coerce.number().int().min(1).max(50).default(4),
+  /** `off`: this worker delivers no webhooks (another process does). */
+  WEBHOOK_DELIVERY: z.enum(['on', 'off']).default('on'),
 });
 
 export type ChargeguardConfig = z.infer<typeof configSchema>;

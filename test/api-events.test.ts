@@ -135,7 +135,9 @@ describe('each event type: data.object is what GET of the object answered right 
     const adminEvent = await lastEvent(adminKey, succeeded.body.id, 'charge.succeeded');
     expect(adminEvent.data.object).toEqual({ ...succeeded.body, created_by_key_id: adminView.body.created_by_key_id });
 
-    expect([...seen].sort()).toEqual(eventTypes.filter((type) => type !== 'charge.requires_action').sort());
+    // requires_action needs a card charge (test/provider-charges), webhook_endpoint.disabled a failing
+    // endpoint (test/webhook-delivery.test.ts): every other type is a change made here.
+    expect([...seen].sort()).toEqual(eventTypes.filter((type) => type !== 'charge.requires_action' && type !== 'webhook_endpoint.disabled').sort());
     await expectLedgerInvariants(h.pool, tenant);
   });
 

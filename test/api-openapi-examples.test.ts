@@ -11,6 +11,22 @@ beforeAll(async () => {
 const signedCallbacks = new Set(['receiveWebhook', 'receiveProviderEvent']);
 
 /**
+ * Webhook endpoints: the example URL's host must resolve through the outbound door, and this
+ * machine need not have DNS; the rest name the endpoint the create made. test/api-webhook-endpoints.test.ts
+ * sends every one of these examples, with the URL on a loopback receiver and the id the create answered.
+ */
+const outboundDoor = new Set([
+  'createWebhookEndpoint',
+  'listWebhookEndpoints',
+  'getWebhookEndpoint',
+  'updateWebhookEndpoint',
+  'deleteWebhookEndpoint',
+  'rotateWebhookEndpointSecret',
+  'listWebhookDeliveryAttempts',
+  'redeliverWebhookEvent',
+]);
+
+/**
  * The order the examples build on each other, as in docs/api.md's walk-through: accounts, a deposit,
  * the charge, what reads or refunds it. Operations not named here (new ones) run after these.
  */
@@ -64,7 +80,7 @@ describe("every operation's example, sent unchanged, succeeds", () => {
     const answers: string[] = [];
     for (const operation of operationsOf(document)) {
       const id = operation.operation.operationId;
-      if (signedCallbacks.has(id)) continue;
+      if (signedCallbacks.has(id) || outboundDoor.has(id)) continue;
       if (id === 'cancelCharge') {
         for (const key of ['order-1002', 'order-1003']) {
           const body = { order_id: key.replace('order-', ''), payer_account_id: 'payer', payee_account_id: 'payee', amount: 2500, currency: 'USD', capture: 'manual' };
@@ -93,7 +109,7 @@ describe("every operation's example, sent unchanged, succeeds", () => {
     const payer = await api.request('/v1/accounts/payer', { apiKey });
     expect(payer.body).toMatchObject({ posted: 20_000 - 2_500 - 2_000 + 500, pending: 0 });
     expect(answers.filter((a) => a.startsWith('createCharge'))).toEqual(['createCharge 201']);
-    expect(answers.length).toBe(operationsOf(document).length - signedCallbacks.size);
+    expect(answers.length).toBe(operationsOf(document).length - signedCallbacks.size - outboundDoor.size);
   });
 
   it('a repeat of the whole walk-through replays: Swagger UI\'s Try it out can be pressed twice', async () => {

@@ -12,12 +12,12 @@ const openAccountRefusal = /^opening accounts needs an admin key; this key is an
 const depositRefusal = /^depositing money needs an admin key; this key is an agent key$/;
 
 describe('roles: only admin keys create money', () => {
-  it('the permission table: agents move existing money, admins also open accounts, deposit, manage keys and read system accounts', () => {
+  it('the permission table: agents move existing money, admins also open accounts, deposit, manage keys and webhook endpoints, and read system accounts', () => {
     const adminOnly = Object.entries(permissions)
       .filter(([, permission]) => !permission.roles.includes('agent'))
       .map(([operation]) => operation)
       .sort();
-    expect(adminOnly).toEqual(['accounts.deposit', 'accounts.open', 'api_keys.manage', 'system_accounts.read']);
+    expect(adminOnly).toEqual(['accounts.deposit', 'accounts.open', 'api_keys.manage', 'system_accounts.read', 'webhook_endpoints.manage']);
     for (const operation of Object.keys(permissions) as Array<keyof typeof permissions>) {
       expect(permissionFor('admin', operation), operation).toEqual({ allowed: true });
     }

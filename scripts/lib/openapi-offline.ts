@@ -34,6 +34,7 @@ export async function offlineOpenApiDocument(): Promise<Record<string, unknown>>
     readings: offline('readings'),
     reconciliation: offline('reconciliation'),
     eventStream: offline('eventStream'),
+    webhookEndpoints: offline('webhookEndpoints'),
     close: async () => undefined,
   };
   const app = await buildApi({ context, extraRoutes: [mcpRoutes] });

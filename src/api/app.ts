@@ -21,6 +21,7 @@ import { registerRefundRoutes } from './routes/refunds.js';
 import { registerEventRoutes } from './routes/events.js';
 import { registerWebhookRoutes } from './routes/webhooks.js';
 import { registerProviderEventRoutes } from './routes/provider-events.js';
+import { registerWebhookEndpointRoutes } from './routes/webhook-endpoints.js';
 import { configuredProviderConnectors } from '../providers/configured.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { rateLimitHook } from '../http/rate-limit-hook.js';
@@ -102,6 +103,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     context,
     accounts: context.accounts,
     metrics: new ApiMetrics({ readings: context.readings, admission: () => context.charges.admission }),
+    webhookEndpoints: context.webhookEndpoints,
     waitBudgetMs: Math.min(options.waitBudgetMs ?? context.config.CHARGE_WAIT_BUDGET_MS, context.config.CHARGE_WAIT_BUDGET_MS),
     temporalCallTimeoutMs: options.temporalCallTimeoutMs ?? apiDefaults.temporalCallTimeoutMs,
     retryAfterSeconds: options.retryAfterSeconds ?? apiDefaults.retryAfterSeconds,
@@ -223,6 +225,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     registerIdempotencyTokenRoutes(tenantScope, deps);
     registerRefundRoutes(tenantScope, deps);
     registerAccountRoutes(tenantScope, deps);
+    registerWebhookEndpointRoutes(tenantScope, deps);
     registerEventRoutes(tenantScope, deps);
     for (const routes of extraRoutes) if (routes.scope === 'tenant') await routes.register(tenantScope, deps);
   });

@@ -2,12 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import type { AccountsService } from '../service/accounts-service.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiMetrics } from './metrics.js';
+import type { WebhookEndpointsService } from '../service/webhook-endpoints.js';
 
 /** Everything a route needs, resolved once from the API's options (by buildApi). */
 export interface ApiDeps {
   context: AppContext;
   accounts: AccountsService;
   metrics: ApiMetrics;
+  /** Webhook endpoints (outbound deliveries of events), checked through the configured outbound door. */
+  webhookEndpoints: WebhookEndpointsService;
   waitBudgetMs: number;
   /** Bound on the Temporal calls of a request beyond its wait (start, query, update). */
   temporalCallTimeoutMs: number;

@@ -11,6 +11,16 @@ import { wireAccountSchema, wireChargeSchema, wireDepositSchema, wireRefundSchem
 import { wireProblemSchema } from '../http/problem.js';
 import { wireEventSchema } from '../service/events.js';
 import {
+  createWebhookEndpointBodySchema,
+  redeliverBodySchema,
+  rotateWebhookSecretBodySchema,
+  updateWebhookEndpointBodySchema,
+  wireDeliveryAttemptSchema,
+  wireRedeliverySchema,
+  wireWebhookEndpointSchema,
+  wireWebhookEndpointWithSecretSchema,
+} from '../service/webhook-endpoints.js';
+import {
   idempotencyTokenLength,
   idempotencyTokenPattern,
   issueTokenBodySchema,
@@ -139,6 +149,33 @@ export function componentSchemas(amountMinorMax: number): Record<string, JsonSch
       },
       additionalProperties: false,
     },
+    WebhookEndpoint: jsonSchema(wireWebhookEndpointSchema, 'output'),
+    WebhookEndpointWithSecret: jsonSchema(wireWebhookEndpointWithSecretSchema, 'output'),
+    WebhookDeliveryAttempt: jsonSchema(wireDeliveryAttemptSchema, 'output'),
+    WebhookDelivery: jsonSchema(wireRedeliverySchema, 'output'),
+    WebhookEndpointSecret: {
+      type: 'object',
+      properties: {
+        object: { const: 'webhook_endpoint_secret' },
+        endpoint_id: { type: 'string' },
+        secret: { type: 'string', description: 'the new signing secret (`whsec_` + base64), shown this once' },
+        previous_secrets_expire_at: { type: 'string', description: 'RFC 3339 timestamp (UTC): until then the previous secrets sign too' },
+      },
+      required: ['object', 'endpoint_id', 'secret', 'previous_secrets_expire_at'],
+    },
+    DeletedWebhookEndpoint: {
+      type: 'object',
+      properties: { id: { type: 'string' }, object: { const: 'webhook_endpoint' }, deleted: { const: true } },
+      required: ['id', 'object', 'deleted'],
+    },
+    CreateWebhookEndpointRequest: jsonSchema(createWebhookEndpointBodySchema, 'input'),
+    UpdateWebhookEndpointRequest: jsonSchema(updateWebhookEndpointBodySchema, 'input'),
+    RotateWebhookSecretRequest: describeProperty(
+      jsonSchema(rotateWebhookSecretBodySchema, 'input'),
+      'overlap_seconds',
+      `${(jsonSchema(rotateWebhookSecretBodySchema, 'input').properties as Record<string, JsonSchema>).overlap_seconds!.description as string}. ${integerWrittenAsOne}`,
+    ),
+    RedeliverRequest: jsonSchema(redeliverBodySchema, 'input'),
     CancelRequest: {
       type: 'object',
       description: 'a cancel takes no parameters: send no body, or `{}`',
@@ -403,6 +440,7 @@ const optionalBodies: Array<[string, string]> = [
   ['/v1/charges/{key}/cancel', 'post'],
   ['/v1/charges/{key}/capture', 'post'],
   ['/v1/charges/{key}/refunds', 'post'],
+  ['/v1/webhook-endpoints/{id}/rotate-secret', 'post'],
 ];
 
 /**
@@ -430,10 +468,21 @@ export const operationIds: Record<string, string> = {
   'post /v1/accounts': 'createAccount',
   'get /v1/accounts/{id}': 'getAccount',
   'post /v1/accounts/{id}/deposits': 'createDeposit',
+  'post /v1/webhook-endpoints': 'createWebhookEndpoint',
+  'get /v1/webhook-endpoints': 'listWebhookEndpoints',
+  'get /v1/webhook-endpoints/{id}': 'getWebhookEndpoint',
+  'post /v1/webhook-endpoints/{id}': 'updateWebhookEndpoint',
+  'delete /v1/webhook-endpoints/{id}': 'deleteWebhookEndpoint',
+  'post /v1/webhook-endpoints/{id}/rotate-secret': 'rotateWebhookEndpointSecret',
+  'get /v1/webhook-endpoints/{id}/deliveries': 'listWebhookDeliveryAttempts',
+  'post /v1/webhook-endpoints/{id}/deliveries': 'redeliverWebhookEvent',
   'get /v1/events': 'listEvents',
   'get /v1/events/{id}': 'getEvent',
   'post /mcp': 'mcp',
 };
+
+/** The id the webhook endpoint examples name (a real one is the server's: `we_` and 24 letters or digits). */
+export const exampleEndpointId = 'we_0123456789ABCDEFGHIJabcd';
 
 interface RequestExample {
   /** By parameter name as the document spells it (header names lower case). */
@@ -472,6 +521,18 @@ export const requestExamples: Record<string, RequestExample> = {
   // A placeholder of an event id's shape: ids are random, so take one from listEvents (its description says so).
   getEvent: { parameters: { id: 'evt_0123456789abcdef0123456789abcdef' } },
   mcp: { body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
+  // The endpoint examples name one endpoint id; test/api-openapi-examples.test.ts puts the id its
+  // createWebhookEndpoint example made in its place (an id is the server's, no example can know it).
+  createWebhookEndpoint: {
+    body: { url: 'https://hooks.example.com/chargeguard', enabled_events: ['charge.succeeded', 'refund.succeeded'], description: 'order fulfilment' },
+  },
+  listWebhookEndpoints: { parameters: { limit: 10 } },
+  getWebhookEndpoint: { parameters: { id: exampleEndpointId } },
+  updateWebhookEndpoint: { parameters: { id: exampleEndpointId }, body: { enabled_events: ['*'] } },
+  rotateWebhookEndpointSecret: { parameters: { id: exampleEndpointId }, body: { overlap_seconds: 3600 } },
+  listWebhookDeliveryAttempts: { parameters: { id: exampleEndpointId, limit: 10 } },
+  redeliverWebhookEvent: { parameters: { id: exampleEndpointId }, body: { event: 'evt_0123456789abcdef0123456789abcdef' } },
+  deleteWebhookEndpoint: { parameters: { id: exampleEndpointId } },
 };
 
 /** The cancel and capture examples' charges: made with manual capture, as the walk-through's charge is not. */

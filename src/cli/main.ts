@@ -24,6 +24,7 @@ const commands: Array<readonly [name: string, load: () => Promise<(program: Comm
   ['events', async () => (await import('./commands/events.js')).registerEventsCommand],
   ['api-keys', async () => (await import('./commands/api-keys.js')).registerApiKeysCommand],
   ['webhook-secrets', async () => (await import('./commands/webhook-secrets.js')).registerWebhookSecretsCommand],
+  ['webhook-endpoints', async () => (await import('./commands/webhook-endpoints.js')).registerWebhookEndpointsCommand],
   ['reconcile', async () => (await import('./commands/reconcile.js')).registerReconcileCommand],
   ['consume', async () => (await import('./commands/consume.js')).registerConsumeCommand],
 ];

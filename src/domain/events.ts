@@ -20,11 +20,16 @@ export const eventTypes = [
   'refund.failed',
   /** Money was deposited into an account. */
   'deposit.credited',
+  /**
+   * The service disabled a webhook endpoint: it answered 410 Gone, or every delivery to it failed for
+   * WEBHOOK_DISABLE_AFTER_FAILING_MS (docs/webhook-endpoints.md). Not written when the tenant disables it.
+   */
+  'webhook_endpoint.disabled',
 ] as const;
 export type EventType = (typeof eventTypes)[number];
 
 /** The objects events are about: `type=<object>.*` lists every type of one. */
-export const eventObjectTypes = ['charge', 'refund', 'deposit'] as const;
+export const eventObjectTypes = ['charge', 'refund', 'deposit', 'webhook_endpoint'] as const;
 
 /** The charge statuses that are events (charge.<status>); the ledger's trigger names the same five. */
 export const chargeEventStatuses = ['reserved', 'requires_action', 'succeeded', 'declined', 'cancelled'] as const;

@@ -4,7 +4,7 @@
  *
  * An `agent` key moves money that already exists: it creates, reads, cancels, captures and refunds
  * charges and reads accounts. Only an `admin` key creates money or changes who may: it opens
- * accounts (so also sets `allow_overdraft`), deposits, and manages keys; it also reads the ledger's
+ * accounts (so also sets `allow_overdraft`), deposits, and manages keys and webhook endpoints; it also reads the ledger's
  * system accounts (clearing accounts), which agents never see.
  */
 export const roles = ['agent', 'admin'] as const;
@@ -26,7 +26,8 @@ export type Operation =
   | 'system_accounts.read'
   | 'accounts.open'
   | 'accounts.deposit'
-  | 'api_keys.manage';
+  | 'api_keys.manage'
+  | 'webhook_endpoints.manage';
 
 interface Permission {
   /** The roles allowed to perform it. */
@@ -53,6 +54,9 @@ export const permissions: Readonly<Record<Operation, Permission>> = {
   'accounts.open': { roles: ['admin'], doing: 'opening accounts' },
   'accounts.deposit': { roles: ['admin'], doing: 'depositing money' },
   'api_keys.manage': { roles: ['admin'], doing: 'managing API keys' },
+  // Where a tenant's events go, and the secret that signs them: whoever manages endpoints can read
+  // every outcome of the tenant, so it is an admin's decision.
+  'webhook_endpoints.manage': { roles: ['admin'], doing: 'managing webhook endpoints' },
 };
 
 export function isRole(value: unknown): value is Role {

@@ -291,7 +291,9 @@ const invariantQueries: BatchedCheck[] = [
   },
   {
     name: 'outbox_events_have_objects',
-    description: "every event's object exists in its tenant (a charge, a refund, a deposit), and its type is one of that object's",
+    description:
+      "every event's object exists in its tenant (a charge, a refund, a deposit), and its type is one of that object's; " +
+      'a webhook endpoint\'s events report configuration, not money, and outlive the endpoint when it is deleted',
     driver: drivers.events,
     alias: 'v',
     sql: (batch) => `SELECT v.seq, v.id, v.tenant, v.type, v.object_type, v.object_id
@@ -302,6 +304,7 @@ const invariantQueries: BatchedCheck[] = [
                                 WHERE v.object_type = 'deposit' AND v.object_id ~ '^dep_[0-9]{1,18}$'
                                   AND t.id = substr(v.object_id, 5)::bigint AND t.tenant = v.tenant AND t.kind = 'deposit' LIMIT 1) t ON true
            WHERE ${batch} AND ($1::text IS NULL OR v.tenant = $1)
+             AND NOT (v.object_type = 'webhook_endpoint' AND v.type = 'webhook_endpoint.disabled' AND v.object_id ~ '^we_[A-Za-z0-9]{24}$')
              AND (coalesce(c.found, r.found, t.found) IS NULL OR split_part(v.type, '.', 1) <> v.object_type)`,
   },
   {

@@ -258,6 +258,83 @@ CREATE TABLE transfers (
   CONSTRAINT transfers_tenant_kind_reference_key UNIQUE (tenant, kind, reference)
 );
 
+CREATE TABLE webhook_deliveries (
+  id bigint NOT NULL,
+  endpoint_id text NOT NULL,
+  event_id text NOT NULL,
+  tenant text NOT NULL,
+  requested boolean NOT NULL DEFAULT false,
+  state text NOT NULL DEFAULT 'pending'::text,
+  attempts integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamp with time zone NOT NULL DEFAULT now(),
+  lease_owner text,
+  lease_expires_at timestamp with time zone,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  finished_at timestamp with time zone,
+  CONSTRAINT webhook_deliveries_attempts_check CHECK (attempts >= 0),
+  CONSTRAINT webhook_deliveries_check CHECK ((state = 'pending'::text) = (finished_at IS NULL)),
+  CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+  CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES events(id),
+  CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_deliveries_state_check CHECK (state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text]))
+);
+
+CREATE TABLE webhook_delivery_attempts (
+  id bigint NOT NULL,
+  delivery_id bigint NOT NULL,
+  endpoint_id text NOT NULL,
+  event_id text NOT NULL,
+  attempt integer NOT NULL,
+  started_at timestamp with time zone NOT NULL,
+  duration_ms integer NOT NULL,
+  status_code integer,
+  error text,
+  delivered boolean NOT NULL,
+  CONSTRAINT webhook_delivery_attempts_attempt_check CHECK (attempt >= 1),
+  CONSTRAINT webhook_delivery_attempts_check CHECK (status_code IS NOT NULL OR error IS NOT NULL),
+  CONSTRAINT webhook_delivery_attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries(id) ON DELETE CASCADE,
+  CONSTRAINT webhook_delivery_attempts_duration_ms_check CHECK (duration_ms >= 0),
+  CONSTRAINT webhook_delivery_attempts_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+  CONSTRAINT webhook_delivery_attempts_error_check CHECK (length(error) <= 500),
+  CONSTRAINT webhook_delivery_attempts_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_delivery_attempts_status_code_check CHECK (status_code >= 100 AND status_code <= 599)
+);
+
+CREATE TABLE webhook_endpoint_secrets (
+  id text NOT NULL,
+  endpoint_id text NOT NULL,
+  secret text NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  expires_at timestamp with time zone,
+  CONSTRAINT webhook_endpoint_secrets_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+  CONSTRAINT webhook_endpoint_secrets_id_check CHECK (id ~ '^wes_[0-9a-f]{16}$'::text),
+  CONSTRAINT webhook_endpoint_secrets_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_endpoint_secrets_secret_check CHECK (secret ~ '^whsec_[A-Za-z0-9+/]{43}=$'::text),
+  CONSTRAINT webhook_endpoint_secrets_secret_key UNIQUE (secret)
+);
+
+CREATE TABLE webhook_endpoints (
+  seq bigint NOT NULL,
+  id text NOT NULL,
+  tenant text NOT NULL,
+  url text NOT NULL,
+  enabled_events text[] NOT NULL,
+  description text,
+  disabled_at timestamp with time zone,
+  disabled_reason text,
+  failing_since timestamp with time zone,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT webhook_endpoints_check CHECK ((disabled_at IS NULL) = (disabled_reason IS NULL)),
+  CONSTRAINT webhook_endpoints_description_check CHECK (length(description) <= 500),
+  CONSTRAINT webhook_endpoints_disabled_reason_check CHECK (disabled_reason = ANY (ARRAY['requested'::text, 'gone'::text, 'failing'::text])),
+  CONSTRAINT webhook_endpoints_enabled_events_check CHECK (cardinality(enabled_events) >= 1 AND cardinality(enabled_events) <= 64),
+  CONSTRAINT webhook_endpoints_id_check CHECK (id ~ '^we_[A-Za-z0-9]{24}$'::text),
+  CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_endpoints_seq_key UNIQUE (seq),
+  CONSTRAINT webhook_endpoints_url_check CHECK (url ~ '^https?://[\x21-\x7e]+$'::text AND length(url) <= 2048)
+);
+
 CREATE TABLE webhook_events (
   provider text NOT NULL,
   event_id text NOT NULL,
@@ -312,12 +389,23 @@ CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (p
 CREATE INDEX refunds_by_tenant ON public.refunds USING btree (tenant, created_at, id);
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
+CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
+CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at, id) WHERE (state = 'pending'::text);
+CREATE INDEX webhook_deliveries_leased ON public.webhook_deliveries USING btree (endpoint_id) WHERE (lease_expires_at IS NOT NULL);
+CREATE UNIQUE INDEX webhook_deliveries_once ON public.webhook_deliveries USING btree (endpoint_id, event_id) WHERE (NOT requested);
+CREATE INDEX webhook_delivery_attempts_by_delivery ON public.webhook_delivery_attempts USING btree (delivery_id);
+CREATE INDEX webhook_delivery_attempts_by_endpoint ON public.webhook_delivery_attempts USING btree (endpoint_id, id);
+CREATE INDEX webhook_endpoint_secrets_by_endpoint ON public.webhook_endpoint_secrets USING btree (endpoint_id, created_at);
+CREATE INDEX webhook_endpoints_by_tenant ON public.webhook_endpoints USING btree (tenant, seq);
 CREATE INDEX webhook_events_by_tenant ON public.webhook_events USING btree (tenant, received_at);
 CREATE INDEX webhook_secrets_by_provider ON public.webhook_secrets USING btree (provider, created_at);
 
 CREATE SEQUENCE events_seq_seq AS bigint START 1 INCREMENT 1 OWNED BY events.seq;
 CREATE SEQUENCE journal_entries_id_seq AS bigint START 1 INCREMENT 1 OWNED BY journal_entries.id;
 CREATE SEQUENCE transfers_id_seq AS bigint START 1 INCREMENT 1 OWNED BY transfers.id;
+CREATE SEQUENCE webhook_deliveries_id_seq AS bigint START 1 INCREMENT 1 OWNED BY webhook_deliveries.id;
+CREATE SEQUENCE webhook_delivery_attempts_id_seq AS bigint START 1 INCREMENT 1 OWNED BY webhook_delivery_attempts.id;
+CREATE SEQUENCE webhook_endpoints_seq_seq AS bigint START 1 INCREMENT 1 OWNED BY webhook_endpoints.seq;
 
 CREATE VIEW account_balances AS
  SELECT a.tenant,
@@ -1504,12 +1592,28 @@ BEGIN
   END LOOP;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.webhook_endpoints_fan_out()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant)
+  SELECT e.id, NEW.id, NEW.tenant
+    FROM webhook_endpoints e
+   WHERE e.tenant = NEW.tenant
+     AND e.disabled_at IS NULL
+     AND (NEW.type = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events));
+  RETURN NULL;
+END
+$function$;
+
 CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE CONSTRAINT TRIGGER charges_event AFTER INSERT ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_charge_event();
 CREATE TRIGGER charges_provider_known BEFORE INSERT OR UPDATE OF provider ON charges FOR EACH ROW WHEN (new.provider IS NOT NULL AND new.provider <> 'stripe'::text) EXECUTE FUNCTION ledger_refuse_unknown_provider();
 CREATE CONSTRAINT TRIGGER charges_state_event AFTER UPDATE OF hold_state, provider_state ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.hold_state IS DISTINCT FROM new.hold_state OR old.provider_state IS DISTINCT FROM new.provider_state) EXECUTE FUNCTION ledger_charge_event();
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
+CREATE TRIGGER events_fan_out_to_webhook_endpoints AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION webhook_endpoints_fan_out();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
 CREATE TRIGGER provider_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON provider_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

@@ -7,6 +7,8 @@ import {
   type ConnectionLike,
   type ConnectionOptions,
 } from '@temporalio/client';
+import { WebhookEndpointsService } from '../service/webhook-endpoints.js';
+import { doorSettingsFromConfig, type DoorConfig } from './webhook-settings.js';
 import { ChargeService } from '../service/charge-service.js';
 import { AccountsService } from '../service/accounts-service.js';
 import { ApiKeyService } from '../service/api-key-service.js';
@@ -66,6 +68,8 @@ export interface AppContext {
   reconciliation: Reconciliation;
   /** The outbound events still to publish on the event stream, and the one-publisher lock (docs/queues.md). */
   eventStream: EventStreamSource;
+  /** Webhook endpoints (outbound deliveries of events), checked through the configured outbound door. */
+  webhookEndpoints: WebhookEndpointsService;
   close(): Promise<void>;
 }
 
@@ -101,6 +105,7 @@ export function appContextOn(parts: AppContextParts): RuntimeContext {
     readings: new LedgerReadings(ledger),
     reconciliation: new Reconciliation({ ledger, temporal }),
     eventStream: new EventStreamSource(ledger),
+    webhookEndpoints: new WebhookEndpointsService({ ledger, door: doorSettingsFromConfig(config) }),
   };
 }
 
@@ -361,6 +366,7 @@ export interface LedgerServices {
   webhookSecrets: WebhookSecretService;
   /** The provider reconciliation only: there is no Temporal client to check workflows against. */
   reconciliation: Pick<Reconciliation, 'provider'>;
+  webhookEndpoints: WebhookEndpointsService;
   close(): Promise<void>;
 }
 
@@ -369,7 +375,7 @@ const ledgerServicesMaxConnections = 2;
 
 /** Migrates the ledger (one attempt, no waiting) and opens a small pool for one command's services. */
 export async function openLedgerServices(
-  config: Pick<ChargeguardConfig, 'CHARGE_AMOUNT_MINOR_MAX'>,
+  config: Pick<ChargeguardConfig, 'CHARGE_AMOUNT_MINOR_MAX'> & DoorConfig,
   endpoints: Pick<Endpoints, 'databaseUrl' | 'migrationDatabaseUrl'>,
 ): Promise<LedgerServices> {
   await migrateLedger(endpoints.migrationDatabaseUrl ?? endpoints.databaseUrl);
@@ -379,6 +385,7 @@ export async function openLedgerServices(
     keys: new ApiKeyService(ledger),
     webhookSecrets: new WebhookSecretService(ledger),
     reconciliation: new Reconciliation({ ledger, temporal: null }),
+    webhookEndpoints: new WebhookEndpointsService({ ledger, door: doorSettingsFromConfig(config) }),
     close: () => ledger.end(),
   };
 }

@@ -4,6 +4,7 @@ import { fromRow as chargeFromRow, type ChargeRow } from '../ledger/charges.js';
 import { findEventCursor, listEventPage, readEvent, type EventRow } from '../ledger/events.js';
 import { refundFromRow, type RefundRow } from '../ledger/refunds.js';
 import { depositToWire } from './accounts-service.js';
+import { wireWebhookEndpointSchema, type WireWebhookEndpoint } from './webhook-endpoints.js';
 import type { ServiceContext } from './context.js';
 import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { assertTenant } from '../domain/identifiers.js';
@@ -44,8 +45,8 @@ export const wireEventSchema = z.object({
     .describe("1, 2, 3 … per object (data.object.id), in the order the object's changes committed: drop an event whose sequence is below one you have"),
   data: z.object({
     object: z
-      .union([wireChargeSchema, wireRefundSchema, wireDepositSchema])
-      .describe('the object as the API showed it at that change (GET of the charge, the refund; a deposit as its POST answered)'),
+      .union([wireChargeSchema, wireRefundSchema, wireDepositSchema, wireWebhookEndpointSchema])
+      .describe('the object as the API showed it at that change (GET of the charge, the refund; a deposit as its POST answered; a webhook endpoint as GET /v1/webhook-endpoints/{id} showed it)'),
   }),
 });
 export type WireEvent = z.infer<typeof wireEventSchema>;
@@ -67,7 +68,7 @@ export function renderEvent(row: StoredEvent, options: { audit?: boolean } = {})
   };
 }
 
-function renderEventObject(objectType: string, stored: Record<string, unknown>, options: { audit?: boolean }): WireCharge | WireRefund | WireDeposit {
+function renderEventObject(objectType: string, stored: Record<string, unknown>, options: { audit?: boolean }): WireCharge | WireRefund | WireDeposit | WireWebhookEndpoint {
   switch (objectType) {
     case 'charge':
       return chargeToWire(chargeFromRow(withDates<ChargeRow>(stored, chargeDateColumns)).charge, options);
@@ -84,6 +85,9 @@ function renderEventObject(objectType: string, stored: Record<string, unknown>, 
         replayed: false,
       });
     }
+    case 'webhook_endpoint':
+      // Stored as the API shows an endpoint (src/service/webhook-endpoints.ts, webhookEndpointToWire), never with a secret.
+      return stored as unknown as WireWebhookEndpoint;
     default:
       throw new Error(`event of unknown object type ${objectType}`);
   }

@@ -16,6 +16,7 @@ import { describePayloadProtection, payloadProtectionFromSettings } from '../../
 import { chargeTaskQueue } from '../../../workflows/definitions.js';
 import { waitForStopReason } from '../shutdown.js';
 import { checkedWorkflowBundle } from './worker-bundle.js';
+import { startWebhookDeliverer } from '../../runtime/webhook-deliverer.js';
 
 export function registerWorkerCommand(program: Command): void {
   program
@@ -67,7 +68,10 @@ export function registerWorkerCommand(program: Command): void {
           process.stderr.write(`worker polling task queue "charges" on ${config.TEMPORAL_ADDRESS} (${temporalSecurity.summary}${bundled})
 `);
           const running = worker.run();
+          // Webhook deliveries (docs/webhook-endpoints.md) run beside the charges, on their own pool.
+          const deliverer = startWebhookDeliverer(config, config.DATABASE_URL, { log: wait.log });
           const stop = await waitForStopReason(safety, { 'the worker': running });
+          await deliverer?.stop();
           failure = stop.error;
           // Temporal's Runtime stops its workers on SIGINT/SIGTERM by itself; shutting down a worker
           // that is already draining throws.

@@ -324,6 +324,93 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's webhook endpoints, newest first
+         * @description Pages of at most `limit` endpoints; `starting_after` / `ending_before` name an endpoint of this list by its id.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Register a webhook endpoint: events are POSTed to it, signed (the secret is answered this once)
+         * @description Admin keys only. The URL must be https, carry no credentials, and its host must resolve to public addresses only (the outbound door: docs/webhook-endpoints.md). The answer carries `secret` (`whsec_` + base64): the only time it is shown. At most 16 endpoints per tenant (endpointsPerTenantMax). Each call registers a new endpoint.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook endpoint (never its secret) */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        /**
+         * Change a webhook endpoint: url, enabled_events, description, or disable / enable it
+         * @description Only the fields given change. `disabled: true` stops deliveries: they wait, and resume when `disabled: false`, which also enables an endpoint the service disabled (410, failing for days). A new url passes the outbound door's checks as at registration.
+         */
+        post: operations["updateWebhookEndpoint"];
+        /** Delete a webhook endpoint, its secrets, its deliveries not yet made and their attempts */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A new signing secret; the current ones keep signing for `overlap_seconds` beside it
+         * @description During the overlap every delivery carries one `v1,` signature per live secret in `webhook-signature`, so a receiver verifies with either. The new secret is answered this once. At most 3 secrets sign at once (liveSecretsMax): beyond it the oldest stops at once.
+         */
+        post: operations["rotateWebhookEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The endpoint's latest delivery attempts, newest first */
+        get: operations["listWebhookDeliveryAttempts"];
+        put?: never;
+        /**
+         * Send an event to the endpoint again (a new delivery, due now)
+         * @description The delivery carries the same `webhook-id` (the event id) as the first, so a receiver that already has it drops it. A disabled endpoint's deliveries wait until it is enabled again.
+         */
+        post: operations["redeliverWebhookEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -505,13 +592,13 @@ export interface components {
             /** @constant */
             object: "event";
             /** @enum {string} */
-            type: "charge.reserved" | "charge.requires_action" | "charge.succeeded" | "charge.declined" | "charge.cancelled" | "refund.succeeded" | "refund.failed" | "deposit.credited";
+            type: "charge.reserved" | "charge.requires_action" | "charge.succeeded" | "charge.declined" | "charge.cancelled" | "refund.succeeded" | "refund.failed" | "deposit.credited" | "webhook_endpoint.disabled";
             /** @description RFC 3339 timestamp (UTC): when the change committed (its transaction began) */
             created_at: string;
             /** @description 1, 2, 3 … per object (data.object.id), in the order the object's changes committed: drop an event whose sequence is below one you have */
             sequence: number;
             data: {
-                /** @description the object as the API showed it at that change (GET of the charge, the refund; a deposit as its POST answered) */
+                /** @description the object as the API showed it at that change (GET of the charge, the refund; a deposit as its POST answered; a webhook endpoint as GET /v1/webhook-endpoints/{id} showed it) */
                 object: {
                     /** @description stable id derived from (tenant, idempotency key) */
                     id: string;
@@ -608,6 +695,23 @@ export interface components {
                     currency: string;
                     /** @description RFC 3339 timestamp (UTC) */
                     created_at: string;
+                } | {
+                    /** @description we_… */
+                    id: string;
+                    /** @constant */
+                    object: "webhook_endpoint";
+                    url: string;
+                    enabled_events: string[];
+                    description: string | null;
+                    /** @enum {string} */
+                    status: "enabled" | "disabled";
+                    /** @description why it is disabled: you asked (requested), it answered 410 (gone), or every attempt failed for days (failing) */
+                    disabled_reason: ("requested" | "gone" | "failing") | null;
+                    disabled_at: string | null;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    created_at: string;
+                    /** @description RFC 3339 timestamp (UTC) */
+                    updated_at: string;
                 };
             };
         };
@@ -727,6 +831,119 @@ export interface components {
         RefundRequest: {
             /** @description Leave it out to refund all that is left: null is refused. An integer in the currency's minor unit (cents for USD: 2500 is $25.00), from 1 to 1000000000000 (CHARGE_AMOUNT_MINOR_MAX). Written as an integer literal: a fraction or exponent (`32.0`, `3.2e1`) is refused with 400 naming the field, though JSON Schema counts such numbers as integers; numbers are never rounded. */
             amount?: number;
+        };
+        WebhookEndpoint: {
+            /** @description we_… */
+            id: string;
+            /** @constant */
+            object: "webhook_endpoint";
+            url: string;
+            enabled_events: string[];
+            description: string | null;
+            /** @enum {string} */
+            status: "enabled" | "disabled";
+            /** @description why it is disabled: you asked (requested), it answered 410 (gone), or every attempt failed for days (failing) */
+            disabled_reason: ("requested" | "gone" | "failing") | null;
+            disabled_at: string | null;
+            /** @description RFC 3339 timestamp (UTC) */
+            created_at: string;
+            /** @description RFC 3339 timestamp (UTC) */
+            updated_at: string;
+        };
+        WebhookEndpointWithSecret: {
+            /** @description we_… */
+            id: string;
+            /** @constant */
+            object: "webhook_endpoint";
+            url: string;
+            enabled_events: string[];
+            description: string | null;
+            /** @enum {string} */
+            status: "enabled" | "disabled";
+            /** @description why it is disabled: you asked (requested), it answered 410 (gone), or every attempt failed for days (failing) */
+            disabled_reason: ("requested" | "gone" | "failing") | null;
+            disabled_at: string | null;
+            /** @description RFC 3339 timestamp (UTC) */
+            created_at: string;
+            /** @description RFC 3339 timestamp (UTC) */
+            updated_at: string;
+            /** @description the signing secret (`whsec_` + base64), shown this once: keep it to verify deliveries */
+            secret: string;
+        };
+        WebhookDeliveryAttempt: {
+            /** @constant */
+            object: "webhook_delivery_attempt";
+            id: number;
+            delivery_id: number;
+            event_id: string;
+            /** @description 1 for the first attempt of this delivery */
+            attempt: number;
+            /** @description RFC 3339 timestamp (UTC) */
+            started_at: string;
+            duration_ms: number;
+            /** @description the endpoint's answer; null when none came (refused address, timeout, connection failed) */
+            status_code: number | null;
+            error: string | null;
+            /** @description a 2xx */
+            delivered: boolean;
+            /**
+             * @description the delivery's state now
+             * @enum {string}
+             */
+            delivery_state: "pending" | "delivered" | "failed";
+            /** @description a redelivery asked for through the API */
+            requested: boolean;
+        };
+        WebhookDelivery: {
+            /** @constant */
+            object: "webhook_delivery";
+            id: number;
+            endpoint_id: string;
+            event_id: string;
+            /** @constant */
+            state: "pending";
+        };
+        WebhookEndpointSecret: {
+            /** @constant */
+            object: "webhook_endpoint_secret";
+            endpoint_id: string;
+            /** @description the new signing secret (`whsec_` + base64), shown this once */
+            secret: string;
+            /** @description RFC 3339 timestamp (UTC): until then the previous secrets sign too */
+            previous_secrets_expire_at: string;
+        };
+        DeletedWebhookEndpoint: {
+            id: string;
+            /** @constant */
+            object: "webhook_endpoint";
+            /** @constant */
+            deleted: true;
+        };
+        CreateWebhookEndpointRequest: {
+            /** @description where events are POSTed: an https URL without credentials, whose host resolves to public addresses only (docs/webhook-endpoints.md, The outbound door); at most 2048 characters */
+            url: string;
+            /** @description the event types to deliver (`charge.succeeded`, …), or `["*"]` for all; at most 32 */
+            enabled_events: string[];
+            /** @description for you: what this endpoint is (at most 500 characters) */
+            description?: string;
+        };
+        UpdateWebhookEndpointRequest: {
+            /** @description where events are POSTed: an https URL without credentials, whose host resolves to public addresses only (docs/webhook-endpoints.md, The outbound door); at most 2048 characters */
+            url?: string;
+            /** @description the event types to deliver (`charge.succeeded`, …), or `["*"]` for all; at most 32 */
+            enabled_events?: string[];
+            /** @description for you: what this endpoint is (at most 500 characters) */
+            description?: string;
+            /** @description true stops deliveries (they wait, and resume when it is false again); false also enables an endpoint the service disabled */
+            disabled?: boolean;
+        };
+        RotateWebhookSecretRequest: {
+            /** @description how long the current secrets keep signing beside the new one, in seconds (0: the new one alone, at once); 86400 (24 hours) unless given. Written as an integer literal: a fraction or exponent (`32.0`, `3.2e1`) is refused with 400 naming the field, though JSON Schema counts such numbers as integers; numbers are never rounded. */
+            overlap_seconds?: number;
+        };
+        RedeliverRequest: {
+            /** @description the event to send again */
+            event: string;
         };
         /** @description a cancel takes no parameters: send no body, or `{}` */
         CancelRequest: Record<string, never>;
@@ -2441,6 +2658,757 @@ export interface operations {
             };
         };
     };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @example 10 */
+                limit?: number;
+                /** @description the next page: the objects after this one (a webhook endpoint id, we_…); an id that names no object of this list is a 400 */
+                starting_after?: string;
+                /** @description the previous page: the objects just before this one (a webhook endpoint id, we_…); not with starting_after */
+                ending_before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page of webhook endpoints */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        object: "list";
+                        data: components["schemas"]["WebhookEndpoint"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
+                        has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
+                    };
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/chargeguard",
+                 *       "enabled_events": [
+                 *         "charge.succeeded",
+                 *         "refund.succeeded"
+                 *       ],
+                 *       "description": "order fulfilment"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateWebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description registered; `secret` is shown this once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is larger than the API accepts; nothing was read or recorded */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is not `application/json`; nothing was read or recorded */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description the endpoint's id (we_…)
+                 * @example we_0123456789ABCDEFGHIJabcd
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the endpoint */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no webhook endpoint with this id for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description the endpoint's id (we_…)
+                 * @example we_0123456789ABCDEFGHIJabcd
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled_events": [
+                 *         "*"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateWebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description the endpoint as it is now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no webhook endpoint with this id for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is larger than the API accepts; nothing was read or recorded */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is not `application/json`; nothing was read or recorded */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description the endpoint's id (we_…)
+                 * @example we_0123456789ABCDEFGHIJabcd
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedWebhookEndpoint"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no webhook endpoint with this id for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rotateWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description the endpoint's id (we_…)
+                 * @example we_0123456789ABCDEFGHIJabcd
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "overlap_seconds": 3600
+                 *     }
+                 */
+                "application/json": components["schemas"]["RotateWebhookSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description the new secret, shown this once */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointSecret"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no webhook endpoint with this id for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is larger than the API accepts; nothing was read or recorded */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is not `application/json`; nothing was read or recorded */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveryAttempts: {
+        parameters: {
+            query?: {
+                /** @example 10 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description the endpoint's id (we_…)
+                 * @example we_0123456789ABCDEFGHIJabcd
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the latest attempts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {unknown} */
+                        object: "list";
+                        data: components["schemas"]["WebhookDeliveryAttempt"][];
+                        /** @description more objects lie beyond this page, in the direction it was read */
+                        has_more: boolean;
+                        /** @description the list's path */
+                        url: string;
+                    };
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no webhook endpoint with this id for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    redeliverWebhookEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description the endpoint's id (we_…)
+                 * @example we_0123456789ABCDEFGHIJabcd
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event": "evt_0123456789abcdef0123456789abcdef"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RedeliverRequest"];
+            };
+        };
+        responses: {
+            /** @description queued */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description malformed request: `errors` names each offending field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description missing, unknown, revoked or expired API key, or (a key that requires signatures) a missing or bad RFC 9421 signature: `detail` names what failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description an agent key: only admin keys may do this (`forbidden`; `detail` names the rule, `operation` the operation); nothing was recorded */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description no webhook endpoint with this id for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is larger than the API accepts; nothing was read or recorded */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the body is not `application/json`; nothing was read or recorded */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description over the key's or the tenant's request rate (`rate_limited`) or open holds (`open_holds_exceeded`), or, for a request whose key has not authenticated lately (none, a bad one, a first use), over its source address's rate (`scope: address`); nothing was recorded. Retry after `Retry-After` seconds; `RateLimit-Policy` and `RateLimit` give the limits and what is left */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Temporal or PostgreSQL unreachable: retry after `Retry-After` seconds with the same idempotency key */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listEvents: {
         parameters: {
             query?: {
@@ -2448,7 +3416,7 @@ export interface operations {
                  * @description only events of this type
                  * @example charge.succeeded
                  */
-                type?: "charge.reserved" | "charge.requires_action" | "charge.succeeded" | "charge.declined" | "charge.cancelled" | "refund.succeeded" | "refund.failed" | "deposit.credited" | "charge.*" | "refund.*" | "deposit.*";
+                type?: "charge.reserved" | "charge.requires_action" | "charge.succeeded" | "charge.declined" | "charge.cancelled" | "refund.succeeded" | "refund.failed" | "deposit.credited" | "webhook_endpoint.disabled" | "charge.*" | "refund.*" | "deposit.*" | "webhook_endpoint.*";
                 /** @description only events about this object (ch_…, re_…, dep_…) */
                 object_id?: string;
                 /** @example 10 */

@@ -1,0 +1,522 @@
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import type { LedgerPool } from './pool.js';
+import { keysetPage } from './pages.js';
+import type { EventRow } from './events.js';
+
+/**
+ * Webhook endpoints and their deliveries (docs/webhook-endpoints.md): OUTBOUND events to URLs a
+ * tenant registers. (The INBOUND provider callbacks that credit money are webhooks.ts.)
+ */
+
+export type EndpointDisabledReason = 'requested' | 'gone' | 'failing';
+
+export interface WebhookEndpoint {
+  id: string;
+  tenant: string;
+  url: string;
+  enabledEvents: string[];
+  description: string | null;
+  disabledAt: Date | null;
+  disabledReason: EndpointDisabledReason | null;
+  failingSince: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+interface EndpointRow {
+  id: string;
+  tenant: string;
+  url: string;
+  enabled_events: string[];
+  description: string | null;
+  disabled_at: Date | null;
+  disabled_reason: EndpointDisabledReason | null;
+  failing_since: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const endpointColumns = 'id, tenant, url, enabled_events, description, disabled_at, disabled_reason, failing_since, created_at, updated_at';
+
+function endpointFromRow(row: EndpointRow): WebhookEndpoint {
+  return {
+    id: row.id,
+    tenant: row.tenant,
+    url: row.url,
+    enabledEvents: row.enabled_events,
+    description: row.description,
+    disabledAt: row.disabled_at,
+    disabledReason: row.disabled_reason,
+    failingSince: row.failing_since,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** `we_` and 24 letters and digits (~143 random bits). */
+export function newEndpointId(): string {
+  return `we_${alphanumeric(24)}`;
+}
+
+/** `evt_` and 32 hex digits, as the outbox's own writers make them. */
+export function newEventId(): string {
+  return `evt_${randomBytes(16).toString('hex')}`;
+}
+
+/** A signing secret in the Standard Webhooks form: `whsec_` and the base64 of 32 random bytes. */
+export function newSigningSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+function alphanumeric(length: number): string {
+  // 248 = 4 x 62: bytes at or above it are dropped, so every character is equally likely.
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < 248 && out.length < length) out += alphabet[byte % 62];
+    }
+  }
+  return out;
+}
+
+async function inTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>, options: { asyncCommit?: boolean } = {}): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    if (options.asyncCommit) await client.query('SET LOCAL synchronous_commit = off');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * The deliverer's own transactions (a claim, an attempt's record) commit without waiting for the
+ * WAL flush: a crash of the database that loses one loses only a lease (the row is claimed again)
+ * or an attempt's record with its state change (the delivery is sent again, which at least once
+ * allows, and an endpoint's disabling with its event, together). Deliveries themselves are made in
+ * the event's transaction, which commits as the charge's does. Two flushes fewer per delivery.
+ */
+function inDelivererTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return inTransaction(pool, work, { asyncCommit: true });
+}
+
+/** A tenant's endpoints are counted and changed under this lock, so two creates cannot both pass the limit. */
+async function lockTenantEndpoints(client: pg.PoolClient, tenant: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))", [tenant]);
+}
+
+export class EndpointLimitError extends Error {
+  constructor(readonly max: number) {
+    super(`this tenant has ${max} webhook endpoints, the most allowed: delete one first`);
+  }
+}
+
+export interface NewEndpoint {
+  tenant: string;
+  url: string;
+  enabledEvents: string[];
+  description: string | null;
+}
+
+/** Creates the endpoint and its first signing secret; the secret is returned this once. */
+export async function createEndpoint(pool: LedgerPool, input: NewEndpoint, endpointsPerTenantMax: number): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+  return inTransaction(pool, async (client) => {
+    await lockTenantEndpoints(client, input.tenant);
+    const count = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant = $1', [input.tenant]);
+    if (count.rows[0]!.n >= endpointsPerTenantMax) throw new EndpointLimitError(endpointsPerTenantMax);
+    const inserted = await client.query<EndpointRow>(
+      `INSERT INTO webhook_endpoints (id, tenant, url, enabled_events, description) VALUES ($1, $2, $3, $4, $5) RETURNING ${endpointColumns}`,
+      [newEndpointId(), input.tenant, input.url, input.enabledEvents, input.description],
+    );
+    const endpoint = endpointFromRow(inserted.rows[0]!);
+    const secret = newSigningSecret();
+    await client.query('INSERT INTO webhook_endpoint_secrets (id, endpoint_id, secret) VALUES ($1, $2, $3)', [newSecretId(), endpoint.id, secret]);
+    return { endpoint, secret };
+  });
+}
+
+function newSecretId(): string {
+  return `wes_${randomBytes(8).toString('hex')}`;
+}
+
+export async function getEndpoint(pool: LedgerPool, tenant: string, id: string): Promise<WebhookEndpoint | null> {
+  const result = await pool.query<EndpointRow>(`SELECT ${endpointColumns} FROM webhook_endpoints WHERE tenant = $1 AND id = $2`, [tenant, id]);
+  return result.rows[0] ? endpointFromRow(result.rows[0]) : null;
+}
+
+/** Newest first, keyset-paginated on (created_at, seq); the cursor is an endpoint of the tenant. */
+export async function listEndpoints(
+  pool: LedgerPool,
+  tenant: string,
+  page: { limit: number; cursor: { direction: 'after' | 'before'; id: string } | null },
+): Promise<{ endpoints: WebhookEndpoint[]; hasMore: boolean }> {
+  const params: unknown[] = [tenant];
+  const cursor = page.cursor
+    ? { direction: page.cursor.direction, row: `(SELECT created_at, seq FROM webhook_endpoints WHERE tenant = $1 AND id = $${params.push(page.cursor.id)})` }
+    : null;
+  const { rows, hasMore } = await keysetPage<EndpointRow>(pool, {
+    from: 'webhook_endpoints',
+    orderBy: ['created_at', 'seq'],
+    newestFirst: true,
+    conditions: ['tenant = $1'],
+    params,
+    cursor,
+    limit: page.limit,
+  });
+  return { endpoints: rows.map(endpointFromRow), hasMore };
+}
+
+export interface EndpointChanges {
+  url?: string;
+  enabledEvents?: string[];
+  description?: string | null;
+  disabled?: boolean;
+}
+
+/**
+ * Changes what is given. `disabled: true` stops deliveries (reason `requested`); `disabled: false`
+ * enables it again, whatever disabled it, and starts its failure clock afresh. Null when the tenant
+ * has no such endpoint.
+ */
+export async function updateEndpoint(pool: LedgerPool, tenant: string, id: string, changes: EndpointChanges): Promise<WebhookEndpoint | null> {
+  const sets: string[] = ['updated_at = now()'];
+  const params: unknown[] = [tenant, id];
+  const param = (value: unknown): string => `$${params.push(value)}`;
+  if (changes.url !== undefined) sets.push(`url = ${param(changes.url)}`);
+  if (changes.enabledEvents !== undefined) sets.push(`enabled_events = ${param(changes.enabledEvents)}`);
+  if (changes.description !== undefined) sets.push(`description = ${param(changes.description)}`);
+  if (changes.disabled === true) {
+    // Already disabled (by a 410, say): its reason and time stay what they were.
+    sets.push("disabled_reason = coalesce(disabled_reason, 'requested')", 'disabled_at = coalesce(disabled_at, now())');
+  } else if (changes.disabled === false) {
+    sets.push('disabled_reason = NULL', 'disabled_at = NULL', 'failing_since = NULL');
+  }
+  const result = await pool.query<EndpointRow>(
+    `UPDATE webhook_endpoints SET ${sets.join(', ')} WHERE tenant = $1 AND id = $2 RETURNING ${endpointColumns}`,
+    params,
+  );
+  return result.rows[0] ? endpointFromRow(result.rows[0]) : null;
+}
+
+/** Deletes the endpoint, its secrets, its deliveries not yet made and its attempts; false when none. */
+export async function deleteEndpoint(pool: LedgerPool, tenant: string, id: string): Promise<boolean> {
+  const result = await pool.query('DELETE FROM webhook_endpoints WHERE tenant = $1 AND id = $2', [tenant, id]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * A new signing secret; the endpoint's live ones keep signing until `overlapMs` from now (0: the
+ * new one alone from now on). At most `liveSecretsMax` sign at once: beyond it the oldest stop now.
+ */
+export async function rotateSecret(
+  pool: LedgerPool,
+  tenant: string,
+  id: string,
+  overlapMs: number,
+  liveSecretsMax: number,
+): Promise<{ secret: string; previousExpireAt: Date } | null> {
+  return inTransaction(pool, async (client) => {
+    const endpoint = await client.query('SELECT 1 FROM webhook_endpoints WHERE tenant = $1 AND id = $2 FOR UPDATE', [tenant, id]);
+    if (endpoint.rowCount === 0) return null;
+    const ended = await client.query<{ at: Date }>(
+      `UPDATE webhook_endpoint_secrets SET expires_at = least(coalesce(expires_at, 'infinity'), now() + $2 * interval '1 millisecond')
+        WHERE endpoint_id = $1 AND (expires_at IS NULL OR expires_at > now())
+        RETURNING now() + $2 * interval '1 millisecond' AS at`,
+      [id, overlapMs],
+    );
+    // The oldest live secrets beyond the bound (the new one counts) stop now.
+    await client.query(
+      `UPDATE webhook_endpoint_secrets SET expires_at = now()
+        WHERE id IN (SELECT id FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at > now()
+                      ORDER BY created_at DESC, id DESC OFFSET $2)`,
+      [id, Math.max(0, liveSecretsMax - 1)],
+    );
+    const secret = newSigningSecret();
+    await client.query('INSERT INTO webhook_endpoint_secrets (id, endpoint_id, secret) VALUES ($1, $2, $3)', [newSecretId(), id, secret]);
+    await client.query('UPDATE webhook_endpoints SET updated_at = now() WHERE id = $1', [id]);
+    return { secret, previousExpireAt: ended.rows[0]?.at ?? new Date() };
+  });
+}
+
+export interface DeliveryAttempt {
+  id: number;
+  deliveryId: number;
+  eventId: string;
+  attempt: number;
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  delivered: boolean;
+  /** The delivery's state now. */
+  deliveryState: 'pending' | 'delivered' | 'failed';
+  requested: boolean;
+}
+
+/** An endpoint's latest attempts, newest first; null when the tenant has no such endpoint. */
+export async function listAttempts(pool: LedgerPool, tenant: string, endpointId: string, limit: number): Promise<DeliveryAttempt[] | null> {
+  if ((await getEndpoint(pool, tenant, endpointId)) === null) return null;
+  const result = await pool.query<{
+    id: number;
+    delivery_id: number;
+    event_id: string;
+    attempt: number;
+    started_at: Date;
+    duration_ms: number;
+    status_code: number | null;
+    error: string | null;
+    delivered: boolean;
+    state: DeliveryAttempt['deliveryState'];
+    requested: boolean;
+  }>(
+    `SELECT a.id, a.delivery_id, a.event_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.delivered, d.state, d.requested
+       FROM webhook_delivery_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+      WHERE a.endpoint_id = $1 ORDER BY a.id DESC LIMIT $2`,
+    [endpointId, limit],
+  );
+  return result.rows.map((row) => ({
+    id: row.id,
+    deliveryId: row.delivery_id,
+    eventId: row.event_id,
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    durationMs: row.duration_ms,
+    statusCode: row.status_code,
+    error: row.error,
+    delivered: row.delivered,
+    deliveryState: row.state,
+    requested: row.requested,
+  }));
+}
+
+/**
+ * Sends an event of the tenant to the endpoint again: a new delivery, due now. `endpoint` or
+ * `event` when the tenant has no such endpoint or event; a disabled endpoint is refused by the caller.
+ */
+export async function requestRedelivery(
+  pool: LedgerPool,
+  tenant: string,
+  endpointId: string,
+  eventId: string,
+): Promise<{ deliveryId: number } | 'endpoint' | 'event'> {
+  const result = await pool.query<{ endpoint: boolean; event: boolean; id: number | null }>(
+    `WITH endpoint AS (SELECT id FROM webhook_endpoints WHERE tenant = $1 AND id = $2),
+          event AS (SELECT id FROM events WHERE tenant = $1 AND id = $3),
+          inserted AS (
+            INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant, requested)
+            SELECT endpoint.id, event.id, $1, true FROM endpoint, event RETURNING id)
+     SELECT EXISTS (SELECT 1 FROM endpoint) AS endpoint, EXISTS (SELECT 1 FROM event) AS event, (SELECT id FROM inserted) AS id`,
+    [tenant, endpointId, eventId],
+  );
+  const row = result.rows[0]!;
+  if (!row.endpoint) return 'endpoint';
+  if (!row.event) return 'event';
+  return { deliveryId: row.id! };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The deliverer's side (src/outbound/deliverer.ts).
+
+/** The events table's row, as the renderer of an event's body (src/service/events.ts, renderEvent) takes it. */
+export type { EventRow };
+
+/** A delivery claimed for one attempt, with everything the attempt needs. */
+export interface ClaimedDelivery {
+  id: number;
+  endpointId: string;
+  tenant: string;
+  url: string;
+  /** This attempt's number (1 for the first). */
+  attempt: number;
+  createdAt: Date;
+  event: EventRow;
+  /** The secrets that sign now (one, or several during a rotation's overlap). */
+  secrets: string[];
+}
+
+export interface ClaimLimits {
+  /** Who claims: a lease names its owner, so only the owner's outcome moves the row on. */
+  owner: string;
+  /** How long the claim holds; a process that dies leaves it to expire, after which another claims it. */
+  leaseMs: number;
+  /** Deliveries in flight to one endpoint at once, across every process. */
+  perEndpointMax: number;
+  /** Deliveries this call may claim. */
+  max: number;
+  /** Claim only these tenants' deliveries (a deliverer dedicated to some tenants; tests); all when absent. */
+  onlyTenants?: readonly string[];
+}
+
+/**
+ * Claims up to `max` due deliveries of enabled endpoints, leasing them to `owner`, never more than
+ * `perEndpointMax` in flight to one endpoint (leases not yet expired count, whoever holds them).
+ * Claims of every process go one at a time (a transaction-scoped advisory lock, held for one short
+ * statement), so two processes cannot both see an endpoint's last free slot.
+ */
+export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
+  if (limits.max <= 0) return [];
+  const claimed = await inDelivererTransaction(pool, async (client) => {
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('webhook_deliveries:claim', 0))");
+    // Each enabled endpoint's due rows, at most its free slots (perEndpointMax less its live
+    // leases), read through the (endpoint, due time) index: a backlog of one endpoint costs this
+    // statement nothing beyond that endpoint's few rows, and never hides another endpoint's.
+    const result = await client.query<{ id: number; endpoint_id: string; tenant: string; url: string; attempts: number; created_at: Date; event_id: string }>(
+      `WITH chosen AS (
+         SELECT c.id FROM webhook_endpoints e
+          CROSS JOIN LATERAL (
+            SELECT count(*) AS n FROM webhook_deliveries l
+             WHERE l.endpoint_id = e.id AND l.lease_expires_at IS NOT NULL AND l.lease_expires_at > now() AND l.state = 'pending') busy
+          CROSS JOIN LATERAL (
+            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+               AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
+             ORDER BY d.next_attempt_at, d.id LIMIT greatest($2 - busy.n, 0)) c
+          WHERE e.disabled_at IS NULL AND ($5::text[] IS NULL OR e.tenant = ANY ($5::text[]))
+          ORDER BY c.next_attempt_at, c.id LIMIT $3),
+       locked AS (SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM chosen) FOR UPDATE SKIP LOCKED)
+       UPDATE webhook_deliveries d
+          SET lease_owner = $1, lease_expires_at = now() + $4 * interval '1 millisecond', attempts = d.attempts + 1
+         FROM locked, webhook_endpoints e
+        WHERE d.id = locked.id AND e.id = d.endpoint_id
+       RETURNING d.id, d.endpoint_id, d.tenant, e.url, d.attempts, d.created_at, d.event_id`,
+      [limits.owner, limits.perEndpointMax, limits.max, limits.leaseMs, limits.onlyTenants ?? null],
+    );
+    return result.rows;
+  });
+  if (claimed.length === 0) return [];
+  const events = await pool.query<EventRow>(
+    'SELECT seq, id, tenant, type, object_type, object_id, object_sequence, data, created_at FROM events WHERE id = ANY($1)',
+    [claimed.map((row) => row.event_id)],
+  );
+  const secrets = await pool.query<{ endpoint_id: string; secret: string }>(
+    `SELECT endpoint_id, secret FROM webhook_endpoint_secrets
+      WHERE endpoint_id = ANY($1) AND (expires_at IS NULL OR expires_at > now()) ORDER BY created_at DESC, id DESC`,
+    [[...new Set(claimed.map((row) => row.endpoint_id))]],
+  );
+  const eventById = new Map(events.rows.map((row) => [row.id, row]));
+  return claimed.map((row) => ({
+    id: row.id,
+    endpointId: row.endpoint_id,
+    tenant: row.tenant,
+    url: row.url,
+    attempt: row.attempts,
+    createdAt: row.created_at,
+    event: eventById.get(row.event_id)!,
+    secrets: secrets.rows.filter((s) => s.endpoint_id === row.endpoint_id).map((s) => s.secret),
+  }));
+}
+
+export interface AttemptOutcome {
+  deliveryId: number;
+  endpointId: string;
+  eventId: string;
+  attempt: number;
+  owner: string;
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  /** A 2xx. */
+  delivered: boolean;
+  /** A 410 Gone: the endpoint is disabled. */
+  gone: boolean;
+  /** When to try again if this attempt failed; null: give up (the retry window is over). */
+  retryAt: Date | null;
+  /** An endpoint failing at least this long (since its first failure in a row) is disabled. */
+  disableAfterFailingMs: number;
+}
+
+/**
+ * Records an attempt and moves its delivery on, in one transaction: delivered; failed for good
+ * (410, or no retry left), or due again at `retryAt`. A failure that ends the endpoint's patience
+ * (410, or failing for `disableAfterFailingMs`) disables it and writes a `webhook_endpoint.disabled`
+ * event in the same transaction. Only the lease's owner moves a pending delivery back to pending
+ * (another process may hold it now); a success is recorded whoever holds it.
+ * Returns whether this attempt disabled the endpoint.
+ */
+export async function recordAttempt(pool: LedgerPool, outcome: AttemptOutcome, renderEndpoint: (endpoint: WebhookEndpoint) => unknown): Promise<{ disabled: EndpointDisabledReason | null }> {
+  return inDelivererTransaction(pool, async (client) => {
+    await client.query(
+      `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $2)`,
+      [outcome.deliveryId, outcome.endpointId, outcome.eventId, outcome.attempt, outcome.startedAt, outcome.durationMs, outcome.statusCode, outcome.error?.slice(0, 500) ?? null, outcome.delivered],
+    );
+    if (outcome.delivered) {
+      await client.query(
+        `UPDATE webhook_deliveries SET state = 'delivered', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+          WHERE id = $1 AND state = 'pending'`,
+        [outcome.deliveryId],
+      );
+      await client.query('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL', [outcome.endpointId]);
+      return { disabled: null };
+    }
+    const giveUp = outcome.gone || outcome.retryAt === null;
+    await client.query(
+      giveUp
+        ? `UPDATE webhook_deliveries SET state = 'failed', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+            WHERE id = $1 AND state = 'pending' AND lease_owner = $2`
+        : `UPDATE webhook_deliveries SET next_attempt_at = $3, lease_owner = NULL, lease_expires_at = NULL
+            WHERE id = $1 AND state = 'pending' AND lease_owner = $2`,
+      giveUp ? [outcome.deliveryId, outcome.owner] : [outcome.deliveryId, outcome.owner, outcome.retryAt],
+    );
+    // The endpoint's run of failures, and whether it now ends in disabling it.
+    const endpoint = await client.query<{ failing_ms: number; disabled: boolean }>(
+      `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $2)
+        WHERE id = $1 RETURNING (extract(epoch FROM now() - failing_since) * 1000)::float8 AS failing_ms, disabled_at IS NOT NULL AS disabled`,
+      [outcome.endpointId, outcome.startedAt],
+    );
+    const row = endpoint.rows[0];
+    if (row === undefined || row.disabled) return { disabled: null };
+    const reason: EndpointDisabledReason | null = outcome.gone ? 'gone' : row.failing_ms >= outcome.disableAfterFailingMs ? 'failing' : null;
+    if (reason === null) return { disabled: null };
+    await disableEndpointWithEvent(client, outcome.endpointId, reason, renderEndpoint);
+    return { disabled: reason };
+  });
+}
+
+/** Disables the endpoint and writes its `webhook_endpoint.disabled` event, in the caller's transaction. */
+async function disableEndpointWithEvent(
+  client: pg.PoolClient,
+  endpointId: string,
+  reason: EndpointDisabledReason,
+  renderEndpoint: (endpoint: WebhookEndpoint) => unknown,
+): Promise<void> {
+  const updated = await client.query<EndpointRow>(
+    `UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = $2, updated_at = now()
+      WHERE id = $1 AND disabled_at IS NULL RETURNING ${endpointColumns}`,
+    [endpointId, reason],
+  );
+  const row = updated.rows[0];
+  if (row === undefined) return;
+  const endpoint = endpointFromRow(row);
+  // The endpoint's events are numbered like any object's: a consumer keeps the latest.
+  await client.query(
+    `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+     SELECT $1, $2, 'webhook_endpoint.disabled', 'webhook_endpoint', $3,
+            coalesce((SELECT max(object_sequence) FROM events WHERE tenant = $2 AND object_id = $3), 0) + 1,
+            jsonb_build_object('object', $4::jsonb)`,
+    [newEventId(), endpoint.tenant, endpoint.id, JSON.stringify(renderEndpoint(endpoint))],
+  );
+}
+
+/** Counts of one endpoint's deliveries by state, and of its attempts (tests, the chaos verdict). */
+export async function deliveryCounts(pool: LedgerPool, endpointId: string): Promise<{ pending: number; delivered: number; failed: number; attempts: number }> {
+  const result = await pool.query<{ pending: number; delivered: number; failed: number; attempts: number }>(
+    `SELECT count(*) FILTER (WHERE state = 'pending')::int AS pending,
+            count(*) FILTER (WHERE state = 'delivered')::int AS delivered,
+            count(*) FILTER (WHERE state = 'failed')::int AS failed,
+            (SELECT count(*)::int FROM webhook_delivery_attempts WHERE endpoint_id = $1) AS attempts
+       FROM webhook_deliveries WHERE endpoint_id = $1`,
+    [endpointId],
+  );
+  return result.rows[0]!;
+}

@@ -1,0 +1,207 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { Webhook } from 'standardwebhooks';
+import type { LedgerPool } from '../ledger/pool.js';
+import { claimDeliveries, recordAttempt, type ClaimedDelivery, type EventRow, type WebhookEndpoint } from '../ledger/webhook-endpoints.js';
+import { postThroughDoor, type DoorResponse, type DoorSettings } from './door.js';
+
+/**
+ * The deliverer (docs/webhook-endpoints.md): sends the webhook deliveries the events table's
+ * trigger makes, at least once, signed per the Standard Webhooks specification.
+ *
+ * The engine is the ledger itself, not Temporal: a delivery is a row, claimed with FOR UPDATE SKIP
+ * LOCKED under a lease. A charge pays for its deliveries only the trigger's rows, written in its
+ * own transaction (an index lookup of the tenant's endpoints and one insert per subscribed
+ * endpoint); a workflow per delivery would add a workflow start and at least three history events
+ * per delivery to the same Temporal server the charges run on. A process killed mid-attempt (SIGKILL)
+ * leaves a lease that expires, and any process claims the row again: no state lives in memory.
+ *
+ * Concurrency is bounded twice: `concurrency` attempts in flight in this process, and
+ * `perEndpointConcurrency` in flight to one endpoint across every process (the claim counts live
+ * leases), so a slow or dead endpoint holds at most that many slots and never the others'. The
+ * HTTP work runs on this process's event loop and its own small pool of connections, apart from the
+ * charges' activities.
+ */
+export interface RetrySchedule {
+  /** The first retry's delay bound, milliseconds; each next one doubles it, up to maxDelayMs. */
+  firstDelayMs: number;
+  /** The largest delay bound between two attempts, milliseconds. */
+  maxDelayMs: number;
+  /** A delivery not delivered this long after it was made fails for good, milliseconds (3 days by default). */
+  windowMs: number;
+}
+
+export interface DelivererSettings {
+  retry: RetrySchedule;
+  /** An endpoint whose attempts have all failed for this long is disabled (and says so in an event), milliseconds. */
+  disableAfterFailingMs: number;
+  /** How long a claim holds, milliseconds: longer than one attempt can last (connect + response timeouts). */
+  leaseMs: number;
+  /** Attempts in flight in this process. */
+  concurrency: number;
+  /** Attempts in flight to one endpoint, across every process. */
+  perEndpointConcurrency: number;
+  /** How often the deliverer looks for due deliveries while it has free slots, milliseconds. */
+  pollIntervalMs: number;
+  door: DoorSettings;
+}
+
+/** The body of a delivery: the event as GET /v1/events/{id} shows it. */
+export type EventRenderer = (row: EventRow) => unknown;
+
+export interface DelivererOptions {
+  /** The ledger; the deliverer holds a connection only for its short statements, never across an HTTP request. */
+  pool: LedgerPool;
+  settings: DelivererSettings;
+  render: EventRenderer;
+  /** The endpoint as the API shows it, for the `webhook_endpoint.disabled` event. */
+  renderEndpoint: (endpoint: WebhookEndpoint) => unknown;
+  /** Deliver only these tenants' events (a deliverer dedicated to some tenants; tests); every tenant's by default. */
+  onlyTenants?: readonly string[];
+  /** Names this process's leases; unique by default. */
+  owner?: string;
+  log?: (line: string) => void;
+  /** Called after each attempt is recorded (metrics, tests). */
+  onAttempt?: (delivery: ClaimedDelivery, response: DoorResponse, disabled: string | null) => void;
+}
+
+/** The delay before the attempt after `attempt` failed ones: exponential, with full jitter (uniform in [0, bound]). */
+export function retryDelayMs(schedule: RetrySchedule, attempt: number, random: () => number = Math.random): number {
+  const bound = Math.min(schedule.maxDelayMs, schedule.firstDelayMs * 2 ** Math.min(attempt - 1, 40));
+  return Math.floor(random() * bound);
+}
+
+/**
+ * When to try again after a failed attempt, or null when the delivery's window is over. The last
+ * try falls at the window's end at the latest, so a receiver back just before it still gets it.
+ */
+export function nextAttemptAt(schedule: RetrySchedule, attempt: number, createdAt: Date, now: Date, random: () => number = Math.random): Date | null {
+  const windowEnd = createdAt.getTime() + schedule.windowMs;
+  if (now.getTime() >= windowEnd) return null;
+  return new Date(Math.min(now.getTime() + retryDelayMs(schedule, attempt, random), windowEnd));
+}
+
+/** The Standard Webhooks headers of one delivery: one `v1,` signature per live secret, space-separated. */
+export function signedHeaders(eventId: string, secrets: readonly string[], body: string, at: Date): Record<string, string> {
+  if (secrets.length === 0) throw new Error('an endpoint without a live signing secret cannot be delivered to');
+  const signatures = secrets.map((secret) => new Webhook(secret).sign(eventId, at, body));
+  return {
+    'content-type': 'application/json',
+    'user-agent': 'chargeguard-webhooks/1',
+    'webhook-id': eventId,
+    'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+    'webhook-signature': signatures.join(' '),
+  };
+}
+
+export class WebhookDeliverer {
+  private readonly owner: string;
+  private readonly inFlight = new Set<Promise<void>>();
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly options: DelivererOptions) {
+    const { settings } = options;
+    const attemptMaxMs = settings.door.connectTimeoutMs + settings.door.responseTimeoutMs;
+    if (settings.leaseMs <= attemptMaxMs) {
+      throw new Error(`the delivery lease (${settings.leaseMs} ms) must outlast an attempt (connect + response timeouts: ${attemptMaxMs} ms)`);
+    }
+    this.owner = options.owner ?? `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Stops claiming, and waits for the attempts in flight (each bounded by the door's timeouts). */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private async run(): Promise<void> {
+    const { settings } = this.options;
+    while (this.running) {
+      const free = settings.concurrency - this.inFlight.size;
+      let claimed: ClaimedDelivery[] = [];
+      if (free > 0) {
+        try {
+          claimed = await claimDeliveries(this.options.pool, {
+            owner: this.owner,
+            leaseMs: settings.leaseMs,
+            perEndpointMax: settings.perEndpointConcurrency,
+            max: free,
+            ...(this.options.onlyTenants ? { onlyTenants: this.options.onlyTenants } : {}),
+          });
+        } catch (error) {
+          this.log(`claiming webhook deliveries failed (${(error as Error).message}); trying again in ${settings.pollIntervalMs} ms`);
+        }
+      }
+      for (const delivery of claimed) {
+        const attempt = this.attempt(delivery).catch((error: unknown) => {
+          // The lease expires and another claim retries it.
+          this.log(`webhook delivery ${delivery.id} to endpoint ${delivery.endpointId}: recording the attempt failed (${(error as Error).message})`);
+        });
+        const tracked = attempt.finally(() => {
+          this.inFlight.delete(tracked);
+          this.wake?.();
+        });
+        this.inFlight.add(tracked);
+      }
+      // A full claim may leave more due rows: look again at once. Otherwise wait for the poll
+      // interval, or for a slot to free up when every slot is taken.
+      if (claimed.length > 0 && claimed.length === free) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, settings.pollIntervalMs);
+        const self = this;
+        function done() {
+          clearTimeout(timer);
+          self.wake = null;
+          resolve();
+        }
+        this.wake = done;
+      });
+    }
+  }
+
+  private async attempt(delivery: ClaimedDelivery): Promise<void> {
+    const { settings } = this.options;
+    const startedAt = new Date();
+    const body = JSON.stringify(this.options.render(delivery.event));
+    const headers = signedHeaders(delivery.event.id, delivery.secrets, body, startedAt);
+    const response = await postThroughDoor(delivery.url, headers, body, settings.door);
+    const delivered = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
+    const gone = response.statusCode === 410;
+    const error = response.error ?? (delivered ? null : response.statusCode !== null && response.statusCode >= 300 && response.statusCode < 400 ? `redirect (${response.statusCode}) not followed` : null);
+    const { disabled } = await recordAttempt(
+      this.options.pool,
+      {
+        deliveryId: delivery.id,
+        endpointId: delivery.endpointId,
+        eventId: delivery.event.id,
+        attempt: delivery.attempt,
+        owner: this.owner,
+        startedAt,
+        durationMs: response.durationMs,
+        statusCode: response.statusCode,
+        error,
+        delivered,
+        gone,
+        retryAt: delivered || gone ? null : nextAttemptAt(settings.retry, delivery.attempt, delivery.createdAt, new Date()),
+        disableAfterFailingMs: settings.disableAfterFailingMs,
+      },
+      this.options.renderEndpoint,
+    );
+    if (disabled !== null) this.log(`webhook endpoint ${delivery.endpointId} disabled (${disabled === 'gone' ? 'it answered 410 Gone' : 'failing too long'})`);
+    this.options.onAttempt?.(delivery, response, disabled);
+  }
+
+  private log(line: string): void {
+    (this.options.log ?? ((text: string) => process.stderr.write(`${text}\n`)))(line);
+  }
+}

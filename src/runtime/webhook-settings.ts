@@ -1,0 +1,38 @@
+import type { ChargeguardConfig } from '../config.js';
+import type { DelivererSettings } from '../outbound/deliverer.js';
+import type { DoorSettings } from '../outbound/door.js';
+
+/** The outbound door as the configuration sets it (WEBHOOK_ALLOW_*, WEBHOOK_*_TIMEOUT_MS, WEBHOOK_RESPONSE_MAX_BYTES). */
+/** The settings the door reads. */
+export type DoorConfig = Pick<
+  ChargeguardConfig,
+  'WEBHOOK_ALLOW_HTTP' | 'WEBHOOK_ALLOW_LOOPBACK' | 'WEBHOOK_ALLOW_PRIVATE_NETWORKS' | 'WEBHOOK_CONNECT_TIMEOUT_MS' | 'WEBHOOK_RESPONSE_TIMEOUT_MS' | 'WEBHOOK_RESPONSE_MAX_BYTES'
+>;
+
+export function doorSettingsFromConfig(config: DoorConfig): DoorSettings {
+  return {
+    allowHttp: config.WEBHOOK_ALLOW_HTTP,
+    allowLoopback: config.WEBHOOK_ALLOW_LOOPBACK,
+    allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    connectTimeoutMs: config.WEBHOOK_CONNECT_TIMEOUT_MS,
+    responseTimeoutMs: config.WEBHOOK_RESPONSE_TIMEOUT_MS,
+    responseMaxBytes: config.WEBHOOK_RESPONSE_MAX_BYTES,
+  };
+}
+
+/** The deliverer as the configuration sets it (docs/webhook-endpoints.md, Settings). */
+export function delivererSettingsFromConfig(config: ChargeguardConfig): DelivererSettings {
+  return {
+    retry: {
+      firstDelayMs: config.WEBHOOK_RETRY_FIRST_DELAY_MS,
+      maxDelayMs: config.WEBHOOK_RETRY_MAX_DELAY_MS,
+      windowMs: config.WEBHOOK_RETRY_WINDOW_MS,
+    },
+    disableAfterFailingMs: config.WEBHOOK_DISABLE_AFTER_FAILING_MS,
+    leaseMs: config.WEBHOOK_DELIVERY_LEASE_MS,
+    concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY,
+    perEndpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+    pollIntervalMs: config.WEBHOOK_DELIVERY_POLL_MS,
+    door: doorSettingsFromConfig(config),
+  };
+}
