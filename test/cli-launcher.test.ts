@@ -23,8 +23,8 @@ describe('the compiled CLI (bin/chargeguard.mjs, what `npm run cli` runs)', () =
     const program = await run(process.execPath, [join('dist', 'src', 'cli', 'main.js'), '--help']);
     expect(recorded.stdout).toBe(program.stdout);
     const names = listedCommands(program.stdout);
-    expect(names).toEqual(expect.arrayContaining(['start', 'worker', 'mcp', 'charge', 'status', 'refund', 'api-keys', 'reconcile', 'consume']));
-    expect(names).toHaveLength(16);
+    expect(names).toEqual(expect.arrayContaining(['start', 'worker', 'mcp', 'charge', 'status', 'refund', 'api-keys', 'reconcile', 'consume', 'events', 'webhook-endpoints']));
+    expect(names).toHaveLength(18);
     // Each command is loaded on its own when named (src/cli/main.ts): its help is its own.
     for (const name of names) {
       const { stdout } = await run(process.execPath, [cliLauncher, name, '--help']);

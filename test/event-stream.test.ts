@@ -2,10 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventStreamDefaults, EventStreamPublisher, type EventStreamSettings } from '../src/queue/event-stream.js';
 import { EventStreamSource } from '../src/service/event-stream.js';
-import { fundedTenant, newTenant, useHarness, waitFor } from './support/harness.js';
+import { fundedTenant, newTenant, useScratchLedger, waitFor } from './support/harness.js';
 import { TopicReader, useKafka } from './support/kafka.js';
 
-const h = useHarness();
+// A ledger of its own: the events written here by hand name objects no ledger holds, which the
+// outbox invariants (reconcile, all tenants) would rightly report in the suite's shared ledger.
+const h = useScratchLedger();
 const kafka = useKafka();
 
 function settings(): EventStreamSettings {

@@ -101,7 +101,7 @@ CREATE INDEX webhook_delivery_attempts_by_delivery ON webhook_delivery_attempts 
 -- window in which an event is committed without them (and no cursor over events.seq to keep, which
 -- could skip a row whose transaction commits after a later seq). An endpoint receives the events of
 -- its tenant written after it was created, while it is enabled, of the types it subscribes to.
-CREATE FUNCTION webhook_endpoints_fan_out() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION webhook_endpoints_fan_out() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant)
   SELECT e.id, NEW.id, NEW.tenant
