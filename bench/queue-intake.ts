@@ -27,6 +27,7 @@ import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
 import { produce, signedRequest, TopicReader } from '../test/support/kafka.js';
+import { unthrottledLimits } from '../chaos/unthrottled-limits.js';
 
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const chargesPerRound = Number(process.env.BENCH_CHARGES_PER_ROUND ?? 200);
@@ -49,12 +50,7 @@ try {
   const running = worker.run();
   const config = loadConfig({
     ...payloadSettings,
-    RATE_LIMIT_KEY_PER_SECOND: '100000',
-    RATE_LIMIT_KEY_BURST: '100000',
-    RATE_LIMIT_TENANT_PER_SECOND: '100000',
-    RATE_LIMIT_TENANT_BURST: '100000',
-    OPEN_HOLDS_KEY_MAX: '100000',
-    OPEN_HOLDS_TENANT_MAX: '100000',
+    ...unthrottledLimits,
     CHARGE_ADMISSION_MAX_IN_FLIGHT: String(Math.max(64, concurrency * 2)),
   });
   const context = await openAppContext(config, { temporalAddress: stack.temporalAddress, databaseUrl: stack.databaseUrl });
