@@ -160,7 +160,7 @@ export async function startKafkaBroker(opts: KafkaBrokerOptions): Promise<KafkaB
 
   if (!existsSync(join(logDir, 'meta.properties'))) {
     sink.note(`formatting ${logDir}`);
-    await runToEnd('java', [...javaArgs(libsDir, 256, log4jFile), 'kafka.tools.StorageTool', 'format', '-t', newClusterId(), '-c', propertiesFile, '--ignore-formatted'], sink);
+    await runToEnd('java', [...javaArgs(libsDir, 256, log4jFile), 'kafka.tools.StorageTool', 'format', `--cluster-id=${newClusterId()}`, '-c', propertiesFile, '--ignore-formatted'], sink);
   }
 
   const args = [...javaArgs(libsDir, heap, log4jFile), 'kafka.Kafka', propertiesFile];
