@@ -17,14 +17,13 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Consumer } from '@platformatic/kafka';
 import { NativeConnection } from '@temporalio/worker';
 import { createApiKey } from '../src/auth/api-keys.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool } from '../src/ledger/pool.js';
 import { eventStreamDefaults } from '../src/queue/event-stream.js';
-import { groupLagOf } from '../src/queue/intake.js';
+import { GroupLag } from '../src/queue/group-lag.js';
 import { intakeDefaults } from '../src/queue/settings.js';
 import { startKafkaBroker, type KafkaBroker } from '../src/stack/kafka.js';
 import { repoRoot } from '../src/support/repo-root.js';
@@ -203,15 +202,15 @@ export async function runKafkaChaos(options: KafkaChaosOptions): Promise<boolean
 
 /** The group's lag summed over the request topic's partitions, waiting (until `deadline`) for it to reach 0. */
 async function groupLag(brokers: string[], deadline: number): Promise<number> {
-  const consumer = new Consumer<Buffer, Buffer, Buffer, Buffer>({ clientId: 'chaos-lag', groupId, bootstrapBrokers: brokers });
+  const lag = new GroupLag(brokers, groupId, intakeDefaults.requestTopic);
   try {
     for (;;) {
-      const lags = await groupLagOf(consumer, intakeDefaults.requestTopic);
+      const lags = await lag.read();
       const total = [...lags.values()].reduce((sum, lag) => sum + Number(lag), 0);
       if (total === 0 || Date.now() > deadline) return total;
       await new Promise((resolve) => setTimeout(resolve, 1_000));
     }
   } finally {
-    await consumer.close();
+    await lag.close();
   }
 }

@@ -18,6 +18,7 @@ import {
 } from '../domain/errors.js';
 import { chargeToWire } from '../service/wire.js';
 import { decodeStrictJson, StrictJsonError } from '../support/strict-json.js';
+import { GroupLag } from './group-lag.js';
 import { IntakeMetrics } from './metrics.js';
 import type { IntakeSettings } from './settings.js';
 
@@ -87,6 +88,7 @@ export class ChargeIntake {
   private readonly log: (line: string) => void;
   private consumer: Consumer<Buffer, Buffer, Buffer, Buffer> | null = null;
   private producer: Producer<Buffer, Buffer, Buffer, Buffer> | null = null;
+  private groupLag: GroupLag | null = null;
   private stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
   private readonly partitions = new Map<string, PartitionState>();
   private readonly stopping = new AbortController();
@@ -117,6 +119,7 @@ export class ChargeIntake {
     const { settings } = this.options;
     await ensureIntakeTopics(settings);
     this.producer = this.newProducer();
+    this.groupLag = new GroupLag(settings.brokers, settings.groupId, settings.requestTopic);
     this.metrics.watchLag(() => this.lag());
     await this.openStream();
   }
@@ -197,13 +200,12 @@ export class ChargeIntake {
     await Promise.allSettled([...this.running]);
     if (this.consumer !== null) await settleWithin(this.consumer.close(), closeWaitMs, this.log, 'closing the consumer');
     if (this.producer !== null) await settleWithin(this.producer.close(), closeWaitMs, this.log, 'closing the producer');
+    if (this.groupLag !== null) await settleWithin(this.groupLag.close(), closeWaitMs, this.log, 'closing the lag reader');
   }
 
   /** Per partition of the request topic, how many messages the group (every consumer of it) has not committed yet. */
   async lag(): Promise<Map<number, bigint>> {
-    const consumer = this.consumer;
-    if (consumer === null) return new Map();
-    return groupLagOf(consumer, this.options.settings.requestTopic);
+    return this.groupLag === null ? new Map() : this.groupLag.read();
   }
 
   private newProducer(): Producer<Buffer, Buffer, Buffer, Buffer> {
@@ -456,24 +458,6 @@ async function settleWithin(promise: Promise<unknown>, waitMs: number, log: (lin
 function headerMap(headers: Map<Buffer, Buffer> | undefined): Map<string, string> {
   const out = new Map<string, string>();
   for (const [name, value] of headers ?? []) out.set(name.toString('utf8').toLowerCase(), value.toString('utf8'));
-  return out;
-}
-
-/**
- * The group's lag per partition: the topic's end offset less the group's committed offset (the
- * whole topic when the group has committed nothing there). The client's own getLag counts only the
- * partitions this consumer holds; this asks the group coordinator, so any consumer of the group
- * (or one that never joins) sees the group's lag.
- */
-export async function groupLagOf(consumer: Consumer<Buffer, Buffer, Buffer, Buffer>, topic: string): Promise<Map<number, bigint>> {
-  const ends = (await consumer.listOffsets({ topics: [topic] })).get(topic) ?? [];
-  const partitions = ends.map((_, partition) => partition);
-  const committed = (await consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic) ?? [];
-  const out = new Map<number, bigint>();
-  ends.forEach((end, partition) => {
-    const done = committed[partition] ?? -1n;
-    out.set(partition, done < 0n ? end : end - done);
-  });
   return out;
 }
 
