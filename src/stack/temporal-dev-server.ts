@@ -7,6 +7,7 @@ import { hasExited, killOnParentExit, terminate } from '../support/child-process
 import { findFreePorts } from '../support/free-port.js';
 import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
+import { defaultStoreFaultLimits, SqliteStoreFaultDetector, type StoreFaultLimits } from './sqlite-store-fault.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
 import { isPortAccepting, pollUntil } from '../support/wait.js';
 
@@ -39,6 +40,10 @@ export interface TemporalDevServerOptions {
   cliPath?: string;
   /** `--sqlite-pragma NAME=VALUE` pairs; defaults to {@link defaultSqlitePragmas}. */
   sqlitePragmas?: readonly string[];
+  /** When a failing SQLite store restarts the server (src/stack/sqlite-store-fault.ts); {@link defaultStoreFaultLimits} by default. */
+  storeFaultLimits?: StoreFaultLimits;
+  /** Where a store restart is said; stderr by default, as it must not pass unnoticed. */
+  log?: (line: string) => void;
 }
 
 /**
@@ -54,6 +59,17 @@ export const defaultSqlitePragmas: readonly string[] = ['journal_mode=WAL'];
 export interface TemporalDevServer {
   /** host:port for Connection.connect / NativeConnection.connect. */
   address: string;
+  uiUrl: string | null;
+  /** Restarts made because the SQLite store was failing, so far. */
+  storeRestarts(): number;
+  stop(): Promise<void>;
+}
+
+/** One process of the server; a store restart replaces it with another on the same ports and file. */
+interface Incarnation {
+  address: string;
+  port: number;
+  uiPort: number | null;
   uiUrl: string | null;
   stop(): Promise<void>;
 }
@@ -76,13 +92,70 @@ class StartFailure extends Error {
 /**
  * Starts `temporal server start-dev` persisted to a SQLite file and resolves once the frontend
  * answers gRPC calls, the namespace exists and the search attributes are registered.
+ *
+ * While it runs, its output is watched for a failing SQLite store (src/stack/sqlite-store-fault.ts):
+ * then the process is stopped and a new one started on the same ports and file, at most
+ * `maxRestarts` times, each said on `log`. Clients reconnect to the same address on their own.
  */
 export async function startTemporalDevServer(opts: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const cliPath = opts.cliPath ?? resolveTemporalCliPath();
+  const limits = opts.storeFaultLimits ?? defaultStoreFaultLimits;
+  const say = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const detector = new SqliteStoreFaultDetector(limits);
+  let onStoreFault = (): void => undefined;
+  const onOutputLine = (line: string): void => {
+    if (detector.see(line, Date.now())) onStoreFault();
+  };
+
+  let current = await startWithPortRetries(cliPath, opts, onOutputLine);
+  const { address, port, uiPort, uiUrl } = current;
+  let restarts = 0;
+  let stopping = false;
+  let gaveUpSaid = false;
+  let restarting: Promise<void> | null = null;
+  onStoreFault = () => {
+    if (stopping || restarting !== null) return;
+    if (restarts >= limits.maxRestarts) {
+      if (!gaveUpSaid) say(`temporal: the dev server's SQLite store is failing again after ${restarts} restarts; not restarting it any more: stop everything and start again (log: ${opts.logFilePath ?? 'none'})`);
+      gaveUpSaid = true;
+      return;
+    }
+    restarts += 1;
+    const startedAtMs = Date.now();
+    say(
+      `temporal: the dev server's SQLite store is failing every operation (${limits.faultLines} "interrupted (9)" errors within ${limits.windowMs} ms, ` +
+        `a known fault of the dev server's store); restarting it on ${address} with the same file (restart ${restarts} of at most ${limits.maxRestarts})`,
+    );
+    restarting = (async () => {
+      await current.stop();
+      detector.reset();
+      if (stopping) return;
+      current = await startWithPortRetries(cliPath, { ...opts, port, uiPort }, onOutputLine);
+      say(`temporal: dev server restarted on ${address} in ${Date.now() - startedAtMs} ms`);
+    })()
+      .catch((error: unknown) => say(`temporal: restarting the dev server failed; nothing serves ${address} now: ${(error as Error).message}`))
+      .finally(() => {
+        restarting = null;
+      });
+  };
+
+  return {
+    address,
+    uiUrl,
+    storeRestarts: () => restarts,
+    stop: async () => {
+      stopping = true;
+      await restarting;
+      await current.stop();
+    },
+  };
+}
+
+async function startWithPortRetries(cliPath: string, opts: TemporalDevServerOptions, onOutputLine: (line: string) => void): Promise<Incarnation> {
   const deadlineMs = Date.now() + (opts.startTimeoutMs ?? defaultStartTimeoutMs);
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(cliPath, opts, deadlineMs);
+      return await startOnce(cliPath, opts, deadlineMs, onOutputLine);
     } catch (err) {
       // A free port we picked can be taken by someone else before the server binds it; only then
       // is a retry with fresh ports meaningful.
@@ -92,7 +165,7 @@ export async function startTemporalDevServer(opts: TemporalDevServerOptions): Pr
   }
 }
 
-async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadlineMs: number): Promise<TemporalDevServer> {
+async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadlineMs: number, onOutputLine: (line: string) => void): Promise<Incarnation> {
   const namespace = opts.namespace ?? 'default';
   const searchAttributes = opts.searchAttributes;
   const dbFilePath = resolve(opts.dbFilePath);
@@ -122,7 +195,7 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   });
 
   const stopTimeoutMs = opts.stopTimeoutMs ?? defaultStopTimeoutMs;
-  const sink = new LogSink(opts.logFilePath);
+  const sink = new LogSink(opts.logFilePath, undefined, onOutputLine);
   const lockPath = `${dbFilePath}.server.json`;
   try {
     await reclaimOrphanedDevServer(dbFilePath, (line) => sink.note(line), stopTimeoutMs);
@@ -173,6 +246,8 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
   let stopping: Promise<void> | null = null;
   return {
     address,
+    port,
+    uiPort,
     uiUrl: uiPort === null ? null : `http://${host}:${uiPort}`,
     stop: () => {
       stopping ??= (async () => {

@@ -13,6 +13,8 @@ export class LogSink {
   constructor(
     filePath: string | undefined,
     private readonly maxRecentLines = 40,
+    /** Sees every whole line the child wrote (not our own notes): for watchers of a known failure's signature. */
+    private readonly onLine?: (line: string) => void,
   ) {
     if (filePath === undefined) {
       this.file = null;
@@ -29,12 +31,17 @@ export class LogSink {
     this.file?.write(text);
     const lines = (this.partialLine + text).split('\n');
     this.partialLine = lines.pop() ?? '';
-    for (const line of lines) this.remember(line);
+    for (const line of lines) {
+      this.remember(line);
+      this.onLine?.(line);
+    }
   }
 
   /** Writes a line of our own (e.g. "starting …") so the log file explains itself. */
   note(line: string): void {
-    this.write(`[chargeguard ${new Date().toISOString()}] ${line}\n`);
+    const text = `[chargeguard ${new Date().toISOString()}] ${line}`;
+    this.file?.write(`${text}\n`);
+    this.remember(text);
   }
 
   tail(): string {
