@@ -119,7 +119,7 @@ try {
       `# Queue intake vs HTTP (${new Date().toISOString().slice(0, 10)})`,
       '',
       `${chargesPerRound} new charges per round, ${rounds} rounds each, alternating; concurrency ${concurrency} (HTTP callers; intake in-flight per partition, one partition).`,
-      `Kafka 4.4.0 single node started in ${brokerStartMs} ms. Machine: ${(await import('node:os')).cpus().length} cores, shared.`,
+      `Kafka 4.1.2 single node started in ${brokerStartMs} ms. Machine: ${(await import('node:os')).cpus().length} cores, shared.`,
       '',
       '| path | charges/s per round | mean |',
       '|---|---|---|',

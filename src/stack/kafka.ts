@@ -17,7 +17,7 @@ import { pollUntil } from '../support/wait.js';
  */
 
 /** The version scripts/install-kafka.sh installs; the two change together. */
-export const kafkaVersion = '4.4.0';
+export const kafkaVersion = '4.1.2';
 
 export interface KafkaBrokerOptions {
   /** The broker's own folder: its log segments (data/), its settings and log4j file. */
