@@ -22,7 +22,7 @@ import { createLedgerPool } from '../src/ledger/pool.js';
 import { ChargeIntake } from '../src/queue/intake.js';
 import { intakeSettings } from '../src/queue/settings.js';
 import { openAppContext } from '../src/runtime/app-context.js';
-import { startKafkaBroker } from '../src/stack/kafka.js';
+import { kafkaVersion, startKafkaBroker } from '../src/stack/kafka.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { createChargeWorker } from '../src/worker/charge-worker.js';
 import { payloadProtectionFromSettings } from '../src/codec/payload-protection.js';
@@ -119,7 +119,7 @@ try {
       `# Queue intake vs HTTP (${new Date().toISOString().slice(0, 10)})`,
       '',
       `${chargesPerRound} new charges per round, ${rounds} rounds each, alternating; concurrency ${concurrency} (HTTP callers; intake in-flight per partition, one partition).`,
-      `Kafka 4.1.2 single node started in ${brokerStartMs} ms. Machine: ${(await import('node:os')).cpus().length} cores, shared.`,
+      `Kafka ${kafkaVersion} single node started in ${brokerStartMs} ms. Machine: ${(await import('node:os')).cpus().length} cores, shared.`,
       '',
       '| path | charges/s per round | mean |',
       '|---|---|---|',
