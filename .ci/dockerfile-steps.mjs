@@ -8,7 +8,7 @@
 //
 //   node .ci/dockerfile-steps.mjs [Dockerfile]
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 
@@ -62,7 +62,9 @@ try {
       case 'ENV': {
         const [name, ...value] = args.split('=');
         if (value.length === 0) throw new Error(`ENV ${args}: only the name=value form is emulated`);
-        stage.env[name] = value.join('=');
+        // A path inside WORKDIR means that folder of the stage here, never the host's /app.
+        const text = value.join('=');
+        stage.env[name] = text === stage.workdir || text.startsWith(`${stage.workdir}/`) ? stagePath(text) : text;
         break;
       }
       case 'COPY': {
@@ -108,10 +110,10 @@ try {
   if (help.status !== 0 || !help.stdout.includes('Usage: chargeguard')) throw new Error(`the image's entrypoint --help failed:\n${help.stdout}${help.stderr}`);
   console.log('entrypoint --help: ok (production dependencies only)');
   // Servers nowhere and a 1 ms wait budget: the worker checks its bundle first, then stops on what follows.
-  const bundleEnv = last.env.CHARGEGUARD_WORKFLOW_BUNDLE ? { CHARGEGUARD_WORKFLOW_BUNDLE: stagePathOf(last, last.env.CHARGEGUARD_WORKFLOW_BUNDLE) } : {};
-  if (!bundleEnv.CHARGEGUARD_WORKFLOW_BUNDLE) throw new Error('the image sets no CHARGEGUARD_WORKFLOW_BUNDLE for its worker');
+  const bundlePath = last.env.CHARGEGUARD_WORKFLOW_BUNDLE;
+  if (!bundlePath) throw new Error('the image sets no CHARGEGUARD_WORKFLOW_BUNDLE for its worker');
+  if (last.env.NODE_COMPILE_CACHE && readdirSync(last.env.NODE_COMPILE_CACHE).length === 0) throw new Error(`the image's compile cache ${last.env.NODE_COMPILE_CACHE} is empty`);
   const worker = run(['worker'], {
-    ...bundleEnv,
     TEMPORAL_ADDRESS: '127.0.0.1:1',
     DATABASE_URL: 'postgres://nobody@127.0.0.1:1/nothing',
     DEPENDENCY_WAIT_BUDGET_MS: '1',
@@ -119,12 +121,9 @@ try {
   const output = `${worker.stdout}${worker.stderr}`;
   // Whatever stops it next (the database, its payload-key settings) is not this check's business.
   if (/error: --bundle /.test(output) || worker.error) throw new Error(`the image's worker did not accept its bundle:\n${output}`);
-  console.log(`worker --bundle ${last.env.CHARGEGUARD_WORKFLOW_BUNDLE}: accepted (built from the image's workflow code)`);
+  console.log(`worker --bundle ${bundlePath}: accepted (built from the image's workflow code)`);
   console.log(`-- Dockerfile steps passed in ${((Date.now() - startedAtMs) / 1000).toFixed(0)} s`);
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-function stagePathOf(s, path) {
-  return join(s.dir, relative(s.workdir, path));
-}
