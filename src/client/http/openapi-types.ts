@@ -420,7 +420,7 @@ export interface paths {
         };
         /**
          * The tenant's events, newest first
-         * @description Every change a caller acts on, as its event (docs/events.md): kept at least 30 days. Filter by `type` (`charge.succeeded`, or `charge.*` for every type of one object) and `object_id` (a charge `ch_…`, refund `re_…` or deposit `dep_…`). Pages of at most `limit` (20 unless asked): the next, older page with `starting_after` = the last event's id; newer ones with `ending_before` = the first one's. An event may commit a moment after a newer-numbered one: when catching up, re-read a little before your last cursor and drop the ids you have.
+         * @description Every change a caller acts on, as its event (docs/events.md): kept at least 30 days. Filter by `type` (`charge.succeeded`, or `charge.*` for every type of one object) and `object_id` (a charge `ch_…`, refund `re_…` or deposit `dep_…`). Pages of at most `limit` (20 unless asked): the next, older page with `starting_after` = the last event's id; newer ones with `ending_before` = the first one's. An event may commit a moment after a newer-numbered one: when catching up, re-read a little before your last cursor and drop the ids you have. A key sees the events of the objects its role reads: `webhook_endpoint.*` events are for admin keys only (for an agent key that filter is an empty page).
          */
         get: operations["listEvents"];
         put?: never;
@@ -3564,7 +3564,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description no such event for this tenant */
+            /** @description no such event for this tenant, or one about an object this key may not read */
             404: {
                 headers: {
                     [name: string]: unknown;
