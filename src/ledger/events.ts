@@ -50,7 +50,11 @@ export interface EventPageQuery {
   cursor: { direction: 'after' | 'before'; eventId: string } | null;
 }
 
-/** A tenant's events newest first (by seq), one page, as Stripe's lists page. */
+/**
+ * A tenant's events newest first (by seq), one page, as Stripe's lists page. A type filter is served
+ * by events_by_type (tenant, type, seq): a page of a rare type reads its own rows, not every event of
+ * the tenant back to the last one of that type (migration 1763800000351).
+ */
 export async function listEventPage(pool: LedgerPool, tenant: string, query: EventPageQuery): Promise<{ events: EventRow[]; hasMore: boolean }> {
   const conditions = ['tenant = $1'];
   const params: unknown[] = [tenant];
@@ -59,6 +63,9 @@ export async function listEventPage(pool: LedgerPool, tenant: string, query: Eve
     conditions.push(`type = ${param(query.type)}`);
   } else if (query.type !== null) {
     conditions.push(`object_type = ${param(query.type.object)}`);
+    // An object with one type (deposit.*): asked as that type, so that events_by_type serves it in
+    // seq order. With several (charge.*: most of a tenant's events) events_by_tenant is as good.
+    if (query.type.types.length === 1) conditions.push(`type = ${param(query.type.types[0])}`);
   }
   if (query.objectId !== null) conditions.push(`object_id = ${param(query.objectId)}`);
   if (query.objectTypes !== null) conditions.push(`object_type = ANY(${param(query.objectTypes)}::text[])`);

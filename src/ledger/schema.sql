@@ -398,6 +398,7 @@ CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (prov
 CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
 CREATE INDEX events_by_object ON public.events USING btree (tenant, object_id, object_sequence);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
+CREATE INDEX events_by_type ON public.events USING btree (tenant, type, seq);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
