@@ -12,7 +12,7 @@
 --   secret_id    the secret the first answer carried, answered again by a replay (the secret itself
 --                stays only in webhook_endpoint_secrets, deleted with its endpoint)
 --   answer       the endpoint as the first answer showed it (its wire form, never a secret)
--- Kept as long as the tenant's endpoints are, as charge and account keys are: a key is never reused.
+-- Kept for good, as charge and account keys are: a key never registers a second endpoint.
 CREATE TABLE webhook_endpoint_creations (
   tenant           text        NOT NULL,
   idempotency_key  text        NOT NULL CHECK (idempotency_key ~ '^[\x21-\x7e]{1,255}$'),
