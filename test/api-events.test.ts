@@ -8,6 +8,8 @@ import { wireEventSchema } from '../src/service/events.js';
 import type { ChargePolicy } from '../workflows/definitions.js';
 import { fundedApiTenant, openTestApi, type TestApi } from './support/api.js';
 import { expectLedgerInvariants, newKey, startTestWorker, testPolicy, useHarness, waitFor } from './support/harness.js';
+import { callTool, mcpOverHttp, structured } from './support/mcp.js';
+import { disabledEndpointEvent } from './support/webhook-events.js';
 
 /**
  * GET /v1/events and GET /v1/events/{id} over the real API, Temporal and PostgreSQL (docs/events.md):
@@ -250,5 +252,58 @@ describe('GET /v1/events: filters, pages, refusals, tenants', () => {
     expect(bList.body.data.map((e: any) => e.type)).toEqual(['deposit.credited']);
     const cursor = await api.request(`/v1/events?starting_after=${event.id}`, { apiKey: b.apiKey });
     expect(cursor.status).toBe(400);
+  });
+});
+
+describe('events of objects a role may not read are invisible to it (webhook_endpoint.* to agent keys)', () => {
+  it('an agent key: GET of one is a 404, lists leave it out, its type filter is an empty page, a cursor naming it names no event; MCP list_events the same; an admin key sees it', async () => {
+    const { tenant, apiKey: agentKey } = await fundedApiTenant(api, { label: 'events-roles' });
+    const adminKey = await api.keyFor(tenant, 'admin');
+    const { endpointId, disabledEventId, depositEventId } = await disabledEndpointEvent(api.context.ledger, tenant);
+
+    // The admin key sees the event, as it sees the endpoint.
+    const adminOne = await api.request(`/v1/events/${disabledEventId}`, { apiKey: adminKey });
+    expect(adminOne.status, adminOne.text).toBe(200);
+    expect(adminOne.body).toMatchObject({ type: 'webhook_endpoint.disabled', data: { object: { id: endpointId, object: 'webhook_endpoint', status: 'disabled' } } });
+    const adminFiltered = await api.request('/v1/events?type=webhook_endpoint.disabled', { apiKey: adminKey });
+    expect(adminFiltered.body.data.map((e: any) => e.id)).toEqual([disabledEventId]);
+    const adminAll = await api.request('/v1/events?limit=100', { apiKey: adminKey });
+    expect(adminAll.body.data.map((e: any) => e.id)).toContain(disabledEventId);
+
+    // The agent key: as if it did not exist.
+    const one = await api.request(`/v1/events/${disabledEventId}`, { apiKey: agentKey });
+    expect(one.status).toBe(404);
+    expect(one.text).not.toContain(endpointId);
+    for (const type of ['webhook_endpoint.disabled', 'webhook_endpoint.*']) {
+      const filtered = await api.request(`/v1/events?type=${type}`, { apiKey: agentKey });
+      expect(filtered.status, filtered.text).toBe(200);
+      expect(filtered.body).toMatchObject({ object: 'list', data: [], has_more: false });
+    }
+    const byObject = await api.request(`/v1/events?object_id=${endpointId}`, { apiKey: agentKey });
+    expect(byObject.body.data).toEqual([]);
+    const all = await api.request('/v1/events?limit=100', { apiKey: agentKey });
+    expect(all.status).toBe(200);
+    expect(all.body.data.map((e: any) => e.id)).toContain(depositEventId);
+    expect(all.text).not.toContain(endpointId);
+    // One page at a time: the page after the deposit's event does not reach back to it either.
+    const paged = await api.request('/v1/events?limit=1', { apiKey: agentKey });
+    expect(paged.body.data.map((e: any) => e.id)).toEqual([depositEventId]);
+    expect(paged.body.has_more).toBe(true);
+    const cursor = await api.request(`/v1/events?starting_after=${disabledEventId}`, { apiKey: agentKey });
+    expect(cursor.status).toBe(400);
+    expect(cursor.body.errors[0].field).toBe('starting_after');
+
+    // MCP inherits it from the service: list_events of an agent key.
+    const { client, transport } = mcpOverHttp(api.baseUrl, agentKey);
+    await client.connect(transport);
+    try {
+      const listed = structured(await callTool(client, 'list_events', { limit: 100 }));
+      expect(listed.events.map((e: any) => e.id)).toContain(depositEventId);
+      expect(listed.events.map((e: any) => e.type)).not.toContain('webhook_endpoint.disabled');
+      const filtered = structured(await callTool(client, 'list_events', { type: 'webhook_endpoint.disabled' }));
+      expect(filtered).toMatchObject({ events: [], has_more: false });
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -294,6 +294,19 @@ describe('the OpenAPI document', () => {
       expect(neither.status).toBe(400);
       expect(JSON.stringify(neither.body)).toMatch(/idempotency-key|Idempotency-Key/i);
     });
+
+    it('registering a webhook endpoint requires an Idempotency-Key and documents the replay (200), the conflict (422) and a deleted one (404)', async () => {
+      const create = document.paths['/v1/webhook-endpoints'].post;
+      const key = create.parameters.find((p: any) => p.in === 'header' && p.name === 'idempotency-key');
+      expect(key).toMatchObject({ required: true, schema: { minLength: 1, maxLength: 255 } });
+      expect(Object.keys(create.responses)).toEqual(expect.arrayContaining(['200', '201', '404', '422']));
+      expect(create.responses['200'].headers).toHaveProperty('Idempotent-Replayed');
+      expect(create.description).toMatch(/Exactly once per Idempotency-Key \(required\)/);
+      const apiKey = await api.keyFor(`t-openapi-we-${Date.now().toString(36)}`, 'admin');
+      const missing = await api.request('/v1/webhook-endpoints', { body: { url: 'https://hooks.example.com/x', enabled_events: ['*'] }, apiKey });
+      expect(missing.status).toBe(400);
+      expect(missing.body.errors).toEqual([expect.objectContaining({ field: 'Idempotency-Key' })]);
+    });
   });
 
   it('names every operation with a unique camelCase operationId, the ones clients already call unchanged', () => {

@@ -4,7 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { exampleEndpointId, requestExamples } from '../src/api/openapi.js';
 import { newEventId } from '../src/ledger/webhook-endpoints.js';
 import { useApi } from './support/api.js';
-import { newTenant, openAccount } from './support/harness.js';
+import { newKey, newTenant, openAccount } from './support/harness.js';
 import { startReceiver, type Receiver } from './support/receivers.js';
 
 // The production door: https only, no loopback or private addresses.
@@ -25,8 +25,13 @@ async function admin(which: typeof api, label: string): Promise<{ tenant: string
   return { tenant, key: await which.keyFor(tenant, 'admin') };
 }
 
+/** A registration's Idempotency-Key header: a new key, a new endpoint. */
+function keyed(label = 'we'): { 'idempotency-key': string } {
+  return { 'idempotency-key': newKey(label) };
+}
+
 async function createOn(key: string, body: Record<string, unknown> = {}) {
-  const response = await dev.request('/v1/webhook-endpoints', { apiKey: key, body: { url: rx.url, enabled_events: ['charge.succeeded'], ...body } });
+  const response = await dev.request('/v1/webhook-endpoints', { apiKey: key, headers: keyed(), body: { url: rx.url, enabled_events: ['charge.succeeded'], ...body } });
   expect(response.status, response.text).toBe(201);
   return response.body;
 }
@@ -90,7 +95,7 @@ describe('POST /v1/webhook-endpoints', () => {
       [{ url: 'https://8.8.8.8/x', enabled_events: ['*'], secret: 'mine' }, 'secret', /./],
     ];
     for (const [body, field, message] of cases) {
-      const response = await api.request('/v1/webhook-endpoints', { apiKey: key, body });
+      const response = await api.request('/v1/webhook-endpoints', { apiKey: key, headers: keyed(), body });
       expect(response.status, `${JSON.stringify(body).slice(0, 80)}: ${response.text}`).toBe(400);
       const error = response.body.errors.find((e: { field: string }) => e.field === field);
       expect(error, `${JSON.stringify(body).slice(0, 80)} names ${field}: ${response.text}`).toBeDefined();
@@ -122,10 +127,129 @@ describe('POST /v1/webhook-endpoints', () => {
 
   it('at most endpointsPerTenantMax (16) endpoints per tenant: the 17th is a 400 naming the limit', async () => {
     const { key } = await admin(dev, 'we-limit');
-    for (let i = 0; i < 16; i += 1) await createOn(key);
-    const over = await dev.request('/v1/webhook-endpoints', { apiKey: key, body: { url: rx.url, enabled_events: ['*'] } });
+    const firstKey = keyed();
+    const first = await dev.request('/v1/webhook-endpoints', { apiKey: key, headers: firstKey, body: { url: rx.url, enabled_events: ['*'] } });
+    expect(first.status, first.text).toBe(201);
+    for (let i = 1; i < 16; i += 1) await createOn(key);
+    const over = await dev.request('/v1/webhook-endpoints', { apiKey: key, headers: keyed(), body: { url: rx.url, enabled_events: ['*'] } });
     expect(over.status).toBe(400);
     expect(over.body.errors[0].message).toMatch(/16 webhook endpoints.*endpointsPerTenantMax/);
+    // A retry of a registration already made is answered, limit or not: it adds nothing.
+    const retry = await dev.request('/v1/webhook-endpoints', { apiKey: key, headers: firstKey, body: { url: rx.url, enabled_events: ['*'] } });
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.body).toEqual(first.body);
+  });
+});
+
+describe('POST /v1/webhook-endpoints is exactly-once per Idempotency-Key', () => {
+  const create = (apiKey: string, idempotencyKey: string | null, body: Record<string, unknown>) =>
+    dev.request('/v1/webhook-endpoints', { apiKey, body, ...(idempotencyKey === null ? {} : { headers: { 'idempotency-key': idempotencyKey } }) });
+  const countOf = async (tenant: string) =>
+    (
+      await dev.context.ledger.query<{ endpoints: number; secrets: number }>(
+        `SELECT count(*)::int AS endpoints,
+                (SELECT count(*)::int FROM webhook_endpoint_secrets s JOIN webhook_endpoints e ON e.id = s.endpoint_id WHERE e.tenant = $1) AS secrets
+           FROM webhook_endpoints WHERE tenant = $1`,
+        [tenant],
+      )
+    ).rows[0]!;
+
+  it('five identical creates at the same moment make one endpoint: one 201, four replays of the same answer (same id, same secret)', async () => {
+    const { tenant, key } = await admin(dev, 'we-once-race');
+    const idempotencyKey = newKey('we-race');
+    const body = { url: rx.url, enabled_events: ['charge.succeeded', 'refund.failed'], description: 'orders' };
+    const answers = await Promise.all(Array.from({ length: 5 }, () => create(key, idempotencyKey, body)));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 201]);
+    const first = answers.find((a) => a.status === 201)!;
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(first.body).toMatchObject({ id: expect.stringMatching(/^we_[A-Za-z0-9]{24}$/), secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/), ...body });
+    for (const replay of answers.filter((a) => a.status === 200)) {
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.headers.get('location')).toBe(`/v1/webhook-endpoints/${first.body.id}`);
+      // The first answer, byte for byte: the same fields in the same order.
+      expect(replay.text).toBe(first.text);
+    }
+    expect(await countOf(tenant)).toEqual({ endpoints: 1, secrets: 1 });
+  });
+
+  it('a retry after the first answer gets that answer again, even after an update and a rotation; another tenant\'s same key is its own', async () => {
+    const { tenant, key } = await admin(dev, 'we-once-retry');
+    const idempotencyKey = newKey('we-retry');
+    const body = { url: rx.url, enabled_events: ['*'] };
+    const first = await create(key, idempotencyKey, body);
+    expect(first.status, first.text).toBe(201);
+    const again = await create(key, idempotencyKey, body);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(first.body);
+
+    // Changed and rotated since: a retry still answers what the first create answered, as Stripe
+    // replays the original response (the caller whose answer was lost learns the secret it got).
+    const path = `/v1/webhook-endpoints/${first.body.id}`;
+    expect((await dev.request(path, { apiKey: key, body: { description: 'changed' } })).status).toBe(200);
+    expect((await dev.request(`${path}/rotate-secret`, { apiKey: key, body: { overlap_seconds: 0 } })).status).toBe(200);
+    const later = await create(key, idempotencyKey, body);
+    expect(later.status).toBe(200);
+    expect(later.text).toBe(first.text);
+    expect(await countOf(tenant)).toEqual({ endpoints: 1, secrets: 2 });
+
+    // Keys are per tenant: the same key elsewhere registers that tenant's own endpoint.
+    const other = await admin(dev, 'we-once-other');
+    const elsewhere = await create(other.key, idempotencyKey, body);
+    expect(elsewhere.status, elsewhere.text).toBe(201);
+    expect(elsewhere.body.id).not.toBe(first.body.id);
+    expect(elsewhere.body.secret).not.toBe(first.body.secret);
+
+    // Deleted: the key does not register it again; a new key does.
+    expect((await dev.request(path, { method: 'DELETE', apiKey: key })).status).toBe(200);
+    const afterDelete = await create(key, idempotencyKey, body);
+    expect(afterDelete.status, afterDelete.text).toBe(404);
+    expect(afterDelete.body.detail).toContain(first.body.id);
+    expect(afterDelete.body.detail).toContain(idempotencyKey);
+    expect(await countOf(tenant)).toEqual({ endpoints: 0, secrets: 0 });
+    expect((await create(key, newKey('we-new'), body)).status).toBe(201);
+  });
+
+  it('the same key with a different body is an idempotency conflict naming the key, nothing registered', async () => {
+    const { tenant, key } = await admin(dev, 'we-once-conflict');
+    const idempotencyKey = newKey('we-conflict');
+    const body = { url: rx.url, enabled_events: ['charge.succeeded'], description: 'orders' };
+    const first = await create(key, idempotencyKey, body);
+    expect(first.status, first.text).toBe(201);
+    for (const changed of [
+      { ...body, url: `${rx.url}?other` },
+      { ...body, enabled_events: ['charge.succeeded', 'refund.failed'] },
+      { ...body, description: 'other' },
+      { url: body.url, enabled_events: body.enabled_events },
+    ]) {
+      const conflict = await create(key, idempotencyKey, changed);
+      expect(conflict.status, `${JSON.stringify(changed)}: ${conflict.text}`).toBe(422);
+      expect(conflict.body).toMatchObject({ type: 'idempotency_conflict' });
+      expect(conflict.body.detail).toContain(idempotencyKey);
+      expect(conflict.body.detail).toContain(first.body.id);
+      expect(conflict.text).not.toContain(first.body.secret);
+    }
+    expect(await countOf(tenant)).toEqual({ endpoints: 1, secrets: 1 });
+  });
+
+  it('the key is required and has the limits of every Idempotency-Key: 1-255 visible ASCII characters', async () => {
+    const { tenant, key } = await admin(dev, 'we-once-key');
+    const body = { url: rx.url, enabled_events: ['*'] };
+    const cases: Array<[string | null, RegExp]> = [
+      [null, /required/],
+      ['k'.repeat(256), /256 characters long; at most 255/],
+      ['with space', /visible ASCII/],
+      ['caf\u00e9', /visible ASCII/],
+    ];
+    for (const [idempotencyKey, message] of cases) {
+      // é is one byte of Latin-1, which a header carries as sent; the key's rule refuses it.
+      const refused = await create(key, idempotencyKey, body);
+      expect(refused.status, `${idempotencyKey?.slice(0, 20)}: ${refused.text}`).toBe(400);
+      expect(refused.body.errors).toEqual([{ field: 'Idempotency-Key', message: expect.stringMatching(message) }]);
+    }
+    expect(await countOf(tenant)).toEqual({ endpoints: 0, secrets: 0 });
+    const longest = await create(key, '~'.repeat(255), body);
+    expect(longest.status, longest.text).toBe(201);
   });
 });
 
@@ -222,8 +346,9 @@ describe('the endpoint lifecycle', () => {
   it('every webhook endpoint example of the OpenAPI document succeeds, its URL on a loopback receiver and its ids the real ones', async () => {
     const { tenant, key } = await admin(dev, 'we-examples');
     const create = requestExamples.createWebhookEndpoint!.body as Record<string, unknown>;
-    const created = await dev.request('/v1/webhook-endpoints', { apiKey: key, body: { ...create, url: rx.url } });
-    expect(created.status).toBe(201);
+    const exampleKey = String(requestExamples.createWebhookEndpoint!.parameters!['idempotency-key']);
+    const created = await dev.request('/v1/webhook-endpoints', { apiKey: key, headers: { 'idempotency-key': exampleKey }, body: { ...create, url: rx.url } });
+    expect(created.status, created.text).toBe(201);
     const id = created.body.id as string;
     const eventId = await insertEvent(tenant);
     const operations: Array<[string, string, string]> = [
@@ -259,12 +384,22 @@ describe('the CLI: webhook-endpoints', () => {
     const { runCli } = await import('./support/cli.js');
     const tenant = newTenant('we-cli');
     const env = { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_LOOPBACK: 'true' };
-    const created = await runCli(['webhook-endpoints', 'create', '--tenant', tenant, '--url', rx.url, '--events', 'charge.succeeded,refund.failed', '--json'], env);
+    const createArgs = ['webhook-endpoints', 'create', '--tenant', tenant, '--url', rx.url, '--events', 'charge.succeeded,refund.failed', '--idempotency-key', 'cli-orders', '--json'];
+    const created = await runCli(createArgs, env);
     expect(created.code, created.stderr).toBe(0);
     expect(created.json).toMatchObject({ object: 'webhook_endpoint', url: rx.url, enabled_events: ['charge.succeeded', 'refund.failed'], secret: expect.stringMatching(/^whsec_/) });
     const id: string = created.json.id;
+    // A rerun with the same key prints the first run's endpoint and secret; none is added.
+    const rerun = await runCli(createArgs.filter((arg) => arg !== '--json'), env);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(rerun.stdout).toContain(created.json.secret);
+    expect(rerun.stdout).toMatch(/registered earlier under --idempotency-key cli-orders/);
+    const badKey = await runCli([...createArgs.slice(0, -3), '--idempotency-key', 'has space', '--json'], env);
+    expect(badKey.code).toBe(2);
+    expect(badKey.json.error.errors.map((e: { field: string }) => e.field)).toEqual(['--idempotency-key']);
     const listed = await runCli(['webhook-endpoints', 'list', '--tenant', tenant], env);
     expect(listed.stdout).toContain(id);
+    expect(listed.stdout.trim().split('\n')).toHaveLength(1);
     expect(listed.stdout).not.toContain(created.json.secret);
     const disabled = await runCli(['webhook-endpoints', 'update', id, '--tenant', tenant, '--disable', '--json'], env);
     expect(disabled.json).toMatchObject({ status: 'disabled', disabled_reason: 'requested' });

@@ -22,7 +22,7 @@ describe('one charge, one signed delivery, end to end', () => {
   it('POST /v1/charges -> the outbox event in its transaction -> the fan-out -> a delivery signed per Standard Webhooks, whose object is what GET shows', async () => {
     const { tenant, apiKey } = await fundedApiTenant(api, { label: 'wd-e2e', payerMinor: 10_000 });
     const adminKey = await api.keyFor(tenant, 'admin');
-    const endpoint = await api.request('/v1/webhook-endpoints', { apiKey: adminKey, body: { url: rx.url, enabled_events: ['charge.succeeded'] } });
+    const endpoint = await api.request('/v1/webhook-endpoints', { apiKey: adminKey, headers: { 'idempotency-key': newKey('e2e-endpoint') }, body: { url: rx.url, enabled_events: ['charge.succeeded'] } });
     expect(endpoint.status, endpoint.text).toBe(201);
     const deliverer = new WebhookDeliverer({
       pool: api.context.ledger,

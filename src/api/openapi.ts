@@ -524,6 +524,7 @@ export const requestExamples: Record<string, RequestExample> = {
   // The endpoint examples name one endpoint id; test/api-openapi-examples.test.ts puts the id its
   // createWebhookEndpoint example made in its place (an id is the server's, no example can know it).
   createWebhookEndpoint: {
+    parameters: { 'idempotency-key': 'register-order-fulfilment' },
     body: { url: 'https://hooks.example.com/chargeguard', enabled_events: ['charge.succeeded', 'refund.succeeded'], description: 'order fulfilment' },
   },
   listWebhookEndpoints: { parameters: { limit: 10 } },

@@ -30,6 +30,12 @@ export type EventType = (typeof eventTypes)[number];
 
 /** The objects events are about: `type=<object>.*` lists every type of one. */
 export const eventObjectTypes = ['charge', 'refund', 'deposit', 'webhook_endpoint'] as const;
+export type EventObjectType = (typeof eventObjectTypes)[number];
+
+/** The event types of one object (`deposit` → `deposit.credited`): each type is named `<object>.<what>`. */
+export function eventTypesOf(objectType: string): EventType[] {
+  return eventTypes.filter((type) => type.startsWith(`${objectType}.`));
+}
 
 /** The charge statuses that are events (charge.<status>); the ledger's trigger names the same five. */
 export const chargeEventStatuses = ['reserved', 'requires_action', 'succeeded', 'declined', 'cancelled'] as const;

@@ -7,6 +7,8 @@
  * accounts (so also sets `allow_overdraft`), deposits, and manages keys and webhook endpoints; it also reads the ledger's
  * system accounts (clearing accounts), which agents never see.
  */
+import type { EventObjectType } from './events.js';
+
 export const roles = ['agent', 'admin'] as const;
 export type Role = (typeof roles)[number];
 
@@ -45,8 +47,8 @@ export const permissions: Readonly<Record<Operation, Permission>> = {
   'refunds.create': { roles: ['agent', 'admin'], doing: 'refunding charges' },
   'refunds.read': { roles: ['agent', 'admin'], doing: 'reading refunds' },
   'accounts.read': { roles: ['agent', 'admin'], doing: 'reading accounts and balances' },
-  // Events report changes of charges, refunds and deposits into ordinary accounts: objects every
-  // role reads already (docs/events.md), so whoever may read them may read their events.
+  // Listing and reading events; which events a role sees is eventVisibleTo's (below): those of the
+  // objects it may read.
   'events.read': { roles: ['agent', 'admin'], doing: 'reading events' },
   // The ledger's own accounts (a provider's clearing account, the outside world's): what a provider
   // owes the tenant is the operator's business; agents never name them, as payer, payee or otherwise.
@@ -71,4 +73,28 @@ export function permissionFor(role: Role, operation: Operation): PermissionDecis
   if (permission.roles.includes(role)) return { allowed: true };
   const needed = permission.roles.map((r) => `an ${r} key`).join(' or ');
   return { allowed: false, detail: `${permission.doing} needs ${needed}; this key is an ${role} key` };
+}
+
+/**
+ * The operation that reads each kind of object events are about. An event carries its whole object,
+ * so it is visible exactly to the roles that may read that object: a `webhook_endpoint.disabled`
+ * event (an endpoint's URL and state) to admin keys only, as the endpoint itself. The service layer
+ * applies it to every reader of events (src/service/events.ts): GET /v1/events, the CLI, MCP.
+ */
+export const eventObjectReadOperations: Readonly<Record<EventObjectType, Operation>> = {
+  charge: 'charges.read',
+  refund: 'refunds.read',
+  deposit: 'accounts.read',
+  webhook_endpoint: 'webhook_endpoints.manage',
+};
+
+/** Whether a key of this role may see events about objects of this type (an unknown type: no). */
+export function eventVisibleTo(role: Role, objectType: string): boolean {
+  const operation = (eventObjectReadOperations as Readonly<Record<string, Operation | undefined>>)[objectType];
+  return operation !== undefined && permissionFor(role, operation).allowed;
+}
+
+/** The object types whose events a key of this role sees. */
+export function visibleEventObjectTypes(role: Role): EventObjectType[] {
+  return (Object.keys(eventObjectReadOperations) as EventObjectType[]).filter((objectType) => eventVisibleTo(role, objectType));
 }

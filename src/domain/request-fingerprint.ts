@@ -84,7 +84,17 @@ export function chargeFingerprint(request: ChargeRequest, version: FingerprintVe
       }),
     );
   }
-  return versionedFingerprint(version, sha256Hex(canonicalJson(chargeBodyOf(request))));
+  return requestBodyFingerprint(chargeBodyOf(request));
+}
+
+/**
+ * The current (v2) rule for any create's request: SHA-256 of the whole validated body's canonical
+ * JSON, absent optional fields left out. A charge's v2 fingerprint is this of its body; other
+ * creates keyed by an Idempotency-Key (a webhook endpoint's registration) compare their retries
+ * with it, so every keyed create judges "the same request" by one rule.
+ */
+export function requestBodyFingerprint(body: Record<string, unknown>): string {
+  return versionedFingerprint(2, sha256Hex(canonicalJson(body)));
 }
 
 /** A stable public id: the same (tenant, key) always names the same charge. */

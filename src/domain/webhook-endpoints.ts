@@ -1,3 +1,5 @@
+import { sha256Hex } from './request-fingerprint.js';
+
 /**
  * Bounds of webhook endpoints (OUTBOUND deliveries of events; docs/webhook-endpoints.md and
  * docs/limits.md), each named with its unit. Pure constants.
@@ -29,3 +31,12 @@ export const webhookEndpointIdPattern = /^we_[A-Za-z0-9]{24}$/;
 
 /** An event's id. */
 export const eventIdPattern = /^evt_[A-Za-z0-9]{16,64}$/;
+
+/**
+ * The id of the endpoint registered under (tenant, Idempotency-Key), as an account's id is derived
+ * from its key (src/service/accounts-service.ts) and a charge's (chargeIdFor): a retried create
+ * names the same endpoint. `we_` and 24 hex digits (96 bits), within webhookEndpointIdPattern.
+ */
+export function webhookEndpointIdFor(tenant: string, idempotencyKey: string): string {
+  return `we_${sha256Hex(`${tenant}\n${idempotencyKey}`).slice(0, 24)}`;
+}

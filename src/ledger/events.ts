@@ -37,35 +37,41 @@ export async function readObjectEvents(pool: LedgerPool, tenant: string, objectI
 }
 
 export interface EventPageQuery {
-  /** An exact type (`charge.succeeded`) or every type of one object (`charge.*`); null: all. */
-  type: string | null;
+  /**
+   * An exact type (`charge.succeeded`), or every type of one object: `object` and its `types`
+   * (`charge.*`); null: all.
+   */
+  type: string | { object: string; types: readonly string[] } | null;
   objectId: string | null;
+  /** Only events about objects of these types (what the reader may see); null: every type. */
+  objectTypes: readonly string[] | null;
   limit: number;
   /** An event id of this tenant, already known to exist (findEventCursor). */
   cursor: { direction: 'after' | 'before'; eventId: string } | null;
 }
 
-/** A tenant's events newest first (by seq), one page, as Stripe's lists page. */
+/**
+ * A tenant's events newest first (by seq), one page, as Stripe's lists page. A type filter is served
+ * by events_by_type (tenant, type, seq): a page of a rare type reads its own rows, not every event of
+ * the tenant back to the last one of that type (migration 1763800000351).
+ */
 export async function listEventPage(pool: LedgerPool, tenant: string, query: EventPageQuery): Promise<{ events: EventRow[]; hasMore: boolean }> {
   const conditions = ['tenant = $1'];
   const params: unknown[] = [tenant];
-  if (query.type !== null) {
-    if (query.type.endsWith('.*')) {
-      params.push(query.type.slice(0, -2));
-      conditions.push(`object_type = $${params.length}`);
-    } else {
-      params.push(query.type);
-      conditions.push(`type = $${params.length}`);
-    }
+  const param = (value: unknown): string => `$${params.push(value)}`;
+  if (typeof query.type === 'string') {
+    conditions.push(`type = ${param(query.type)}`);
+  } else if (query.type !== null) {
+    conditions.push(`object_type = ${param(query.type.object)}`);
+    // An object with one type (deposit.*): asked as that type, so that events_by_type serves it in
+    // seq order. With several (charge.*: most of a tenant's events) events_by_tenant is as good.
+    if (query.type.types.length === 1) conditions.push(`type = ${param(query.type.types[0])}`);
   }
-  if (query.objectId !== null) {
-    params.push(query.objectId);
-    conditions.push(`object_id = $${params.length}`);
-  }
+  if (query.objectId !== null) conditions.push(`object_id = ${param(query.objectId)}`);
+  if (query.objectTypes !== null) conditions.push(`object_type = ANY(${param(query.objectTypes)}::text[])`);
   let cursor = null;
   if (query.cursor) {
-    params.push(query.cursor.eventId);
-    cursor = { direction: query.cursor.direction, row: `(SELECT seq FROM events WHERE tenant = $1 AND id = $${params.length})` };
+    cursor = { direction: query.cursor.direction, row: `(SELECT seq FROM events WHERE tenant = $1 AND id = ${param(query.cursor.eventId)})` };
   }
   const { rows, hasMore } = await keysetPage<EventRow>(pool, {
     from: 'events',
@@ -77,10 +83,4 @@ export async function listEventPage(pool: LedgerPool, tenant: string, query: Eve
     limit: query.limit,
   });
   return { events: rows, hasMore };
-}
-
-/** Whether the id names an event of this tenant (a list cursor must). */
-export async function findEventCursor(pool: LedgerPool, tenant: string, id: string): Promise<string | null> {
-  const { rows } = await pool.query<{ id: string }>('SELECT id FROM events WHERE id = $1 AND tenant = $2', [id, tenant]);
-  return rows[0]?.id ?? null;
 }

@@ -300,6 +300,22 @@ CREATE TABLE webhook_delivery_attempts (
   CONSTRAINT webhook_delivery_attempts_status_code_check CHECK (status_code >= 100 AND status_code <= 599)
 );
 
+CREATE TABLE webhook_endpoint_creations (
+  tenant text NOT NULL,
+  idempotency_key text NOT NULL,
+  fingerprint text NOT NULL,
+  endpoint_id text NOT NULL,
+  secret_id text NOT NULL,
+  answer jsonb NOT NULL,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT webhook_endpoint_creations_answer_check CHECK (jsonb_typeof(answer) = 'object'::text AND NOT answer ? 'secret'::text),
+  CONSTRAINT webhook_endpoint_creations_endpoint_id_check CHECK (endpoint_id ~ '^we_[A-Za-z0-9]{24}$'::text),
+  CONSTRAINT webhook_endpoint_creations_fingerprint_check CHECK (fingerprint ~ '^v[0-9]+:[0-9a-f]{64}$'::text),
+  CONSTRAINT webhook_endpoint_creations_idempotency_key_check CHECK (idempotency_key ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT webhook_endpoint_creations_pkey PRIMARY KEY (tenant, idempotency_key),
+  CONSTRAINT webhook_endpoint_creations_secret_id_check CHECK (secret_id ~ '^wes_[0-9a-f]{16}$'::text)
+);
+
 CREATE TABLE webhook_endpoint_secrets (
   id text NOT NULL,
   endpoint_id text NOT NULL,
@@ -382,6 +398,7 @@ CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (prov
 CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
 CREATE INDEX events_by_object ON public.events USING btree (tenant, object_id, object_sequence);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
+CREATE INDEX events_by_type ON public.events USING btree (tenant, type, seq);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);

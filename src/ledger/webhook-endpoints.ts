@@ -131,16 +131,89 @@ export interface NewEndpoint {
 export async function createEndpoint(pool: LedgerPool, input: NewEndpoint, endpointsPerTenantMax: number): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
   return inTransaction(pool, async (client) => {
     await lockTenantEndpoints(client, input.tenant);
-    const count = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant = $1', [input.tenant]);
-    if (count.rows[0]!.n >= endpointsPerTenantMax) throw new EndpointLimitError(endpointsPerTenantMax);
-    const inserted = await client.query<EndpointRow>(
-      `INSERT INTO webhook_endpoints (id, tenant, url, enabled_events, description) VALUES ($1, $2, $3, $4, $5) RETURNING ${endpointColumns}`,
-      [newEndpointId(), input.tenant, input.url, input.enabledEvents, input.description],
+    const { endpoint, secret } = await insertEndpoint(client, input, newEndpointId(), endpointsPerTenantMax);
+    return { endpoint, secret: secret.value };
+  });
+}
+
+/** Under the tenant's endpoint lock: the limit, then the endpoint and its first secret. */
+async function insertEndpoint(
+  client: pg.PoolClient,
+  input: NewEndpoint,
+  id: string,
+  endpointsPerTenantMax: number,
+): Promise<{ endpoint: WebhookEndpoint; secret: { id: string; value: string } }> {
+  const count = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant = $1', [input.tenant]);
+  if (count.rows[0]!.n >= endpointsPerTenantMax) throw new EndpointLimitError(endpointsPerTenantMax);
+  const inserted = await client.query<EndpointRow>(
+    `INSERT INTO webhook_endpoints (id, tenant, url, enabled_events, description) VALUES ($1, $2, $3, $4, $5) RETURNING ${endpointColumns}`,
+    [id, input.tenant, input.url, input.enabledEvents, input.description],
+  );
+  const endpoint = endpointFromRow(inserted.rows[0]!);
+  const secret = { id: newSecretId(), value: newSigningSecret() };
+  await client.query('INSERT INTO webhook_endpoint_secrets (id, endpoint_id, secret) VALUES ($1, $2, $3)', [secret.id, endpoint.id, secret.value]);
+  return { endpoint, secret };
+}
+
+/** What a create under an Idempotency-Key recorded (webhook_endpoint_creations), to judge and answer a retry. */
+export interface EndpointCreation {
+  /** The first request's fingerprint. */
+  fingerprint: string;
+  endpointId: string;
+  /** The endpoint as the first answer showed it (its wire form), without the secret. */
+  answer: Record<string, unknown>;
+  /** The secret the first answer carried; null once the endpoint, and with it its secrets, was deleted. */
+  secret: string | null;
+}
+
+type Queryable = LedgerPool | pg.PoolClient;
+
+/** The create recorded under (tenant, key), or null when the key was never used to create an endpoint. */
+export async function readEndpointCreation(db: Queryable, tenant: string, idempotencyKey: string): Promise<EndpointCreation | null> {
+  const result = await db.query<{ fingerprint: string; endpoint_id: string; answer: Record<string, unknown>; secret: string | null }>(
+    `SELECT c.fingerprint, c.endpoint_id, c.answer, s.secret
+       FROM webhook_endpoint_creations c LEFT JOIN webhook_endpoint_secrets s ON s.id = c.secret_id
+      WHERE c.tenant = $1 AND c.idempotency_key = $2`,
+    [tenant, idempotencyKey],
+  );
+  const row = result.rows[0];
+  return row ? { fingerprint: row.fingerprint, endpointId: row.endpoint_id, answer: row.answer, secret: row.secret } : null;
+}
+
+export interface EndpointCreationKey {
+  idempotencyKey: string;
+  /** The request's fingerprint, recorded to judge a retry. */
+  fingerprint: string;
+  /** The id the key names (derived from it by the caller). */
+  endpointId: string;
+  /** The endpoint as the answer shows it (never a secret), recorded for a replay. */
+  answer: (endpoint: WebhookEndpoint) => Record<string, unknown>;
+}
+
+/**
+ * Creates the endpoint once per (tenant, Idempotency-Key): under the tenant's endpoint lock, the key's
+ * record is read first, and when it exists nothing is created and the record is returned for the
+ * caller to judge (the same request: a replay; another: a conflict). Otherwise the endpoint, its
+ * secret and the record are written in one transaction, so there is no endpoint without its key
+ * nor a key without its endpoint. A replay is answered even when the tenant is at its endpoint limit.
+ */
+export async function createEndpointOnce(
+  pool: LedgerPool,
+  input: NewEndpoint,
+  endpointsPerTenantMax: number,
+  key: EndpointCreationKey,
+): Promise<{ created: { endpoint: WebhookEndpoint; secret: string } } | { recorded: EndpointCreation }> {
+  return inTransaction(pool, async (client) => {
+    await lockTenantEndpoints(client, input.tenant);
+    const recorded = await readEndpointCreation(client, input.tenant, key.idempotencyKey);
+    if (recorded !== null) return { recorded };
+    const { endpoint, secret } = await insertEndpoint(client, input, key.endpointId, endpointsPerTenantMax);
+    await client.query(
+      `INSERT INTO webhook_endpoint_creations (tenant, idempotency_key, fingerprint, endpoint_id, secret_id, answer)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb)`,
+      [input.tenant, key.idempotencyKey, key.fingerprint, endpoint.id, secret.id, JSON.stringify(key.answer(endpoint))],
     );
-    const endpoint = endpointFromRow(inserted.rows[0]!);
-    const secret = newSigningSecret();
-    await client.query('INSERT INTO webhook_endpoint_secrets (id, endpoint_id, secret) VALUES ($1, $2, $3)', [newSecretId(), endpoint.id, secret]);
-    return { endpoint, secret };
+    return { created: { endpoint, secret: secret.value } };
   });
 }
 

@@ -294,12 +294,12 @@ function registerEventsTool(server: McpServer, deps: McpDeps): void {
       annotations: toolAnnotations.list_events,
     },
     ({ type, object_id, limit, starting_after }) =>
-      run(deps, 'events.read', async (tenant) => {
+      run(deps, 'events.read', async (tenant, principal) => {
         // The HTTP list's own parser (strings, as a query string carries them): the same rules and refusals.
         const query = Object.fromEntries(
           Object.entries({ type, object_id, limit: limit === undefined ? undefined : String(limit), starting_after }).filter(([, value]) => value !== undefined),
         );
-        const page = await charges.listEventsFromQuery(tenant, query);
+        const page = await charges.listEventsFromQuery(tenant, query, { role: principal.role });
         const events = page.events.map((event) => renderEvent(event));
         const summary = events.length === 0 ? 'No events.' : `${events.length} events, newest first: ${events.map((e) => `${e.type} ${e.data.object.id}`).join('; ')}.`;
         return okResult(`${summary}${page.hasMore ? ` More: call again with starting_after ${events.at(-1)!.id}.` : ''}`, { events, has_more: page.hasMore });

@@ -9,7 +9,7 @@ import { charge, getCharge, startCharge, type ChargeReply } from './charges.js';
 import type { ServiceContext } from './context.js';
 import { buildChargeIntent, buildRefundIntent } from './intent.js';
 import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listing.js';
-import { getEvent, listEventsFromQuery, type StoredEvent } from './events.js';
+import { getEvent, listEventsFromQuery, type EventReader, type StoredEvent } from './events.js';
 import { getRefund, listRefundPage, listRefunds, listRefundsFromQuery, refund, type RefundReply } from './refunds.js';
 import type { ChargeHandle } from './start-or-attach.js';
 import { ChargeAdmission, type ChargeAdmissionOptions } from './admission.js';
@@ -226,14 +226,17 @@ export class ChargeService {
     return this.run({}, () => listChargesFromQuery(this.ctx, tenant, rawQuery));
   }
 
-  /** `GET /v1/events`: the tenant's events newest first, by type and object id, paged by event id (docs/events.md). */
-  async listEventsFromQuery(tenant: string, rawQuery: Record<string, unknown>): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
-    return this.run({}, () => listEventsFromQuery(this.ctx, tenant, rawQuery));
+  /**
+   * `GET /v1/events`: the tenant's events newest first, by type and object id, paged by event id
+   * (docs/events.md); only those of objects the reader's role may read (src/service/events.ts).
+   */
+  async listEventsFromQuery(tenant: string, rawQuery: Record<string, unknown>, reader: EventReader): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
+    return this.run({}, () => listEventsFromQuery(this.ctx, tenant, rawQuery, reader));
   }
 
-  /** `GET /v1/events/{id}`: one event of the tenant (NotFoundError for any other). */
-  async getEvent(tenant: string, id: string): Promise<StoredEvent> {
-    return this.run({}, () => getEvent(this.ctx, tenant, id));
+  /** `GET /v1/events/{id}`: one event of the tenant the reader may see (NotFoundError for any other). */
+  async getEvent(tenant: string, id: string, reader: EventReader): Promise<StoredEvent> {
+    return this.run({}, () => getEvent(this.ctx, tenant, id, reader));
   }
 
   /** Validates the request and builds the intent: the same (tenant, key, body) always gives the same intent. */

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { eventObjectTypes, eventTypes, type EventType } from '../domain/events.js';
+import { eventObjectTypes, eventTypes, eventTypesOf, type EventType } from '../domain/events.js';
+import { eventVisibleTo, visibleEventObjectTypes, type Role } from '../domain/permissions.js';
 import { fromRow as chargeFromRow, type ChargeRow } from '../ledger/charges.js';
-import { findEventCursor, listEventPage, readEvent, type EventRow } from '../ledger/events.js';
+import { listEventPage, readEvent, type EventRow } from '../ledger/events.js';
 import { refundFromRow, type RefundRow } from '../ledger/refunds.js';
 import { depositToWire } from './accounts-service.js';
 import { wireWebhookEndpointSchema, type WireWebhookEndpoint } from './webhook-endpoints.js';
@@ -116,29 +117,60 @@ function toDate(value: Date | string): Date {
   return date;
 }
 
-/** GET /v1/events/{id}: one event of this tenant (404 for another tenant's, as for every object). */
-export async function getEvent(ctx: ServiceContext, tenant: string, id: string): Promise<StoredEvent> {
+/**
+ * Who reads events, and so which of them: a reader sees the events of the objects its role may read
+ * (src/domain/permissions.ts, eventVisibleTo), and no others exist for it: GET of one is a 404, lists
+ * leave them out, a filter by their type is an empty page, a cursor naming one names no event. The
+ * HTTP API passes its key's role, MCP its principal's, the CLI its key's or the operator's (admin).
+ */
+export interface EventReader {
+  role: Role;
+}
+
+/** GET /v1/events/{id}: one event of this tenant that the reader may see (404 for any other, as for every object). */
+export async function getEvent(ctx: ServiceContext, tenant: string, id: string, reader: EventReader): Promise<StoredEvent> {
   assertTenant(tenant);
   if (!/^evt_[A-Za-z0-9]{16,64}$/.test(id)) throw new ValidationError([{ field: 'id', message: 'must be an event id: evt_ and 16 to 64 letters or digits' }]);
   const row = await readEvent(ctx.ledger, tenant, id);
-  if (!row) throw new NotFoundError(`no event ${id}`);
+  if (!row || !eventVisibleTo(reader.role, row.object_type)) throw new NotFoundError(`no event ${id}`);
   return row;
 }
 
-/** GET /v1/events: newest first, filtered by type and object id, paged by event id. */
+/** GET /v1/events: newest first, filtered by type and object id, paged by event id; only what the reader may see. */
 export async function listEventsFromQuery(
   ctx: ServiceContext,
   tenant: string,
   raw: Record<string, unknown>,
+  reader: EventReader,
 ): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
   assertTenant(tenant);
-  return listEvents(ctx, tenant, parseEventListQuery(raw));
+  return listEvents(ctx, tenant, parseEventListQuery(raw), reader);
 }
 
-export async function listEvents(ctx: ServiceContext, tenant: string, query: ValidEventListQuery): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
+export async function listEvents(
+  ctx: ServiceContext,
+  tenant: string,
+  query: ValidEventListQuery,
+  reader: EventReader,
+): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
   const cursor = pageCursorOf(query);
   const page = cursor
-    ? { direction: cursor.direction, eventId: await resolveCursor(cursor, 'event', (value) => findEventCursor(ctx.ledger, tenant, value)) }
+    ? {
+        direction: cursor.direction,
+        eventId: await resolveCursor(cursor, 'event', async (value) => {
+          const row = await readEvent(ctx.ledger, tenant, value);
+          return row && eventVisibleTo(reader.role, row.object_type) ? row.id : null;
+        }),
+      }
     : null;
-  return listEventPage(ctx.ledger, tenant, { type: query.type ?? null, objectId: query.objectId ?? null, limit: query.limit, cursor: page });
+  const visible = visibleEventObjectTypes(reader.role);
+  const type = query.type === undefined ? null : query.type.endsWith('.*') ? { object: query.type.slice(0, -2), types: eventTypesOf(query.type.slice(0, -2)) } : query.type;
+  return listEventPage(ctx.ledger, tenant, {
+    type,
+    objectId: query.objectId ?? null,
+    // Every object type visible (an admin): no condition, the query as it was before roles mattered.
+    objectTypes: visible.length === eventObjectTypes.length ? null : visible,
+    limit: query.limit,
+    cursor: page,
+  });
 }

@@ -1,23 +1,26 @@
 import { z } from 'zod';
-import { eventIdPattern, eventTypePattern, webhookEndpointIdPattern, webhookEndpointLimits } from '../domain/webhook-endpoints.js';
+import { eventIdPattern, eventTypePattern, webhookEndpointIdFor, webhookEndpointIdPattern, webhookEndpointLimits } from '../domain/webhook-endpoints.js';
+import { requestBodyFingerprint } from '../domain/request-fingerprint.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import {
-  createEndpoint,
+  createEndpointOnce,
   deleteEndpoint,
   EndpointLimitError,
   getEndpoint,
   listAttempts,
   listEndpoints,
+  readEndpointCreation,
   requestRedelivery,
   rotateSecret,
   updateEndpoint,
   type DeliveryAttempt,
+  type EndpointCreation,
   type WebhookEndpoint,
 } from '../ledger/webhook-endpoints.js';
 import { checkedAddress, DoorRefusal, urlFormProblem, type DoorSettings } from '../outbound/door.js';
-import { NotFoundError, ValidationError } from '../domain/errors.js';
+import { IdempotencyConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { pageCursorOf, resolveCursor } from './listing.js';
-import { assertObjectBody, parsePageQuery, parseWith, textSchema } from './validation.js';
+import { assertIdempotencyKey, assertObjectBody, parsePageQuery, parseWith, textSchema } from './validation.js';
 import { assertTenant } from '../domain/identifiers.js';
 
 /**
@@ -105,8 +108,11 @@ export const wireWebhookEndpointSchema = z.object({
 export type WireWebhookEndpoint = z.infer<typeof wireWebhookEndpointSchema>;
 
 export const wireWebhookEndpointWithSecretSchema = wireWebhookEndpointSchema.extend({
-  secret: z.string().describe('the signing secret (`whsec_` + base64), shown this once: keep it to verify deliveries'),
+  secret: z
+    .string()
+    .describe('the signing secret (`whsec_` + base64), shown by this create and by its retries under the same Idempotency-Key only: keep it to verify deliveries'),
 });
+export type WireWebhookEndpointWithSecret = z.infer<typeof wireWebhookEndpointWithSecretSchema>;
 
 export const wireDeliveryAttemptSchema = z.object({
   object: z.literal('webhook_delivery_attempt'),
@@ -183,17 +189,38 @@ export class WebhookEndpointsService {
     }
   }
 
-  async create(tenant: string, body: unknown): Promise<z.infer<typeof wireWebhookEndpointWithSecretSchema>> {
+  /**
+   * Registers the endpoint once per (tenant, Idempotency-Key): the same key with the same body answers
+   * what the first create answered (the same id and secret, as it was then; `replayed`), whatever
+   * happened to the endpoint since, and without checking its URL again; the same key with another body
+   * is an IdempotencyConflictError, nothing created. The key names the endpoint's id (as an account's
+   * key names the account). A key whose endpoint was deleted is a NotFoundError: it never makes another.
+   */
+  async create(tenant: string, idempotencyKey: string, body: unknown): Promise<{ endpoint: WireWebhookEndpointWithSecret; replayed: boolean }> {
     assertTenant(tenant);
+    assertIdempotencyKey(idempotencyKey, 'Idempotency-Key');
     const request = parseWith(createWebhookEndpointBodySchema, assertObjectBody(body));
+    // The whole validated body, as a charge's v2 fingerprint takes its body; absent description left out.
+    const fingerprint = requestBodyFingerprint({
+      url: request.url,
+      enabled_events: request.enabled_events,
+      ...(request.description !== undefined ? { description: request.description } : {}),
+    });
+    // A retry is answered before the URL's addresses are resolved again: what was registered stays
+    // registered even if the host now resolves elsewhere (or not at all, for a moment).
+    const earlier = await readEndpointCreation(this.options.ledger, tenant, idempotencyKey);
+    if (earlier !== null) return replayed(idempotencyKey, fingerprint, earlier);
     await this.assertUrl(request.url);
     try {
-      const { endpoint, secret } = await createEndpoint(
+      const result = await createEndpointOnce(
         this.options.ledger,
         { tenant, url: request.url, enabledEvents: request.enabled_events, description: request.description ?? null },
         webhookEndpointLimits.endpointsPerTenantMax,
+        { idempotencyKey, fingerprint, endpointId: webhookEndpointIdFor(tenant, idempotencyKey), answer: webhookEndpointToWire },
       );
-      return { ...webhookEndpointToWire(endpoint), secret };
+      // Another request with this key committed between the read above and the lock: judged the same way.
+      if ('recorded' in result) return replayed(idempotencyKey, fingerprint, result.recorded);
+      return { endpoint: { ...webhookEndpointToWire(result.created.endpoint), secret: result.created.secret }, replayed: false };
     } catch (error) {
       if (error instanceof EndpointLimitError) {
         throw new ValidationError([{ field: 'url', message: `cannot be added: ${error.message} (endpointsPerTenantMax ${error.max})` }]);
@@ -285,6 +312,27 @@ function parseAttemptsLimit(raw: Record<string, unknown>): number {
     throw new ValidationError([{ field: 'limit', message: `must be a whole number from 1 to ${webhookEndpointLimits.attemptsListMax}` }]);
   }
   return value;
+}
+
+/**
+ * A create whose key was used before: the same request gets the first answer again (Stripe replays
+ * the original response); another request is the key's conflict, as for charges and refunds.
+ */
+function replayed(idempotencyKey: string, fingerprint: string, earlier: EndpointCreation): { endpoint: WireWebhookEndpointWithSecret; replayed: true } {
+  if (earlier.fingerprint !== fingerprint) {
+    throw new IdempotencyConflictError(
+      `idempotency key ${idempotencyKey} was already used to register webhook endpoint ${earlier.endpointId} with a different request; ` +
+        'use a new key for a new endpoint, or resend the original request unchanged',
+    );
+  }
+  if (earlier.secret === null) {
+    throw new NotFoundError(
+      `webhook endpoint ${earlier.endpointId}, registered under idempotency key ${idempotencyKey}, was deleted; a new key registers a new endpoint`,
+    );
+  }
+  // Parsed by the wire schema, so the fields come back in the order the first answer had them
+  // (PostgreSQL's jsonb keeps its own key order).
+  return { endpoint: { ...wireWebhookEndpointSchema.parse(earlier.answer), secret: earlier.secret }, replayed: true };
 }
 
 function notFound(id: string): NotFoundError {

@@ -6,13 +6,15 @@ import {
   adminOnlyProblems,
   bodyProblems,
   commonProblems,
+  idempotencyKeyParameter,
   jsonResponse,
   listResponse,
   pageQueryProperties,
   problemResponses,
   ref,
+  replayHeaders,
 } from '../openapi.js';
-import { assertWellFormedQuery, bodyOf } from '../request-headers.js';
+import { assertWellFormedQuery, bodyOf, requireIdempotencyKey } from '../request-headers.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
 
 /**
@@ -46,21 +48,36 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, deps: ApiDep
           'Admin keys only. The URL must be https, carry no credentials, and its host must resolve to public addresses only ' +
           '(the outbound door: docs/webhook-endpoints.md). The answer carries `secret` (`whsec_` + base64): the only time it is ' +
           `shown. At most ${webhookEndpointLimits.endpointsPerTenantMax} endpoints per tenant (endpointsPerTenantMax). ` +
-          'Each call registers a new endpoint.',
+          'Exactly once per Idempotency-Key (required): a retry with the same key and body answers 200 with ' +
+          '`Idempotent-Replayed: true` and the first answer again, the same id and the same `secret`, even if the endpoint was ' +
+          'changed or its secret rotated since; the same key with another body is a 422 `idempotency_conflict` naming the key, ' +
+          'and a key whose endpoint was deleted a 404. Nothing is registered by either.',
         tags: ['webhook endpoints'],
+        headers: idempotencyKeyParameter(
+          true,
+          'names this registration: reuse it verbatim on every retry, and a lost answer (with its secret) is answered again; ' +
+            'a new key registers a new endpoint. 1-255 visible ASCII characters',
+        ),
         body: ref('CreateWebhookEndpointRequest'),
         response: {
-          201: jsonResponse('registered; `secret` is shown this once', 'WebhookEndpointWithSecret'),
+          200: jsonResponse('an earlier request with this key and body registered it: its answer again, `secret` included', 'WebhookEndpointWithSecret', replayHeaders),
+          201: jsonResponse('registered; `secret` is shown this once (and to retries with the same Idempotency-Key)', 'WebhookEndpointWithSecret'),
           ...commonProblems,
           ...adminOnlyProblems,
           ...bodyProblems,
+          ...problemResponses({
+            404: 'the endpoint registered under this Idempotency-Key was deleted',
+            422: 'the Idempotency-Key was first used to register an endpoint with another request',
+          }),
         },
       },
     },
     async (request, reply) => {
-      const created = await endpoints.create(request.tenant, request.body);
-      reply.header('location', `/v1/webhook-endpoints/${created.id}`);
-      return reply.code(201).send(created);
+      const key = requireIdempotencyKey(request);
+      const { endpoint, replayed } = await endpoints.create(request.tenant, key, request.body);
+      if (replayed) reply.header('idempotent-replayed', 'true');
+      reply.header('location', `/v1/webhook-endpoints/${endpoint.id}`);
+      return reply.code(replayed ? 200 : 201).send(endpoint);
     },
   );
 

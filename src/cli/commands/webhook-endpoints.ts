@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
 import type { WebhookEndpointsService, WireWebhookEndpoint } from '../../service/webhook-endpoints.js';
 import { ValidationError } from '../../domain/errors.js';
+import { assertIdempotencyKey } from '../../service/validation.js';
 import { addOutputOption, addTenantOption, openCliLedger, print, runCommand, tenantFrom } from './surface.js';
 
 /**
@@ -41,18 +43,27 @@ export function registerWebhookEndpointsCommand(program: Command): void {
   const create = addTenantOption(
     endpoints
       .command('create')
-      .description('register an endpoint; its signing secret is printed once')
+      .description('register an endpoint; its signing secret is printed once (and again by a rerun with the same --idempotency-key)')
       .requiredOption('--url <url>', 'an https URL whose host resolves to public addresses only')
       .requiredOption('--events <types>', 'event types, comma-separated (charge.succeeded,refund.failed), or *')
-      .option('--description <text>'),
+      .option('--description <text>')
+      .option(
+        '--idempotency-key <key>',
+        'names this registration: a rerun with the same key and flags prints the endpoint (and secret) the first run made instead of ' +
+          'registering another. A new random key per run when left out',
+      ),
   );
   addOutputOption(create);
-  create.action((options: { tenant?: string; url: string; events: string; description?: string; json?: boolean }) =>
+  create.action((options: { tenant?: string; url: string; events: string; description?: string; idempotencyKey?: string; json?: boolean }) =>
     runCommand(options, async () => {
       const tenant = tenantFrom(options);
+      // The service requires a key, as the API does. Without the flag each run is a new registration,
+      // as it was asked for: the generated key only serves this one run.
+      const key = options.idempotencyKey === undefined ? `cli-${randomUUID()}` : assertIdempotencyKey(options.idempotencyKey, '--idempotency-key');
       const body = { url: options.url, enabled_events: eventsOption(options.events), ...(options.description !== undefined ? { description: options.description } : {}) };
-      const created = await withService((service) => service.create(tenant, body));
-      print(options, created, `${created.secret}\n(${describeEndpoint(created)}: verify deliveries with this secret; it is not shown again)`);
+      const { endpoint, replayed } = await withService((service) => service.create(tenant, key, body));
+      const note = replayed ? `registered earlier under --idempotency-key ${key}: the first run's answer again` : 'it is not shown again';
+      print(options, endpoint, `${endpoint.secret}\n(${describeEndpoint(endpoint)}: verify deliveries with this secret; ${note})`);
     }),
   );
 

@@ -339,7 +339,7 @@ export interface paths {
         put?: never;
         /**
          * Register a webhook endpoint: events are POSTed to it, signed (the secret is answered this once)
-         * @description Admin keys only. The URL must be https, carry no credentials, and its host must resolve to public addresses only (the outbound door: docs/webhook-endpoints.md). The answer carries `secret` (`whsec_` + base64): the only time it is shown. At most 16 endpoints per tenant (endpointsPerTenantMax). Each call registers a new endpoint.
+         * @description Admin keys only. The URL must be https, carry no credentials, and its host must resolve to public addresses only (the outbound door: docs/webhook-endpoints.md). The answer carries `secret` (`whsec_` + base64): the only time it is shown. At most 16 endpoints per tenant (endpointsPerTenantMax). Exactly once per Idempotency-Key (required): a retry with the same key and body answers 200 with `Idempotent-Replayed: true` and the first answer again, the same id and the same `secret`, even if the endpoint was changed or its secret rotated since; the same key with another body is a 422 `idempotency_conflict` naming the key, and a key whose endpoint was deleted a 404. Nothing is registered by either.
          */
         post: operations["createWebhookEndpoint"];
         delete?: never;
@@ -420,7 +420,7 @@ export interface paths {
         };
         /**
          * The tenant's events, newest first
-         * @description Every change a caller acts on, as its event (docs/events.md): kept at least 30 days. Filter by `type` (`charge.succeeded`, or `charge.*` for every type of one object) and `object_id` (a charge `ch_…`, refund `re_…` or deposit `dep_…`). Pages of at most `limit` (20 unless asked): the next, older page with `starting_after` = the last event's id; newer ones with `ending_before` = the first one's. An event may commit a moment after a newer-numbered one: when catching up, re-read a little before your last cursor and drop the ids you have.
+         * @description Every change a caller acts on, as its event (docs/events.md): kept at least 30 days. Filter by `type` (`charge.succeeded`, or `charge.*` for every type of one object) and `object_id` (a charge `ch_…`, refund `re_…` or deposit `dep_…`). Pages of at most `limit` (20 unless asked): the next, older page with `starting_after` = the last event's id; newer ones with `ending_before` = the first one's. An event may commit a moment after a newer-numbered one: when catching up, re-read a little before your last cursor and drop the ids you have. A key sees the events of the objects its role reads: `webhook_endpoint.*` events are for admin keys only (for an agent key that filter is an empty page).
          */
         get: operations["listEvents"];
         put?: never;
@@ -867,7 +867,7 @@ export interface components {
             created_at: string;
             /** @description RFC 3339 timestamp (UTC) */
             updated_at: string;
-            /** @description the signing secret (`whsec_` + base64), shown this once: keep it to verify deliveries */
+            /** @description the signing secret (`whsec_` + base64), shown by this create and by its retries under the same Idempotency-Key only: keep it to verify deliveries */
             secret: string;
         };
         WebhookDeliveryAttempt: {
@@ -2741,7 +2741,13 @@ export interface operations {
     createWebhookEndpoint: {
         parameters: {
             query?: never;
-            header?: never;
+            header: {
+                /**
+                 * @description names this registration: reuse it verbatim on every retry, and a lost answer (with its secret) is answered again; a new key registers a new endpoint. 1-255 visible ASCII characters
+                 * @example register-order-fulfilment
+                 */
+                "idempotency-key": string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2761,7 +2767,18 @@ export interface operations {
             };
         };
         responses: {
-            /** @description registered; `secret` is shown this once */
+            /** @description an earlier request with this key and body registered it: its answer again, `secret` included */
+            200: {
+                headers: {
+                    /** @description "true" when this response repeats the outcome of an earlier request with the same key */
+                    "Idempotent-Replayed"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            /** @description registered; `secret` is shown this once (and to retries with the same Idempotency-Key) */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -2797,6 +2814,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description the endpoint registered under this Idempotency-Key was deleted */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description the body is larger than the API accepts; nothing was read or recorded */
             413: {
                 headers: {
@@ -2808,6 +2834,15 @@ export interface operations {
             };
             /** @description the body is not `application/json`; nothing was read or recorded */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description the Idempotency-Key was first used to register an endpoint with another request */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3529,7 +3564,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description no such event for this tenant */
+            /** @description no such event for this tenant, or one about an object this key may not read */
             404: {
                 headers: {
                     [name: string]: unknown;
