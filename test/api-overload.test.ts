@@ -7,7 +7,8 @@ import { readCharge } from '../src/ledger/charges.js';
 import { appContextOn } from '../src/runtime/app-context.js';
 import { Client, type Connection } from '@temporalio/client';
 import { ChargeService } from '../src/service/charge-service.js';
-import { UnavailableError } from '../src/domain/errors.js';
+import { OverloadedError, UnavailableError } from '../src/domain/errors.js';
+import { refusalDescribeBudgetMs } from '../src/service/charges.js';
 import { apiKeyFor, generousRateLimits, listenOnLoopback, send, type TestResponse } from './support/api.js';
 import {
   balanceOf,
@@ -222,6 +223,88 @@ describe('a start whose answer was lost', () => {
       expect(charges.admission!.chargesInFlight).toBe(0);
     } finally {
       charges.close();
+    }
+  });
+});
+
+/** A connection whose DescribeWorkflowExecution calls wait until `release()` is called, as on a busy server. */
+function heldDescribes(connection: Connection): { connection: Connection; asked: () => number; answered: () => number; release: () => void } {
+  let asked = 0;
+  let answered = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const workflowService = new Proxy(connection.workflowService, {
+    get(service, name) {
+      const member: unknown = Reflect.get(service, name, service);
+      if (typeof member !== 'function') return member;
+      if (name !== 'describeWorkflowExecution') return (member as (...args: unknown[]) => unknown).bind(service);
+      return async (request: unknown) => {
+        asked += 1;
+        await gate;
+        try {
+          return await (member as (r: unknown) => Promise<unknown>).call(service, request);
+        } finally {
+          answered += 1;
+        }
+      };
+    },
+  });
+  const proxied = new Proxy(connection, {
+    get(target, name) {
+      if (name === 'workflowService') return workflowService;
+      const member: unknown = Reflect.get(target, name, target);
+      return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(target) : member;
+    },
+  });
+  return { connection: proxied, asked: () => asked, answered: () => answered, release };
+}
+
+describe('a full process refuses without waiting for a busy Temporal', () => {
+  it(`a key with no ledger row whose describe does not answer within ${refusalDescribeBudgetMs} ms is refused as new (503 overloaded), nothing started; retried once there is room, it attaches: one charge`, { timeout: 90_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'busydescribe', payerMinor: 10_000 });
+    const taskQueue = `overload-${randomBytes(4).toString('hex')}`;
+    const serviceOn = (connection: Connection) =>
+      new ChargeService({
+        temporal: new Client({ connection, namespace: 'default', dataConverter: testDataConverter() }),
+        ledger: h.pool,
+        policy: testPolicy,
+        amountMinorMax: 1_000_000_000_000,
+        waitBudgetMs: 60_000,
+        taskQueue,
+        admission: { maxChargesInFlight: 1, retryAfterSeconds: 1, releaseWatchMaxMs: 60_000 },
+      });
+    // Another process started `elsewhere` (no worker serves the queue yet: no ledger row).
+    const other = serviceOn(h.connection);
+    const held = heldDescribes(h.connection);
+    const full = serviceOn(held.connection);
+    const elsewhere = newKey('elsewhere');
+    const mine = newKey('mine');
+    const body = chargeBody({ amount: 300 });
+    let worker: Awaited<ReturnType<typeof startTestWorker>> | null = null;
+    try {
+      await other.startCharge(tenant, elsewhere, body);
+      await full.startCharge(tenant, mine, chargeBody({ amount: 200 }));
+      expect(full.admission!.chargesInFlight).toBe(1);
+
+      await expect(full.charge(tenant, elsewhere, body)).rejects.toBeInstanceOf(OverloadedError);
+      // Refused while the describe was still held: the answer did not wait for it.
+      expect(held.asked()).toBeGreaterThanOrEqual(1);
+      expect(held.answered()).toBe(0);
+      expect(await readCharge(h.pool, tenant, elsewhere)).toBeNull();
+      held.release();
+
+      worker = await startTestWorker({ taskQueue, pool: h.pool });
+      await waitFor(async () => full.admission!.chargesInFlight === 0, { timeoutMs: 60_000, what: 'the place given back' });
+      const retried = await full.charge(tenant, elsewhere, body);
+      expect(retried).toMatchObject({ replayed: true, completed: true, charge: { status: 'succeeded', amountMinor: 300 } });
+      for (const key of [elsewhere, mine]) expect(await captureCount(h.pool, tenant, key)).toBe(1);
+      expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 500);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      held.release();
+      await worker?.stop();
+      other.close();
+      full.close();
     }
   });
 });
