@@ -1,14 +1,20 @@
 /**
- * Where does the transactional outbox's cost go, statement by statement? Not part of `npm run
- * bench`: run it with `npx tsx bench/experiments/outbox-profile.ts`. One fresh embedded PostgreSQL
- * with pg_stat_statements (track = all, so the statements inside the ledger functions and their
- * triggers are counted apart) and track_functions = all (each trigger function's own time). Try +
- * Confirm pairs (tryHold, confirmHold) in a closed loop at CONCURRENCY callers (default 8), A B B A
- * (ROUNDS times) between the charge writers switched on and off (ALTER TABLE … DISABLE TRIGGER, in
- * this scratch database only). For each side it prints PostgreSQL's CPU per pair (all backends,
- * from /proc) and the statements and functions that take the most time, in microseconds per pair.
- * Counting every nested statement slows the server itself a little: read the shares, not the totals.
+ * Where does a Try + Confirm pair's time go at the ledger, statement by statement? Not part of `npm
+ * run bench`: run it with `npx tsx bench/experiments/outbox-profile.ts [commit]`. One fresh embedded
+ * PostgreSQL with pg_stat_statements (track = all, so the statements inside the ledger functions and
+ * their triggers are counted apart) and track_functions = all (each function's and trigger's own
+ * time), migrated with the working tree's migrations and ledger functions, or with a commit's (read
+ * with `git archive`, as ledger-schema-ab.ts does; the client code is the working tree's). Pairs
+ * (tryHold, confirmHold) in a closed loop at CONCURRENCY callers (default 8), ROUNDS phases; each
+ * phase prints PostgreSQL's CPU per pair (all backends, from /proc) and the statements and functions
+ * that took the most time, in microseconds per pair (wall time inside the server, so a loaded machine
+ * inflates all of them alike: read the shares). Counting every nested statement slows the server a
+ * little itself.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
+import { runner } from 'node-pg-migrate';
+import { ledgerFunctionSources } from '../../src/ledger/repeatable.js';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +28,7 @@ import { ledgerIntent } from '../scenarios/ledger-only.js';
 import { runBounded, runClosedLoop } from '../lib/load.js';
 import { withCpu } from '../lib/cpu.js';
 
+const commit = process.argv[2];
 const phaseMs = Number(process.env.PHASE_MS ?? 6_000);
 const concurrency = Number(process.env.CONCURRENCY ?? 8);
 const rounds = Number(process.env.ROUNDS ?? 1);
@@ -42,7 +49,23 @@ try {
   await admin.end();
   await server.stop();
   server = await startLedgerPostgres(options);
-  await migrateLedger(server.databaseUrl);
+  if (commit === undefined) {
+    await migrateLedger(server.databaseUrl);
+  } else {
+    // The commit's migrations and function sources, extracted beside each other as in the tree.
+    const tar = execFileSync('git', ['archive', commit, 'src/ledger/migrations'], { maxBuffer: 64 * 1024 * 1024 });
+    await mkdir(join(dir, 'rev'), { recursive: true });
+    execFileSync('tar', ['-x', '-C', join(dir, 'rev')], { input: tar });
+    const migrations = join(dir, 'rev/src/ledger/migrations');
+    const client = new pg.Client({ connectionString: server.databaseUrl });
+    await client.connect();
+    try {
+      await runner({ dbClient: client, noLock: true, dir: migrations, direction: 'up', migrationsTable: 'ledger_migrations', count: Infinity, log: () => {} });
+      for (const source of ledgerFunctionSources(join(migrations, 'repeatable'))) await client.query(source.sql);
+    } finally {
+      await client.end();
+    }
+  }
   const pool = createLedgerPool({ databaseUrl: server.databaseUrl, maxConnections: 32, statementTimeoutMs: 600_000 });
   await pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const hist = await openPopulation(pool, { tenant: 'hist', payers: 200, payees: 20 });
@@ -53,24 +76,21 @@ try {
   });
   await pool.query('ANALYZE');
   const pop = await openPopulation(pool, { tenant: 'x', payers: 2000, payees: 200 });
+  await pool.query('ANALYZE');
   const payer = spreadPicker(pop.payers, concurrency * 7);
   const payee = spreadPicker(pop.payees);
-  const writers = async (on: boolean) => {
-    for (const trigger of ['charges_event', 'charges_state_event']) await pool.query(`ALTER TABLE charges ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${trigger}`);
-  };
   const postmaster = server.pid === 0 ? null : server.pid;
   let segment = 0;
-  const cpuPerPair: Record<string, number[]> = { on: [], off: [] };
-  const perSecond: Record<string, number[]> = { on: [], off: [] };
-  for (const outbox of Array.from({ length: rounds }, () => [true, false, false, true]).flat()) {
+  const cpuPerPair: number[] = [];
+  const perSecond: number[] = [];
+  for (let round = 0; round < rounds; round++) {
     segment += 1;
-    await writers(outbox);
     await pool.query('SELECT pg_stat_statements_reset()');
     await pool.query('SELECT pg_stat_reset()');
     let pairs = 0;
     const { value: result, cpuPercent } = await withCpu({ temporal: null, postgres: postmaster, worker: null }, () =>
       runClosedLoop({
-        label: `${outbox ? 'outbox' : 'no outbox'} N=${concurrency}`,
+        label: `${commit ?? 'working tree'} N=${concurrency}`,
         concurrency,
         warmupMs: 0,
         durationMs: phaseMs,
@@ -83,11 +103,10 @@ try {
         },
       }),
     );
-    const side = outbox ? 'on' : 'off';
     const cpuMs = (cpuPercent.postgres! / 100 / result.operationsPerSecond) * 1000;
-    cpuPerPair[side]!.push(cpuMs);
-    perSecond[side]!.push(result.operationsPerSecond);
-    console.log(`\n== writers ${side}: ${result.operationsPerSecond.toFixed(0)} pairs/s, PostgreSQL CPU ${cpuMs.toFixed(3)} ms per pair, ${pairs} pairs, failed ${result.failed}`);
+    cpuPerPair.push(cpuMs);
+    perSecond.push(result.operationsPerSecond);
+    console.log(`\n== ${commit ?? 'working tree'}, phase ${round + 1}: ${result.operationsPerSecond.toFixed(0)} pairs/s, PostgreSQL CPU ${cpuMs.toFixed(3)} ms per pair, ${pairs} pairs, failed ${result.failed}`);
     const statements = await pool.query<{ query: string; calls: string; us: number }>(
       `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time * 1000 / $1 AS us
          FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC LIMIT $2`,
@@ -103,12 +122,8 @@ try {
       console.log(`  function ${row.funcname.padEnd(32)} calls/pair ${(Number(row.calls) / pairs).toFixed(2)}  self ${row.self_us.toFixed(1)} us  total ${row.total_us.toFixed(1)} us`);
     }
   }
-  await writers(true);
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(
-    `\nSUMMARY N=${concurrency}: pairs/s on ${perSecond.on!.map((x) => x.toFixed(0)).join(' ')} / off ${perSecond.off!.map((x) => x.toFixed(0)).join(' ')}, ratio ${(mean(perSecond.on!) / mean(perSecond.off!)).toFixed(3)}; ` +
-      `PostgreSQL CPU ms per pair on ${mean(cpuPerPair.on!).toFixed(3)}, off ${mean(cpuPerPair.off!).toFixed(3)}`,
-  );
+  console.log(`\nSUMMARY ${commit ?? 'working tree'} N=${concurrency}: pairs/s ${perSecond.map((x) => x.toFixed(0)).join(' ')}; PostgreSQL CPU ms per pair ${cpuPerPair.map((x) => x.toFixed(3)).join(' ')} (mean ${mean(cpuPerPair).toFixed(3)})`);
   await pool.end();
 } finally {
   await server.stop();
