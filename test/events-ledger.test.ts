@@ -10,7 +10,7 @@ import { statusOfHold, type HoldState } from '../src/domain/charge.js';
 import { cancelHold, confirmHold, intentParams, readCharge, tryHold } from '../src/ledger/charges.js';
 import { readObjectEvents, type EventRow } from '../src/ledger/events.js';
 import { checkLedgerInvariants } from '../src/ledger/invariants.js';
-import { beginProviderAuthorize, recordProviderAuthorized, tryProviderHold, confirmProviderCapture, beginProviderCapture } from '../src/ledger/provider-charges.js';
+import { beginProviderAuthorize, recordProviderAuthorized, recordProviderVoided, tryProviderHold, confirmProviderCapture, beginProviderCapture } from '../src/ledger/provider-charges.js';
 import { readRefund, refundCharge } from '../src/ledger/refunds.js';
 import { deposit } from '../src/ledger/accounts.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
@@ -172,6 +172,52 @@ describe('the outbox writes one event per change, in the change’s transaction'
   });
 });
 
+describe('who writes a charge’s event', () => {
+  it('a provider charge cancelled while its authorize is out: no event while cancelling, charge.cancelled once the void is recorded', async () => {
+    const { pool } = ledger;
+    const tenant = await fundedTenant(pool, { label: 'ev-provider-cancel' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+    await tryProviderHold(pool, intent, 60_000);
+    await beginProviderAuthorize(pool, tenant, intent.idempotencyKey);
+    // ledger_cancel releases the hold; the provider may still hold the payment: the API says cancelling.
+    await cancelHold(pool, intent, 'cancelled_by_caller');
+    expect((await chargeNow(pool, tenant, intent.idempotencyKey)).status).toBe('cancelling');
+    expect((await eventsOf(pool, tenant, intent.chargeId)).map((e) => [e.type, e.object_sequence])).toEqual([['charge.reserved', 1]]);
+    await recordProviderVoided(pool, tenant, intent.idempotencyKey, null);
+    await recordProviderVoided(pool, tenant, intent.idempotencyKey, null);
+    const events = await eventsOf(pool, tenant, intent.chargeId);
+    expect(events.map((e) => [e.type, e.object_sequence])).toEqual([['charge.reserved', 1], ['charge.cancelled', 2]]);
+    expect(renderEvent(events[1]!, { audit: true }).data.object).toEqual(await chargeNow(pool, tenant, intent.idempotencyKey));
+  });
+
+  it('a ledger charge’s steps write its events themselves, in their own statements: a rolled-back step leaves none, numbering continues after a replay', async () => {
+    const { pool } = ledger;
+    const tenant = await fundedTenant(pool, { label: 'ev-direct' });
+    const intent = ledgerIntent(tenant, newKey(), 'payer', 'payee', 250);
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(
+        'SELECT * FROM ledger_try($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)',
+        [...intentParams(intent), 60_000, null, null],
+      );
+      // Inside the step's transaction, before COMMIT: the step itself has written the event.
+      const inside = await client.query('SELECT type, object_sequence FROM events WHERE tenant = $1 AND object_id = $2', [tenant, intent.chargeId]);
+      expect(inside.rows).toEqual([{ type: 'charge.reserved', object_sequence: 1 }]);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+    expect(await eventsOf(pool, tenant, intent.chargeId)).toEqual([]);
+    expect(await readCharge(pool, tenant, intent.idempotencyKey)).toBeNull();
+    await tryHold(pool, intent, 60_000);
+    await tryHold(pool, intent, 60_000);
+    await cancelHold(pool, intent, 'cancelled_by_caller');
+    await expect(confirmHold(pool, tenant, intent.idempotencyKey, null)).rejects.toThrow();
+    expect((await eventsOf(pool, tenant, intent.chargeId)).map((e) => [e.type, e.object_sequence])).toEqual([['charge.reserved', 1], ['charge.cancelled', 2]]);
+  });
+});
+
 describe('no change without its event, no event without its change', () => {
   it('a step whose transaction fails after its change leaves neither the change nor its event', async () => {
     const { pool } = ledger;
@@ -236,14 +282,16 @@ describe('no change without its event, no event without its change', () => {
     await tryHold(pool, intent, 60_000);
     await confirmHold(pool, tenant, intent.idempotencyKey, null);
     expect(await broken()).toEqual([]);
-    // Superuser, this scratch ledger only: a decided charge written with the writers switched off,
-    // and an event written by hand for an object that does not exist.
-    await pool.query('ALTER TABLE charges DISABLE TRIGGER charges_event');
-    try {
-      await cancelHold(pool, ledgerIntent(tenant, newKey(), 'payer', 'payee', 100), 'cancelled_by_caller');
-    } finally {
-      await pool.query('ALTER TABLE charges ENABLE TRIGGER charges_event');
-    }
+    // Superuser, this scratch ledger only: a decided charge written past the writers (straight into
+    // the table, not by a step, so neither a step nor a trigger writes its event), and an event
+    // written by hand for an object that does not exist.
+    const bare = ledgerIntent(tenant, newKey(), 'payer', 'payee', 100);
+    await pool.query(
+      `INSERT INTO charges (tenant, idempotency_key, id, fingerprint, order_id, payer_account_id, payee_account_id,
+                            currency, amount_minor, capture_mode, hold_state, failure_reason)
+       VALUES ($1, $2, $3, $4, $5, 'payer', 'payee', 'USD', 100, 'automatic', 'CANCELLED', 'cancelled_by_caller')`,
+      [tenant, bare.idempotencyKey, bare.chargeId, bare.fingerprint, bare.request.orderId],
+    );
     expect(await broken()).toEqual(['outbox_decisions_have_events']);
     await pool.query(
       `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
@@ -281,6 +329,9 @@ describe('an existing ledger upgraded to the outbox', () => {
       const refund = await refundCharge(pool, refundIntent(tenant, succeeded.idempotencyKey, 100));
       const held = ledgerIntent(tenant, newKey(), 'payer', 'payee', 300);
       await tryHold(pool, held, 60_000);
+      // Today's ledger steps write their charge events themselves, so here (the table exists since
+      // 240, unguarded until 245) they did; a ledger from before the outbox had none.
+      await pool.query('DELETE FROM events');
       expect((await pool.query('SELECT count(*)::int AS n FROM events')).rows[0].n).toBe(0);
 
       await migrateLedger(url.toString());
@@ -304,6 +355,120 @@ describe('an existing ledger upgraded to the outbox', () => {
       await pool.end();
       await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
       await admin.end();
+    }
+  });
+});
+
+describe('a ledger with events upgraded to the steps writing them', () => {
+  it('a ledger at migration 295 with events of every kind migrates: the numbering goes on, nothing twice, the outbox invariants hold', async () => {
+    const admin = new pg.Client({ connectionString: inject('stack').adminDatabaseUrl });
+    await admin.connect();
+    const name = `scratch_upgrade_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+    await admin.query(`CREATE DATABASE ${name}`);
+    const url = new URL(inject('stack').adminDatabaseUrl);
+    url.pathname = `/${name}`;
+    const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 2 });
+    try {
+      const migrations = fileURLToPath(new URL('../src/ledger/migrations', import.meta.url));
+      const before = readdirSync(migrations).filter((file) => /^\d+_.*\.sql$/.test(file) && file < '1763800000300').length;
+      const client = await pool.connect();
+      try {
+        await runner({ dbClient: client, noLock: true, dir: migrations, direction: 'up', migrationsTable: 'ledger_migrations', count: before, log: () => {} });
+        for (const source of ledgerFunctionSources()) await client.query(source.sql);
+      } finally {
+        client.release();
+      }
+      const indexes = async () => (await pool.query<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'events' ORDER BY indexname")).rows.map((row) => row.indexname);
+      expect(await indexes()).toContain('events_by_object');
+      const tenant = await fundedTenant(pool, { label: 'ev-upgrade-295' });
+      const held = ledgerIntent(tenant, newKey(), 'payer', 'payee', 300);
+      await tryHold(pool, held, 60_000);
+      const card = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+      await tryProviderHold(pool, card, 60_000);
+      await beginProviderAuthorize(pool, tenant, card.idempotencyKey);
+      await recordProviderAuthorized(pool, tenant, card.idempotencyKey, 'pi_upgrade295', 'requires_action', { type: 'use_stripe_sdk' });
+      const tombstone = ledgerIntent(tenant, newKey(), 'payer', 'payee', 100);
+      await cancelHold(pool, tombstone, 'cancelled_by_caller');
+      const types = async (id: string) => (await eventsOf(pool, tenant, id)).map((e) => [e.type, e.object_sequence]);
+      expect(await types(card.chargeId)).toEqual([['charge.reserved', 1], ['charge.requires_action', 2]]);
+
+      await migrateLedger(url.toString());
+      expect(await indexes()).not.toContain('events_by_object');
+      await confirmHold(pool, tenant, held.idempotencyKey, null);
+      await recordProviderAuthorized(pool, tenant, card.idempotencyKey, 'pi_upgrade295', 'authorized', null);
+      const fresh = ledgerIntent(tenant, newKey(), 'payer', 'payee', 200);
+      await tryHold(pool, fresh, 60_000);
+      await confirmHold(pool, tenant, fresh.idempotencyKey, null);
+      await cancelHold(pool, tombstone, 'cancelled_by_caller');
+      expect(await types(held.chargeId)).toEqual([['charge.reserved', 1], ['charge.succeeded', 2]]);
+      expect(await types(card.chargeId)).toEqual([['charge.reserved', 1], ['charge.requires_action', 2], ['charge.reserved', 3]]);
+      expect(await types(tombstone.chargeId)).toEqual([['charge.cancelled', 1]]);
+      expect(await types(fresh.chargeId)).toEqual([['charge.reserved', 1], ['charge.succeeded', 2]]);
+      const outbox = (await checkLedgerInvariants(pool, null)).filter((check) => check.name.startsWith('outbox_'));
+      expect(outbox.map((check) => [check.name, check.violations])).toEqual([
+        ['outbox_decisions_have_events', 0],
+        ['outbox_events_have_objects', 0],
+        ['outbox_sequences_gapless', 0],
+      ]);
+    } finally {
+      await pool.end();
+      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+      await admin.end();
+    }
+  });
+});
+
+describe('the events table’s checks', () => {
+  it('accept exactly what the patterns they replaced accepted (id, type, object_type, object_id), boundaries included', async () => {
+    // The patterns of migration 1763800000240, written with bounded repeats (costly in PostgreSQL's
+    // regular expressions); migration 1763800000300 states the same rules as unbounded repeats and
+    // lengths. Each sample is inserted in a savepoint and rolled back: the table keeps nothing.
+    const patterns: Record<'id' | 'type' | 'object_type' | 'object_id', string> = {
+      id: '^evt_[A-Za-z0-9]{16,64}$',
+      type: '^[a-z][a-z_]{0,31}(\\.[a-z][a-z_]{0,31}){1,3}$',
+      object_type: '^[a-z][a-z_]{0,31}$',
+      object_id: '^[\\x21-\\x7e]{1,255}$',
+    };
+    const a = (n: number) => 'a'.repeat(n);
+    const samples: Record<keyof typeof patterns, string[]> = {
+      id: ['evt_' + a(15), 'evt_' + a(16), 'evt_' + 'Z9'.repeat(32), 'evt_' + a(65), 'evt_' + a(16) + '\n', 'evt_' + a(15) + '-', 'EVT_' + a(16), 'evt_' + a(15) + 'é', 'evt_'],
+      type: [
+        'charge.succeeded', 'a.b', 'a.b.c.d', 'a.b.c.d.e', 'a', 'charge.', '.charge', 'a..b', 'a_b.c_d', '_a.b', 'a.B', 'a.b\n',
+        a(32) + '.b', a(33) + '.b', 'a.' + a(32), 'a.' + a(33), 'a.b.' + a(32), 'a.b.' + a(33), 'a.b.c.' + a(32), 'a.b.c.' + a(33), 'a.b-c',
+      ],
+      object_type: ['charge', 'webhook_endpoint', a(32), a(33), '_a', 'a_', 'A', '', 'web hook', 'a\n'],
+      object_id: ['ch_x', '!', '~', ' ', '\x7f', 'x'.repeat(255), 'x'.repeat(256), '', 'ché', 'a\nb', 'a b'],
+    };
+    const tenant = await fundedTenant(ledger.pool, { label: 'ev-checks' });
+    const client = await ledger.pool.connect();
+    try {
+      await client.query('BEGIN');
+      for (const column of Object.keys(patterns) as (keyof typeof patterns)[]) {
+        for (const [n, value] of samples[column].entries()) {
+          const row = { id: `evt_${newKey('c').replace(/[^A-Za-z0-9]/g, '').padEnd(20, '0').slice(0, 40)}`, type: 'charge.succeeded', object_type: 'charge', object_id: `ch_checks_${column}_${n}` };
+          row[column] = value;
+          const expected = (await client.query<{ ok: boolean }>('SELECT $1::text ~ $2::text AS ok', [value, patterns[column]])).rows[0]!.ok;
+          await client.query('SAVEPOINT sample');
+          const accepted = await client
+            .query(
+              `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data) VALUES ($1, $2, $3, $4, $5, 1, '{"object": {}}')`,
+              [row.id, tenant, row.type, row.object_type, row.object_id],
+            )
+            .then(
+              () => true,
+              (error: { constraint?: string }) => {
+                // Refused by this column's own check, not by anything else.
+                expect(error.constraint, `${column} ${JSON.stringify(value)}`).toBe(`events_${column}_check`);
+                return false;
+              },
+            );
+          await client.query('ROLLBACK TO SAVEPOINT sample');
+          expect(accepted, `${column} ${JSON.stringify(value)}`).toBe(expected);
+        }
+      }
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
     }
   });
 });

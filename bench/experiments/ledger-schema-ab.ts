@@ -12,6 +12,10 @@
  * client code (`tryHold`, `confirmHold`) is the working tree's for every side, so the comparison is
  * of the SQL; the functions' signatures must not have changed. Every ledger invariant is checked
  * at the end where today's invariant queries can read the schema.
+ *
+ * ROUNDS=n repeats that sequence n times and prints each round's ratio of every side to the first
+ * commit's (the spread tells whether the machine's noise hides the answer); NO_BATCHED=1 leaves the
+ * batched sides out (a schema comparison, half the phases).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -37,6 +41,8 @@ const bases = (process.argv[2] ?? '').split(',').filter((rev) => rev !== '');
 if (bases.length === 0) throw new Error('usage: ledger-schema-ab.ts <commit>[,<commit>...] [phase-seconds]');
 const phaseMs = Number(process.argv[3] ?? 10) * 1000;
 const warmupMs = 2_000;
+const rounds = Number(process.env.ROUNDS ?? 1);
+const withBatched = process.env.NO_BATCHED !== '1';
 const historyCharges = 3_000;
 
 /** The base commit's migrations and function sources, extracted beside each other as in the tree. */
@@ -139,7 +145,8 @@ try {
     setStepBatchLimits(side.pool, { ...defaultStepBatchLimits, maxInFlight });
     batchedSides.push(side);
   }
-  sides.push(...batchedSides);
+  if (withBatched) sides.push(...batchedSides);
+  else batchedSides.length = 0;
   const postmaster = await (async () => {
     const { rows } = await headSide.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     const stat = readFileSync(`/proc/${rows[0]!.pid}/stat`, 'utf8');
@@ -153,7 +160,7 @@ try {
     // CPU milliseconds per operation: PostgreSQL (all backends) and this process (the pg driver side).
     const postgresMs = new Map<string, number[]>(names.map((name) => [name, []]));
     const clientMs = new Map<string, number[]>(names.map((name) => [name, []]));
-    const order: (Side | null)[] = [null, ...sides, ...[...sides].reverse(), null];
+    const order: (Side | null)[] = Array.from({ length: rounds }, () => [null, ...sides, ...[...sides].reverse(), null]).flat();
     for (const side of order) {
       segment += 1;
       const name = side?.name ?? 'pgbench';
@@ -166,6 +173,16 @@ try {
       postgresMs.get(name)!.push((cpuPercent.postgres! / 100 / value) * 1000);
       clientMs.get(name)!.push((cpuPercent.bench! / 100 / value) * 1000);
       console.log(`${name} N=${concurrency}: ${value.toFixed(0)}/s, PostgreSQL ${cpuPercent.postgres}% of a core, this process ${cpuPercent.bench}%`);
+    }
+    // Each round ran every side twice (forward, then reverse): its ratio to the first commit's side.
+    const baseName = sides[0]!.name;
+    for (const name of names.filter((candidate) => candidate !== 'pgbench' && candidate !== baseName)) {
+      const perRound = Array.from({ length: rounds }, (_, round) => {
+        const of = (side: string) => mean(perSecond.get(side)!.slice(round * 2, round * 2 + 2));
+        const cpu = (side: string) => mean(postgresMs.get(side)!.slice(round * 2, round * 2 + 2));
+        return `${(of(name) / of(baseName)).toFixed(2)} (CPU ${cpu(baseName).toFixed(2)} → ${cpu(name).toFixed(2)} ms)`;
+      });
+      console.log(`ROUNDS N=${concurrency}: ${name} ÷ ${baseName}, per round: ${perRound.join(', ')}`);
     }
     const tpcb = mean(perSecond.get('pgbench')!);
     let previous: number | null = null;

@@ -5,6 +5,12 @@
  * in a closed loop at 8 and 32 callers (CONCURRENCY), alternating A B B A (ROUNDS times) between the charge writers switched on
  * (each charge writes charge.reserved and charge.succeeded) and off (ALTER TABLE … DISABLE TRIGGER,
  * in this scratch database only), so load on the machine hits both alike.
+ *
+ * Since migration 1763800000300 a ledger charge's steps write its events themselves and the
+ * triggers switched here fire only for provider charges: both sides of this experiment now write
+ * the events of the ledger charges it makes (a ratio near 1 says nothing). The outbox's cost at the
+ * ledger is measured against the commit before it: `ROUNDS=3 NO_BATCHED=1 npx tsx
+ * bench/experiments/ledger-schema-ab.ts 59e6864 6` (docs/bench.md, The outbox's cost).
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

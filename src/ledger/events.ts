@@ -3,8 +3,9 @@ import { keysetPage } from './pages.js';
 
 /**
  * A row of the events table (the transactional outbox, docs/events.md), as PostgreSQL hands it
- * over. The ledger's triggers write these rows in the transaction of the change they report
- * (migration 1763800000245): nothing in TypeScript writes an event. `data.object` holds the
+ * over. The ledger writes these rows in the transaction of the change they report (a ledger
+ * charge's steps themselves, triggers for provider charges, refunds and deposits: migrations
+ * 1763800000245 and 1763800000300): no charge, refund or deposit event is written from TypeScript. `data.object` holds the
  * changed row as the ledger had it at that change (a charges or refunds row, or a deposit's
  * transfer and credited account); src/service/events.ts renders it as the API shows the object.
  */

@@ -120,14 +120,14 @@ CREATE TABLE events (
   data jsonb NOT NULL,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT events_data_check CHECK (jsonb_typeof(data) = 'object'::text AND data ? 'object'::text),
-  CONSTRAINT events_id_check CHECK (id ~ '^evt_[A-Za-z0-9]{16,64}$'::text),
-  CONSTRAINT events_object_id_check CHECK (object_id ~ '^[\x21-\x7e]{1,255}$'::text),
+  CONSTRAINT events_id_check CHECK (id ~ '^evt_[A-Za-z0-9]+$'::text AND length(id) >= 20 AND length(id) <= 68),
+  CONSTRAINT events_object_id_check CHECK (object_id ~ '^[\x21-\x7e]+$'::text AND length(object_id) <= 255),
   CONSTRAINT events_object_sequence_check CHECK (object_sequence >= 1),
-  CONSTRAINT events_object_type_check CHECK (object_type ~ '^[a-z][a-z_]{0,31}$'::text),
+  CONSTRAINT events_object_sequence_unique UNIQUE (tenant, object_id, object_type, object_sequence),
+  CONSTRAINT events_object_type_check CHECK (object_type ~ '^[a-z][a-z_]*$'::text AND length(object_type) <= 32),
   CONSTRAINT events_pkey PRIMARY KEY (id),
   CONSTRAINT events_seq_key UNIQUE (seq),
-  CONSTRAINT events_tenant_object_type_object_id_object_sequence_key UNIQUE (tenant, object_type, object_id, object_sequence),
-  CONSTRAINT events_type_check CHECK (type ~ '^[a-z][a-z_]{0,31}(\.[a-z][a-z_]{0,31}){1,3}$'::text)
+  CONSTRAINT events_type_check CHECK (type ~ '^[a-z][a-z_]*(\.[a-z][a-z_]*){1,3}$'::text AND length(split_part(type, '.'::text, 1)) <= 32 AND length(split_part(type, '.'::text, 2)) <= 32 AND length(split_part(type, '.'::text, 3)) <= 32 AND length(split_part(type, '.'::text, 4)) <= 32)
 );
 
 CREATE TABLE idempotency_tokens (
@@ -396,7 +396,6 @@ CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant)
 CREATE INDEX charges_provider_open ON public.charges USING btree (tenant, created_at) WHERE ((provider IS NOT NULL) AND (provider_state = ANY (ARRAY['authorizing'::text, 'requires_action'::text, 'authorized'::text])));
 CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (provider, provider_payment_id) WHERE (provider_payment_id IS NOT NULL);
 CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
-CREATE INDEX events_by_object ON public.events USING btree (tenant, object_id, object_sequence);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
 CREATE INDEX events_by_type ON public.events USING btree (tenant, type, seq);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
@@ -737,6 +736,9 @@ BEGIN
   ON CONFLICT DO NOTHING
   RETURNING * INTO r;
   IF FOUND THEN
+    -- The outbox (docs/events.md): the tombstone's cancelled is the charge's first event.
+    INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+    VALUES (ledger_event_id(), r.tenant, 'charge.cancelled', 'charge', r.id, 1, jsonb_build_object('object', to_jsonb(r)));
     RETURN r;
   END IF;
 
@@ -760,6 +762,14 @@ BEGIN
                      failure_reason = p_reason, updated_at = now()
    WHERE tenant = p_tenant AND idempotency_key = p_key
    RETURNING * INTO STRICT r;
+  -- A ledger charge's event here; a provider charge's (cancelling until its void) by the deferred
+  -- trigger charges_state_event. The row is locked (FOR UPDATE above) until COMMIT.
+  IF r.provider IS NULL THEN
+    INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+    VALUES (ledger_event_id(), r.tenant, 'charge.cancelled', 'charge', r.id,
+            coalesce((SELECT max(e.object_sequence) FROM events e WHERE e.tenant = r.tenant AND e.object_id = r.id AND e.object_type = 'charge'), 0) + 1,
+            jsonb_build_object('object', to_jsonb(r)));
+  END IF;
   RETURN r;
 END $function$;
 
@@ -871,6 +881,17 @@ BEGIN
           coalesce(p_capture_minor, r.held_minor), r.held_minor, p_key
           USING ERRCODE = 'CGA01';
     END CASE;
+  END IF;
+
+  -- The outbox (docs/events.md): a ledger charge's event is written here; a provider charge's by the
+  -- deferred trigger charges_state_event (its provider steps change it more than once a transaction).
+  -- The row lock this UPDATE took is held to COMMIT, so no other event of the charge is numbered meanwhile.
+  IF r.provider IS NULL THEN
+    INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+    VALUES (ledger_event_id(), r.tenant, 'charge.' || ledger_charge_status(r.hold_state, r.captured_minor, r.refunded_minor, r.provider_state),
+            'charge', r.id,
+            coalesce((SELECT max(e.object_sequence) FROM events e WHERE e.tenant = r.tenant AND e.object_id = r.id AND e.object_type = 'charge'), 0) + 1,
+            jsonb_build_object('object', to_jsonb(r)));
   END IF;
 
   INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
@@ -1556,6 +1577,9 @@ BEGIN
        AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
        AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
     IF FOUND THEN
+      -- The outbox (docs/events.md): the row was claimed by this call, so this is its first event.
+      INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+      VALUES (ledger_event_id(), r.tenant, 'charge.reserved', 'charge', r.id, 1, jsonb_build_object('object', to_jsonb(r)));
       RETURN r;
     END IF;
 
@@ -1586,6 +1610,10 @@ BEGIN
      WHERE tenant = p_tenant AND idempotency_key = p_key
      RETURNING * INTO STRICT r;
   END IF;
+  -- One event for the decision, never the TRIED row claimed on the way to a decline.
+  INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+  VALUES (ledger_event_id(), r.tenant, 'charge.' || ledger_charge_status(r.hold_state, r.captured_minor, r.refunded_minor, r.provider_state),
+          'charge', r.id, 1, jsonb_build_object('object', to_jsonb(r)));
   RETURN r;
 END $function$;
 
@@ -1626,9 +1654,9 @@ $function$;
 
 CREATE TRIGGER accounts_key_fixed BEFORE UPDATE OF tenant, id ON accounts FOR EACH ROW WHEN (old.tenant IS DISTINCT FROM new.tenant OR old.id IS DISTINCT FROM new.id) EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER accounts_never_removed BEFORE DELETE OR TRUNCATE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
-CREATE CONSTRAINT TRIGGER charges_event AFTER INSERT ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ledger_charge_event();
+CREATE CONSTRAINT TRIGGER charges_event AFTER INSERT ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (new.provider IS NOT NULL) EXECUTE FUNCTION ledger_charge_event();
 CREATE TRIGGER charges_provider_known BEFORE INSERT OR UPDATE OF provider ON charges FOR EACH ROW WHEN (new.provider IS NOT NULL AND new.provider <> 'stripe'::text) EXECUTE FUNCTION ledger_refuse_unknown_provider();
-CREATE CONSTRAINT TRIGGER charges_state_event AFTER UPDATE OF hold_state, provider_state ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (old.hold_state IS DISTINCT FROM new.hold_state OR old.provider_state IS DISTINCT FROM new.provider_state) EXECUTE FUNCTION ledger_charge_event();
+CREATE CONSTRAINT TRIGGER charges_state_event AFTER UPDATE OF hold_state, provider_state ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (new.provider IS NOT NULL AND (old.hold_state IS DISTINCT FROM new.hold_state OR old.provider_state IS DISTINCT FROM new.provider_state)) EXECUTE FUNCTION ledger_charge_event();
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER events_fan_out_to_webhook_endpoints AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION webhook_endpoints_fan_out();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

@@ -109,6 +109,9 @@ BEGIN
        AND p.currency = p_currency AND q.currency = p_currency AND NOT p.frozen AND NOT q.frozen
        AND (p.allow_overdraft OR p.posted_minor - p.pending_minor >= p_amount_minor);
     IF FOUND THEN
+      -- The outbox (docs/events.md): the row was claimed by this call, so this is its first event.
+      INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+      VALUES (ledger_event_id(), r.tenant, 'charge.reserved', 'charge', r.id, 1, jsonb_build_object('object', to_jsonb(r)));
       RETURN r;
     END IF;
 
@@ -139,5 +142,9 @@ BEGIN
      WHERE tenant = p_tenant AND idempotency_key = p_key
      RETURNING * INTO STRICT r;
   END IF;
+  -- One event for the decision, never the TRIED row claimed on the way to a decline.
+  INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+  VALUES (ledger_event_id(), r.tenant, 'charge.' || ledger_charge_status(r.hold_state, r.captured_minor, r.refunded_minor, r.provider_state),
+          'charge', r.id, 1, jsonb_build_object('object', to_jsonb(r)));
   RETURN r;
 END $$;

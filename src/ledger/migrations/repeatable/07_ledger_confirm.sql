@@ -53,6 +53,17 @@ BEGIN
     END CASE;
   END IF;
 
+  -- The outbox (docs/events.md): a ledger charge's event is written here; a provider charge's by the
+  -- deferred trigger charges_state_event (its provider steps change it more than once a transaction).
+  -- The row lock this UPDATE took is held to COMMIT, so no other event of the charge is numbered meanwhile.
+  IF r.provider IS NULL THEN
+    INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+    VALUES (ledger_event_id(), r.tenant, 'charge.' || ledger_charge_status(r.hold_state, r.captured_minor, r.refunded_minor, r.provider_state),
+            'charge', r.id,
+            coalesce((SELECT max(e.object_sequence) FROM events e WHERE e.tenant = r.tenant AND e.object_id = r.id AND e.object_type = 'charge'), 0) + 1,
+            jsonb_build_object('object', to_jsonb(r)));
+  END IF;
+
   INSERT INTO transfers (tenant, kind, reference, currency, amount_minor)
   VALUES (p_tenant, 'capture', p_key, r.currency, r.captured_minor)
   RETURNING id INTO v_transfer_id;

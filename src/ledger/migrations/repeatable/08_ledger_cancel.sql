@@ -21,6 +21,9 @@ BEGIN
   ON CONFLICT DO NOTHING
   RETURNING * INTO r;
   IF FOUND THEN
+    -- The outbox (docs/events.md): the tombstone's cancelled is the charge's first event.
+    INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+    VALUES (ledger_event_id(), r.tenant, 'charge.cancelled', 'charge', r.id, 1, jsonb_build_object('object', to_jsonb(r)));
     RETURN r;
   END IF;
 
@@ -44,5 +47,13 @@ BEGIN
                      failure_reason = p_reason, updated_at = now()
    WHERE tenant = p_tenant AND idempotency_key = p_key
    RETURNING * INTO STRICT r;
+  -- A ledger charge's event here; a provider charge's (cancelling until its void) by the deferred
+  -- trigger charges_state_event. The row is locked (FOR UPDATE above) until COMMIT.
+  IF r.provider IS NULL THEN
+    INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data)
+    VALUES (ledger_event_id(), r.tenant, 'charge.cancelled', 'charge', r.id,
+            coalesce((SELECT max(e.object_sequence) FROM events e WHERE e.tenant = r.tenant AND e.object_id = r.id AND e.object_type = 'charge'), 0) + 1,
+            jsonb_build_object('object', to_jsonb(r)));
+  END IF;
   RETURN r;
 END $$;

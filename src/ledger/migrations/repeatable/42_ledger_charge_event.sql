@@ -1,11 +1,16 @@
--- The outbox's charge writer (docs/events.md): a deferred constraint trigger on charges, so it runs
--- at COMMIT of the transaction that changed the row, inside it, and reads the row as that
--- transaction leaves it. A Try that claims its key as TRIED and then declines in the same
--- transaction writes one charge.declined, never a reserved nobody could have seen. It writes
--- charge.<status> when the status the API shows is one a caller acts on (reserved,
+-- The outbox's charge writer for provider charges (docs/events.md): a deferred constraint trigger on
+-- charges (charges_event, charges_state_event, both WHEN provider IS NOT NULL), so it runs at COMMIT
+-- of the transaction that changed the row, inside it, and reads the row as that transaction leaves
+-- it. A provider Try that claims its key as TRIED and then declines in the same transaction writes
+-- one charge.declined, never a reserved nobody could have seen, and ledger_provider_confirm, which
+-- captures through ledger_confirm and then records provider_state, writes one charge.succeeded. It
+-- writes charge.<status> when the status the API shows is one a caller acts on (reserved,
 -- requires_action, succeeded, declined, cancelled) and differs from the charge's last event, so a
 -- transaction that touched the row twice writes one event. The row lock the change took is held
 -- until this commit, so the object's events are numbered 1, 2, 3 in commit order without gaps.
+-- A ledger charge's events (provider IS NULL) are written by its steps themselves, beside the change
+-- (ledger_try, ledger_confirm, ledger_cancel; migration 1763800000300): cheaper than this trigger's
+-- queued event and re-read, and those three are the only functions that change such a charge's status.
 
 CREATE OR REPLACE FUNCTION ledger_charge_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
