@@ -161,26 +161,35 @@ function lossyStarts(connection: Connection, reaches: boolean): { connection: Co
   let starts = 0;
   const lost = (): Error =>
     Object.assign(new Error('4 DEADLINE_EXCEEDED: Deadline exceeded (the answer was lost)'), { code: 4, details: 'Deadline exceeded', metadata: { get: () => [], getMap: () => ({}) } });
+  const proxied = withWorkflowServiceCall(connection, 'startWorkflowExecution', (call) => async (request) => {
+    starts += 1;
+    if (reaches) await call(request);
+    throw lost();
+  });
+  return { connection: proxied, starts: () => starts };
+}
+
+/** `connection` with one WorkflowService method replaced by what `wrap` makes of the real one; every other call untouched. */
+function withWorkflowServiceCall(
+  connection: Connection,
+  method: string,
+  wrap: (call: (request: unknown) => Promise<unknown>) => (request: unknown) => Promise<unknown>,
+): Connection {
   const workflowService = new Proxy(connection.workflowService, {
     get(service, name) {
       const member: unknown = Reflect.get(service, name, service);
       if (typeof member !== 'function') return member;
-      if (name !== 'startWorkflowExecution') return (member as (...args: unknown[]) => unknown).bind(service);
-      return async (request: unknown) => {
-        starts += 1;
-        if (reaches) await (member as (r: unknown) => Promise<unknown>).call(service, request);
-        throw lost();
-      };
+      const bound = (member as (...args: unknown[]) => unknown).bind(service);
+      return name === method ? wrap(bound as (request: unknown) => Promise<unknown>) : bound;
     },
   });
-  const proxied = new Proxy(connection, {
+  return new Proxy(connection, {
     get(target, name) {
       if (name === 'workflowService') return workflowService;
       const member: unknown = Reflect.get(target, name, target);
       return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(target) : member;
     },
   });
-  return { connection: proxied, starts: () => starts };
 }
 
 describe('a start whose answer was lost', () => {
@@ -233,28 +242,14 @@ function heldDescribes(connection: Connection): { connection: Connection; asked:
   let answered = 0;
   let release!: () => void;
   const gate = new Promise<void>((resolve) => (release = resolve));
-  const workflowService = new Proxy(connection.workflowService, {
-    get(service, name) {
-      const member: unknown = Reflect.get(service, name, service);
-      if (typeof member !== 'function') return member;
-      if (name !== 'describeWorkflowExecution') return (member as (...args: unknown[]) => unknown).bind(service);
-      return async (request: unknown) => {
-        asked += 1;
-        await gate;
-        try {
-          return await (member as (r: unknown) => Promise<unknown>).call(service, request);
-        } finally {
-          answered += 1;
-        }
-      };
-    },
-  });
-  const proxied = new Proxy(connection, {
-    get(target, name) {
-      if (name === 'workflowService') return workflowService;
-      const member: unknown = Reflect.get(target, name, target);
-      return typeof member === 'function' ? (member as (...args: unknown[]) => unknown).bind(target) : member;
-    },
+  const proxied = withWorkflowServiceCall(connection, 'describeWorkflowExecution', (call) => async (request) => {
+    asked += 1;
+    await gate;
+    try {
+      return await call(request);
+    } finally {
+      answered += 1;
+    }
   });
   return { connection: proxied, asked: () => asked, answered: () => answered, release };
 }

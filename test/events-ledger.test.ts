@@ -304,24 +304,9 @@ describe('no change without its event, no event without its change', () => {
 
 describe('an existing ledger upgraded to the outbox', () => {
   it('objects from before the writers get one event each, their state then, and the outbox invariants hold', async () => {
-    const admin = new pg.Client({ connectionString: inject('stack').adminDatabaseUrl });
-    await admin.connect();
-    const name = `scratch_upgrade_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
-    await admin.query(`CREATE DATABASE ${name}`);
-    const url = new URL(inject('stack').adminDatabaseUrl);
-    url.pathname = `/${name}`;
-    const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 2 });
+    // The ledger as it was before migration 245: every migration up to 240, with today's functions.
+    const { pool, url, drop } = await scratchLedgerBefore('1763800000245');
     try {
-      // The ledger as it was before migration 245: every migration up to 240, with today's functions.
-      const migrations = fileURLToPath(new URL('../src/ledger/migrations', import.meta.url));
-      const before = readdirSync(migrations).filter((file) => /^\d+_.*\.sql$/.test(file) && file < '1763800000245').length;
-      const client = await pool.connect();
-      try {
-        await runner({ dbClient: client, noLock: true, dir: migrations, direction: 'up', migrationsTable: 'ledger_migrations', count: before, log: () => {} });
-        for (const source of ledgerFunctionSources()) await client.query(source.sql);
-      } finally {
-        client.release();
-      }
       const tenant = await fundedTenant(pool, { label: 'ev-upgrade' });
       const succeeded = ledgerIntent(tenant, newKey(), 'payer', 'payee', 500);
       await tryHold(pool, succeeded, 60_000);
@@ -352,32 +337,15 @@ describe('an existing ledger upgraded to the outbox', () => {
       await confirmHold(pool, tenant, held.idempotencyKey, null);
       expect(await types(held.chargeId)).toEqual([['charge.reserved', 1], ['charge.succeeded', 2]]);
     } finally {
-      await pool.end();
-      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-      await admin.end();
+      await drop();
     }
   });
 });
 
 describe('a ledger with events upgraded to the steps writing them', () => {
   it('a ledger at migration 295 with events of every kind migrates: the numbering goes on, nothing twice, the outbox invariants hold', async () => {
-    const admin = new pg.Client({ connectionString: inject('stack').adminDatabaseUrl });
-    await admin.connect();
-    const name = `scratch_upgrade_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
-    await admin.query(`CREATE DATABASE ${name}`);
-    const url = new URL(inject('stack').adminDatabaseUrl);
-    url.pathname = `/${name}`;
-    const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 2 });
+    const { pool, url, drop } = await scratchLedgerBefore('1763800000300');
     try {
-      const migrations = fileURLToPath(new URL('../src/ledger/migrations', import.meta.url));
-      const before = readdirSync(migrations).filter((file) => /^\d+_.*\.sql$/.test(file) && file < '1763800000300').length;
-      const client = await pool.connect();
-      try {
-        await runner({ dbClient: client, noLock: true, dir: migrations, direction: 'up', migrationsTable: 'ledger_migrations', count: before, log: () => {} });
-        for (const source of ledgerFunctionSources()) await client.query(source.sql);
-      } finally {
-        client.release();
-      }
       const indexes = async () => (await pool.query<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'events' ORDER BY indexname")).rows.map((row) => row.indexname);
       expect(await indexes()).toContain('events_by_object');
       const tenant = await fundedTenant(pool, { label: 'ev-upgrade-295' });
@@ -411,9 +379,7 @@ describe('a ledger with events upgraded to the steps writing them', () => {
         ['outbox_sequences_gapless', 0],
       ]);
     } finally {
-      await pool.end();
-      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-      await admin.end();
+      await drop();
     }
   });
 });
@@ -488,3 +454,37 @@ describe('one status rule', () => {
     }
   });
 });
+
+/**
+ * A ledger database of its own, migrated up to (not including) the migration whose file name starts
+ * with `firstMigrationNotRun`, with today's functions: an existing ledger before an upgrade.
+ */
+async function scratchLedgerBefore(firstMigrationNotRun: string): Promise<{ pool: LedgerPool; url: URL; drop: () => Promise<void> }> {
+  const admin = new pg.Client({ connectionString: inject('stack').adminDatabaseUrl });
+  await admin.connect();
+  const name = `scratch_upgrade_${newKey('db').replace(/[^a-z0-9]/g, '_')}`;
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(inject('stack').adminDatabaseUrl);
+  url.pathname = `/${name}`;
+  const pool = createLedgerPool({ databaseUrl: url.toString(), maxConnections: 2 });
+  const drop = async (): Promise<void> => {
+    await pool.end();
+    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+    await admin.end();
+  };
+  try {
+    const migrations = fileURLToPath(new URL('../src/ledger/migrations', import.meta.url));
+    const before = readdirSync(migrations).filter((file) => /^\d+_.*\.sql$/.test(file) && file < firstMigrationNotRun).length;
+    const client = await pool.connect();
+    try {
+      await runner({ dbClient: client, noLock: true, dir: migrations, direction: 'up', migrationsTable: 'ledger_migrations', count: before, log: () => {} });
+      for (const source of ledgerFunctionSources()) await client.query(source.sql);
+    } finally {
+      client.release();
+    }
+  } catch (error) {
+    await drop();
+    throw error;
+  }
+  return { pool, url, drop };
+}
