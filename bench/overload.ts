@@ -65,6 +65,17 @@ interface Answer {
   type: string | null;
   sentAtMs: number;
   ms: number;
+  /** The API's Server-Timing stages (auth, ratelimit, admission, total), milliseconds. */
+  stages: Record<string, number>;
+}
+
+/** `name;dur=ms, …` as the API sends it; a stage named twice is summed. */
+function serverTimingOf(header: string | null): Record<string, number> {
+  const stages: Record<string, number> = {};
+  for (const match of (header ?? '').matchAll(/([A-Za-z-]+);dur=([0-9.]+)/g)) {
+    stages[match[1]!] = (stages[match[1]!] ?? 0) + Number(match[2]);
+  }
+  return stages;
 }
 
 interface Target {
@@ -88,9 +99,10 @@ async function sendCharge(target: Target, key: string): Promise<Answer> {
     const text = await response.text();
     let type: string | null = null;
     if (response.status >= 400) type = (JSON.parse(text) as { type?: string }).type ?? null;
-    return { key, status: response.status, type, sentAtMs, ms: performance.now() - startedAt };
+    const ms = performance.now() - startedAt;
+    return { key, status: response.status, type, sentAtMs, ms, stages: serverTimingOf(response.headers.get('server-timing')) };
   } catch (error) {
-    return { key, status: 0, type: (error as Error).name, sentAtMs, ms: performance.now() - startedAt };
+    return { key, status: 0, type: (error as Error).name, sentAtMs, ms: performance.now() - startedAt, stages: {} };
   }
 }
 
@@ -192,6 +204,8 @@ interface OverloadFigures {
   refusedWithRows: number;
   refusalP50Ms: number;
   refusalP99Ms: number;
+  /** Per stage of a refusal (the API's Server-Timing, and what the caller saw beyond the API's total): p50 and p99, ms. */
+  refusalStages: Array<{ stage: string; p50Ms: number; p99Ms: number }>;
   drainMs: number;
   halfRatio: number;
   lagP99MaxMs: number;
@@ -265,11 +279,29 @@ async function overloadPhase(
     refusedWithRows,
     refusalP50Ms: percentile(refused.map((a) => a.ms), 50),
     refusalP99Ms: percentile(refused.map((a) => a.ms), 99),
+    refusalStages: refusalStagesOf(refused),
     drainMs: Math.max(0, lastOverloadDecision - dropAt),
     halfRatio: halfAnswers.length ? halfDecided / halfAnswers.length : NaN,
     lagP99MaxMs: lagP99Ms.length ? Math.max(...lagP99Ms) : NaN,
     load1m: [loadBefore, loadavg()[0]!],
   };
+}
+
+/** Where a refusal's time went: each Server-Timing stage, the API's total, and the rest (the caller's side, the network, the API before it read the request). */
+function refusalStagesOf(refused: Answer[]): OverloadFigures['refusalStages'] {
+  const timed = refused.filter((a) => a.stages.total !== undefined);
+  const stage = (name: string, of: (a: Answer) => number) => {
+    const values = timed.map(of);
+    return { stage: name, p50Ms: percentile(values, 50), p99Ms: percentile(values, 99) };
+  };
+  return [
+    stage('auth', (a) => a.stages.auth ?? 0),
+    stage('ratelimit', (a) => a.stages.ratelimit ?? 0),
+    stage('admission', (a) => a.stages.admission ?? 0),
+    stage('API total (onRequest → onSend)', (a) => a.stages.total!),
+    stage('outside the API total', (a) => a.ms - a.stages.total!),
+    stage('caller total', (a) => a.ms),
+  ];
 }
 
 async function runOverloadBench(flags: Flags): Promise<string[]> {
@@ -387,6 +419,14 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       row('half load: share of its charges decided', runs.map((r) => fixed(r.halfRatio, 2))),
       row('API event-loop delay p99, worst second', runs.map((r) => `${fixed(r.lagP99MaxMs)} ms`)),
       row('load average (1 min) before → after', runs.map((r) => `${fixed(r.load1m[0], 2)} → ${fixed(r.load1m[1], 2)}`)),
+      '',
+      '## Where a refusal\'s time goes (the API\'s Server-Timing), p50 / p99 ms',
+      '',
+      '| stage | ' + runs.map((r) => r.name).join(' | ') + ' |',
+      '|---|' + runs.map(() => '---|').join(''),
+      ...(runs[0]?.refusalStages ?? []).map((_, i) =>
+        row(runs[0]!.refusalStages[i]!.stage, runs.map((r) => `${fixed(r.refusalStages[i]!.p50Ms)} / ${fixed(r.refusalStages[i]!.p99Ms)}`)),
+      ),
     );
     return out;
   } finally {

@@ -25,6 +25,7 @@ import { registerWebhookEndpointRoutes } from './routes/webhook-endpoints.js';
 import { configuredProviderConnectors } from '../providers/configured.js';
 import type { ProviderConnectors } from '../providers/connectors.js';
 import { rateLimitHook } from '../http/rate-limit-hook.js';
+import { addServerTiming } from '../http/server-timing.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -210,11 +211,20 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   // route's operation, are checked before the body is read.
   await app.register(async (tenantScope) => {
     tenantScope.addHook('onRequest', async (request, reply) => {
+      const startedAt = performance.now();
       const principal = await authenticate(request, reply, context);
+      addServerTiming(reply, 'auth', startedAt);
       request.principal = principal;
       request.tenant = principal.tenant;
       const operation = request.routeOptions.config.operation;
       if (operation !== undefined) authorize(principal, operation);
+    });
+    // The whole of the request as this process saw it, beside its stages (auth, ratelimit,
+    // admission): what is left of a caller's latency was spent before the request was read or in
+    // the network.
+    tenantScope.addHook('onSend', async (_request, reply, payload) => {
+      addServerTiming(reply, 'total', performance.now() - reply.elapsedTime);
+      return payload;
     });
     // Request rate and open holds of the key and its tenant (docs/limits.md): after authentication,
     // so a request without a valid key spends no key's tokens (its source address's: authenticate).

@@ -15,6 +15,7 @@ import { ProvenKeys, provenKeysMax } from '../auth/proven-keys.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
 import { providerPattern } from '../domain/identifiers.js';
 import { limitSubjectOf } from './source-address.js';
+import { addServerTiming } from './server-timing.js';
 
 /**
  * What the hooks need of the application: its settings, and where the buckets are taken (the
@@ -46,7 +47,7 @@ export async function admit(
   const startedAt = performance.now();
   const admission = await context.limits.admitRequest(settings, request.principal, what);
   reply.headers(admission.headers);
-  reply.header('server-timing', `ratelimit;dur=${(performance.now() - startedAt).toFixed(3)}`);
+  addServerTiming(reply, 'ratelimit', startedAt);
   if (admission.refusal) throw admission.refusal;
 }
 
@@ -114,7 +115,7 @@ export async function admitFromAddress(
   const judged: AddressAdmissionRequest = what.kind === 'webhook' ? { ...what, address } : { kind: what.kind, address };
   const admission = await context.limits.admitByAddress(addressLimiterFor(context).settings, judged);
   reply.headers(admission.headers);
-  reply.header('server-timing', `ratelimit;dur=${(performance.now() - startedAt).toFixed(3)}`);
+  addServerTiming(reply, 'ratelimit', startedAt);
   if (admission.refusal) throw admission.refusal;
 }
 

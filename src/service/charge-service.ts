@@ -5,7 +5,7 @@ import type { ChargePage } from '../ledger/listing.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { chargeTaskQueue, type ChargePolicy } from '../../workflows/definitions.js';
 import { cancelCharge, captureCharge } from './charge-updates.js';
-import { charge, getCharge, startCharge, type ChargeReply } from './charges.js';
+import { charge, getCharge, startCharge, type AdmissionHints, type ChargeReply } from './charges.js';
 import type { ServiceContext } from './context.js';
 import { buildChargeIntent, buildRefundIntent } from './intent.js';
 import { listCharges, listChargesFromQuery, type ChargeListQuery } from './listing.js';
@@ -20,7 +20,7 @@ import { boundedWaitMs } from './waiting.js';
 import { mandateRefusal, type Mandate } from '../domain/mandate.js';
 import { MandateExceededError } from '../domain/errors.js';
 
-export type { ChargeReply } from './charges.js';
+export type { AdmissionHints, ChargeReply } from './charges.js';
 export type { ChargeListQuery } from './listing.js';
 export { RefundRefusedError, type RefundReply } from './refunds.js';
 
@@ -86,6 +86,11 @@ export interface WaitOptions extends CallOptions {
   waitMs?: number;
 }
 
+/** Per call, for operations that start a charge: what the caller knows already about its key. */
+export interface StartOptions extends WaitOptions {
+  admission?: AdmissionHints;
+}
+
 /**
  * The one module that owns the idempotency rules. Every surface (HTTP API, MCP server, CLI, the
  * TypeScript API) calls it, and none decides on its own whether a request is new, a replay or a
@@ -127,9 +132,14 @@ export class ChargeService {
   }
 
   /** Start the charge or attach to the one already started under this key, and wait for its outcome. */
-  async charge(tenant: string, idempotencyKey: string, body: unknown, options: WaitOptions = {}): Promise<ChargeReply> {
+  async charge(tenant: string, idempotencyKey: string, body: unknown, options: StartOptions = {}): Promise<ChargeReply> {
     return this.run(options, () =>
-      charge(this.ctx, this.buildIntent(tenant, idempotencyKey, body, options.actor), boundedWaitMs(options.waitMs, this.ctx.waitBudgetMs)),
+      charge(
+        this.ctx,
+        this.buildIntent(tenant, idempotencyKey, body, options.actor),
+        boundedWaitMs(options.waitMs, this.ctx.waitBudgetMs),
+        options.admission,
+      ),
     );
   }
 

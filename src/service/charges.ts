@@ -30,10 +30,16 @@ export interface ChargeReply {
   completed: boolean;
 }
 
+/** Where the admission check of a new charge reports its duration. */
+export interface AdmissionHints {
+  /** Called once the admission check has decided, with when it began (performance.now()): Server-Timing `admission`. */
+  onAdmitted?: (startedAtMs: number) => void;
+}
+
 /** Starts the charge or attaches to it, and waits at most `waitMs` for its outcome. */
-export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: number): Promise<ChargeReply> {
+export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: number, hints: AdmissionHints = {}): Promise<ChargeReply> {
   const requestedAt = new Date();
-  const release = await admitCharge(ctx, intent);
+  const release = await admitCharge(ctx, intent, hints);
   // The slot stays taken after the answer only for a charge this call started and left undecided.
   let undecided: ChargeHandle | null = null;
   try {
@@ -61,8 +67,8 @@ export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: 
 }
 
 /** Starts the charge (or attaches) without waiting. */
-export async function startCharge(ctx: ServiceContext, intent: ChargeIntent): Promise<{ handle: ChargeHandle; replayed: boolean }> {
-  const release = await admitCharge(ctx, intent);
+export async function startCharge(ctx: ServiceContext, intent: ChargeIntent, hints: AdmissionHints = {}): Promise<{ handle: ChargeHandle; replayed: boolean }> {
+  const release = await admitCharge(ctx, intent, hints);
   let undecided: ChargeHandle | null = null;
   try {
     const attached = await startOrAttachKnowingTheOutcome(ctx, intent);
@@ -83,12 +89,18 @@ const nothingToRelease: ReleaseSlot = () => {};
  * taken, only for a key already known (a replay starts nothing new: it is answered from the ledger
  * row or by attaching to its workflow, which needs no slot). A new key then is refused at once.
  */
-async function admitCharge(ctx: ServiceContext, intent: ChargeIntent): Promise<ReleaseSlot> {
+async function admitCharge(ctx: ServiceContext, intent: ChargeIntent, hints: AdmissionHints): Promise<ReleaseSlot> {
   const admission = ctx.admission;
   if (admission === null) return nothingToRelease;
+  const startedAtMs = performance.now();
   const release = admission.tryAcquire(chargeWorkflowId(intent.tenant, intent.idempotencyKey));
-  if (release !== null) return release;
-  if (await keyKnown(ctx, intent)) return nothingToRelease;
+  if (release !== null) {
+    hints.onAdmitted?.(startedAtMs);
+    return release;
+  }
+  const known = await keyKnown(ctx, intent);
+  hints.onAdmitted?.(startedAtMs);
+  if (known) return nothingToRelease;
   admission.noteRefusal();
   throw new OverloadedError(
     admission.options.retryAfterSeconds,

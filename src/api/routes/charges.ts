@@ -19,6 +19,7 @@ import {
 } from '../openapi.js';
 import { assertWellFormedQuery, bodyOf, keyOrTokenOf, preferredWaitMs } from '../request-headers.js';
 import { refuseOtherMethods } from './method-not-allowed.js';
+import { addServerTiming } from '../../http/server-timing.js';
 import { chargeActorOf, type Principal } from '../../auth/principal.js';
 
 /** Audit fields (who created it) are shown to admin keys only. */
@@ -114,6 +115,9 @@ function registerCreateCharge(app: FastifyInstance, deps: ApiDeps): void {
         waitMs,
         deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
         ...(actor ? { actor } : {}),
+        admission: {
+          onAdmitted: (startedAtMs) => addServerTiming(reply, 'admission', startedAtMs),
+        },
       });
       metrics.chargeAnswered(answer);
       if (applied) reply.header('preference-applied', applied);
