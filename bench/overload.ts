@@ -40,6 +40,7 @@ interface Flags {
   unbounded?: boolean;
   maxInFlight: string;
   overloadS?: string;
+  compareEnv?: string;
 }
 
 const program = new Command()
@@ -50,6 +51,10 @@ const program = new Command()
   .option('--unbounded', 'run the overload again with the admission bound out of the way (the before)')
   .option('--max-in-flight <n>', 'CHARGE_ADMISSION_MAX_IN_FLIGHT of the API process (default: the service\'s own)', '')
   .option('--overload-s <n>', 'seconds at twice the peak (default 60, --quick 10)')
+  .option(
+    '--compare-env <settings>',
+    'first run the overload against a second bounded API process with these settings (NAME=value,NAME=value): a same-run A/B',
+  )
   .action(async (flags: Flags) => {
     process.stdout.write(`${(await runOverloadBench(flags)).join('\n')}\n`);
   });
@@ -352,14 +357,21 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       return started;
     };
     await start('worker', ['worker'], {}, /worker polling task queue/);
-    const apiWith = async (name: string, maxInFlight: string): Promise<{ target: Target; process: ChargeguardProcess }> => {
+    const apiWith = async (name: string, maxInFlight: string, settings: Record<string, string> = {}): Promise<{ target: Target; process: ChargeguardProcess }> => {
       const port = await findFreePort();
-      const api = await start(name, ['api', '--port', String(port), '--log-level', 'warn'], maxInFlight ? { CHARGE_ADMISSION_MAX_IN_FLIGHT: maxInFlight } : {}, /API listening on/);
+      const api = await start(
+        name,
+        ['api', '--port', String(port), '--log-level', 'warn'],
+        { ...(maxInFlight ? { CHARGE_ADMISSION_MAX_IN_FLIGHT: maxInFlight } : {}), ...settings },
+        /API listening on/,
+      );
       return { target: { url: `http://127.0.0.1:${port}`, apiKey, tenant }, process: api };
     };
     // The sweep and the peak run with the bound out of the way: they measure what the machine can do.
     const unbounded = await apiWith('api-unbounded', '10000');
     const bounded = await apiWith('api', flags.maxInFlight);
+    const compareSettings = flags.compareEnv ? settingsOf(flags.compareEnv) : null;
+    const compared = compareSettings ? await apiWith('api-compare', flags.maxInFlight, compareSettings) : null;
     log('warming up');
     await closedLoop(unbounded.target, pool, 'warm', 8, quick ? 2_000 : 5_000);
 
@@ -379,7 +391,12 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     const peak = peakRun.perSecond;
     log(`P1 peak (32 closed-loop callers): ${fixed(peak)} decided/s`);
 
-    const runs: OverloadFigures[] = [await overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log)];
+    const runs: OverloadFigures[] = [];
+    if (compared) {
+      const name = `bounded, ${Object.entries(compareSettings!).map(([k, v]) => `${k}=${v}`).join(' ')}`;
+      runs.push(await overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log));
+    }
+    runs.push(await overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log));
     if (flags.cpuHog) {
       const hogs = startCpuHogs();
       try {
@@ -435,6 +452,17 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     await stack.stop();
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** `NAME=value,NAME=value` as environment settings. */
+function settingsOf(list: string): Record<string, string> {
+  const settings: Record<string, string> = {};
+  for (const pair of list.split(',')) {
+    const match = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(pair.trim());
+    if (!match) throw new Error(`--compare-env: ${JSON.stringify(pair)} is not NAME=value`);
+    settings[match[1]!] = match[2]!;
+  }
+  return settings;
 }
 
 function row(label: string, cells: string[]): string {

@@ -6,6 +6,7 @@ import { codecTokenMinLength } from './codec/codec-token.js';
 import { parsePayloadKeyRing } from './codec/key-ring.js';
 import { plaintextPolicies } from './codec/payload-protection.js';
 import { admissionDefaults } from './service/admission.js';
+import { verifiedKeyTtlMsDefault } from './auth/verified-keys.js';
 import { addressLimitDefaults, rateLimitBounds, rateLimitDefaults } from './domain/rate-limits.js';
 
 const positiveMs = z.coerce.number().int().positive();
@@ -62,6 +63,11 @@ const configSchema = z.object({
   CHARGE_ADMISSION_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).default(admissionDefaults.maxChargesInFlight),
   /** How long a charge answered 202 still holds its admission slot while undecided, at most. */
   CHARGE_ADMISSION_WATCH_MAX_MS: positiveMs.max(600_000).default(admissionDefaults.releaseWatchMaxMs),
+  /**
+   * How long a full process asks Temporal whether a key the ledger does not know has a workflow
+   * before refusing it (0: not asked; src/service/admission.ts says why that is the default).
+   */
+  CHARGE_ADMISSION_DESCRIBE_BUDGET_MS: z.coerce.number().int().min(0).max(1_000).default(admissionDefaults.describeBudgetMs),
   /** Workflow task timeout of new charges and refunds (workflows/task-timeouts.ts says why 2 s). */
   WORKFLOW_TASK_TIMEOUT_MS: positiveMs.min(500).max(120_000).default(defaultWorkflowTaskTimeoutMs),
   /**
@@ -80,6 +86,12 @@ const configSchema = z.object({
   /** Manual capture holds are voided after this long (7 days, as card authorisations). */
   HOLD_TTL_MS: positiveMs.default(7 * 24 * 60 * 60 * 1000),
   LEDGER_POOL_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(500).default(20),
+  /**
+   * How long an API process believes an API key it verified without looking it up again: a key
+   * revoked in the database stops authenticating within this (0: looked up on every request).
+   * At most a minute, the granularity of a key's recorded last use (src/auth/verified-keys.ts).
+   */
+  API_KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(verifiedKeyTtlMsDefault),
   /** Trys (Confirms) one process runs at once; calls beyond wait and go together in one transaction (src/ledger/step-batches.ts). */
   LEDGER_STEP_BATCH_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(defaultStepBatchLimits.maxInFlight),
   /** Charges in one batched step; 1 sends every call alone. */

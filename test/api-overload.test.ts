@@ -8,7 +8,6 @@ import { appContextOn } from '../src/runtime/app-context.js';
 import { Client, type Connection } from '@temporalio/client';
 import { ChargeService } from '../src/service/charge-service.js';
 import { OverloadedError, UnavailableError } from '../src/domain/errors.js';
-import { refusalDescribeBudgetMs } from '../src/service/charges.js';
 import { apiKeyFor, generousRateLimits, listenOnLoopback, send, type TestResponse } from './support/api.js';
 import {
   balanceOf,
@@ -255,7 +254,8 @@ function heldDescribes(connection: Connection): { connection: Connection; asked:
 }
 
 describe('a full process refuses without waiting for a busy Temporal', () => {
-  it(`a key with no ledger row whose describe does not answer within ${refusalDescribeBudgetMs} ms is refused as new (503 overloaded), nothing started; retried once there is room, it attaches: one charge`, { timeout: 90_000 }, async () => {
+  const describeBudgetMs = 50;
+  it(`a key with no ledger row whose describe does not answer within ${describeBudgetMs} ms is refused as new (503 overloaded), nothing started; retried once there is room, it attaches: one charge`, { timeout: 90_000 }, async () => {
     const tenant = await fundedTenant(h, { label: 'busydescribe', payerMinor: 10_000 });
     const taskQueue = `overload-${randomBytes(4).toString('hex')}`;
     const serviceOn = (connection: Connection) =>
@@ -266,7 +266,7 @@ describe('a full process refuses without waiting for a busy Temporal', () => {
         amountMinorMax: 1_000_000_000_000,
         waitBudgetMs: 60_000,
         taskQueue,
-        admission: { maxChargesInFlight: 1, retryAfterSeconds: 1, releaseWatchMaxMs: 60_000 },
+        admission: { maxChargesInFlight: 1, retryAfterSeconds: 1, releaseWatchMaxMs: 60_000, describeBudgetMs },
       });
     // Another process started `elsewhere` (no worker serves the queue yet: no ledger row).
     const other = serviceOn(h.connection);

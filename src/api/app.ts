@@ -146,6 +146,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.decorateRequest('failure', undefined);
   app.decorateRequest('rawBody', undefined);
   app.decorateRequest('signatureKey', null);
+  app.decorateRequest('chargeKeyInLedger', null);
   app.addHook('onRequest', async (request, reply) => {
     reply.header(requestIdHeader, request.id);
   });

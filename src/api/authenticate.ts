@@ -7,6 +7,7 @@ import type { AppContext } from '../runtime/app-context.js';
 import { UnauthorizedError } from '../domain/errors.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { addressLimiterFor, admitFromAddress } from '../http/rate-limit-hook.js';
+import { VerifiedKeys, verifiedKeysMax } from '../auth/verified-keys.js';
 
 export { UnauthorizedError };
 
@@ -21,11 +22,24 @@ declare module 'fastify' {
 /** Longer than any key `api-keys create` makes (4 + 43 characters): not hashed, not looked up. */
 const apiKeyMaxLength = 128;
 
+const verifiedKeysByContext = new WeakMap<AppContext, VerifiedKeys>();
+
+/** The context's cache of verified keys, made on first use with its configured TTL. */
+function verifiedKeysFor(context: AppContext): VerifiedKeys {
+  let verified = verifiedKeysByContext.get(context);
+  if (!verified) {
+    verified = new VerifiedKeys({ ttlMs: context.config.API_KEY_CACHE_TTL_MS, maxKeys: verifiedKeysMax });
+    verifiedKeysByContext.set(context, verified);
+  }
+  return verified;
+}
+
 /**
- * Who the request's API key acts as: tenant, key id and role. Keys are looked up on every request
- * (one indexed query, which also records the key's last use at most once a minute) rather than
- * cached, so revoking a key takes effect at once. A database outage is rethrown as is: the error
- * handler turns it into a 503, not a 401.
+ * Who the request's API key acts as: tenant, key id and role. A key is looked up (one indexed
+ * query, which also records the key's last use at most once a minute) when it has not been
+ * verified through this process within API_KEY_CACHE_TTL_MS (src/auth/verified-keys.ts), so a
+ * revocation takes effect within that time (at once with 0). A database outage is rethrown as is:
+ * the error handler turns it into a 503, not a 401.
  *
  * Before the lookup, a request whose key has not authenticated through this process lately (no
  * key, a malformed, unknown or revoked one, or a valid key's first request here) takes a token
@@ -41,11 +55,15 @@ export async function authenticate(request: FastifyRequest, reply: FastifyReply,
   if (token === null) {
     throw new UnauthorizedError('send an API key as "Authorization: Bearer <key>"; create one with `chargeguard api-keys create`');
   }
-  const found = keyHash === null ? null : await context.keys.principalFor(token);
+  const verified = verifiedKeysFor(context);
+  const found = keyHash === null ? null : await verified.principalFor(keyHash, () => context.keys.principalFor(token));
   // An expired key is refused like a revoked one (401): it no longer authenticates anyone, so the
   // caller needs a new key, not another permission.
   if (found === null) {
-    if (keyHash !== null) provenKeys.forget(keyHash);
+    if (keyHash !== null) {
+      provenKeys.forget(keyHash);
+      verified.forget(keyHash);
+    }
     throw new UnauthorizedError('the API key is unknown, revoked or expired');
   }
   provenKeys.remember(keyHash!);

@@ -53,6 +53,8 @@ export function rateLimitSettingsFrom(config: RateLimitConfig): RateLimitSetting
 export interface Admission {
   headers: { 'ratelimit-policy': string; ratelimit: string };
   refusal: RateLimitedError | null;
+  /** How many of the request's charge keys the ledger already has a charge for (read in the same statement; 0 without any). */
+  knownCharges: number;
 }
 
 /**
@@ -96,6 +98,7 @@ export async function admitRequest(
   return {
     headers,
     refusal: refusal ? new RateLimitedError(refusal.type, refusal.scope, refusal.retryAfterSeconds, refusal.detail) : null,
+    knownCharges: taken.knownCharges,
   };
 }
 
@@ -173,6 +176,7 @@ export async function admitByAddress(
   return {
     headers: { 'ratelimit-policy': rateLimitPolicyField(policy), ratelimit: rateLimitField(states) },
     refusal: refusal ? new RateLimitedError(refusal.type, refusal.scope, refusal.retryAfterSeconds, refusal.detail) : null,
+    knownCharges: 0,
   };
 }
 

@@ -17,6 +17,17 @@ import { providerPattern } from '../domain/identifiers.js';
 import { limitSubjectOf } from './source-address.js';
 import { addServerTiming } from './server-timing.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * Set by the rate-limit hook on a charge create: its charge key and whether the ledger had a
+     * charge under it when the limiter's statement ran (null otherwise). The charge's admission
+     * check uses it instead of reading the ledger again.
+     */
+    chargeKeyInLedger: { key: string; known: boolean } | null;
+  }
+}
+
 /**
  * What the hooks need of the application: its settings, and where the buckets are taken (the
  * ledger, so that limits hold across replicas). Declared here, below the surfaces and the runtime,
@@ -36,6 +47,7 @@ export interface RateLimitedApp {
  * sets the RateLimit-Policy and RateLimit fields on the reply (answered on success too, so a client
  * can slow down before it is refused) and throws the refusal, which the error handler answers with
  * 429 and Retry-After. The time spent is reported as a Server-Timing metric named `ratelimit`.
+ * Answers the admission, whose `knownCharges` says which charge keys the ledger knew.
  */
 export async function admit(
   context: RateLimitedApp,
@@ -43,12 +55,13 @@ export async function admit(
   request: FastifyRequest,
   reply: FastifyReply,
   what: { cost: number; chargeKeys?: readonly string[] },
-): Promise<void> {
+): Promise<Admission> {
   const startedAt = performance.now();
   const admission = await context.limits.admitRequest(settings, request.principal, what);
   reply.headers(admission.headers);
   addServerTiming(reply, 'ratelimit', startedAt);
   if (admission.refusal) throw admission.refusal;
+  return admission;
 }
 
 /**
@@ -66,13 +79,16 @@ function chargeKeyOf(request: FastifyRequest): string[] {
  * The hook for the tenant scope, registered right after authentication: an unauthenticated request
  * was refused (401, or 429 by its source address's limit) before it, so it spends no key's tokens. Every /v1 and /mcp request costs one
  * token, replays included; a charge create (POST /v1/charges) also has the open holds of its key
- * and tenant checked, unless the ledger already knows its Idempotency-Key (a replay holds nothing new).
- * A malformed Idempotency-Key is left for the route to refuse with 400.
+ * and tenant checked, unless the ledger already knows its Idempotency-Key (a replay holds nothing new);
+ * what the ledger said about the key is kept on the request (`chargeKeyInLedger`) for the charge's
+ * admission. A malformed Idempotency-Key is left for the route to refuse with 400.
  */
 export function rateLimitHook(context: RateLimitedApp): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   const settings = rateLimitSettingsFrom(context.config);
   return async (request, reply) => {
-    await admit(context, settings, request, reply, { cost: 1, chargeKeys: chargeKeyOf(request) });
+    const chargeKeys = chargeKeyOf(request);
+    const admission = await admit(context, settings, request, reply, { cost: 1, chargeKeys });
+    if (chargeKeys.length === 1) request.chargeKeyInLedger = { key: chargeKeys[0]!, known: admission.knownCharges > 0 };
   };
 }
 

@@ -343,6 +343,7 @@ export async function openAppContext(
       maxChargesInFlight: config.CHARGE_ADMISSION_MAX_IN_FLIGHT,
       retryAfterSeconds: admissionDefaults.retryAfterSeconds,
       releaseWatchMaxMs: config.CHARGE_ADMISSION_WATCH_MAX_MS,
+      describeBudgetMs: config.CHARGE_ADMISSION_DESCRIBE_BUDGET_MS,
     },
   });
   return appContextOn({

@@ -18,6 +18,12 @@ export interface ChargeAdmissionOptions {
   retryAfterSeconds: number;
   /** How long after its request was answered an undecided charge still holds its slot, milliseconds. */
   releaseWatchMaxMs: number;
+  /**
+   * How long a full process asks Temporal whether a key the ledger does not know has a workflow
+   * (started by another process, its Try not yet run) before refusing it, milliseconds; 0: not
+   * asked, the ledger alone decides. Default {@link admissionDefaults}.describeBudgetMs.
+   */
+  describeBudgetMs?: number;
 }
 
 /** Given back exactly once per slot; later calls do nothing. */
@@ -34,16 +40,30 @@ export const admissionDefaults = {
   maxChargesInFlight: 32,
   retryAfterSeconds: 1,
   releaseWatchMaxMs: 60_000,
+  /**
+   * Not asked by default. Every refusal of a key the ledger does not know paid for the describe
+   * (bench:overload: the larger part of a refusal's time, and Temporal's CPU taken from the charges
+   * it admitted), while all it can find is a charge another process started whose Try has not yet
+   * run: decided charges all have their ledger row. Such a replay, refused, started nothing; sent
+   * again it attaches once the Try has run or a place is free. docs/limits.md, Overload.
+   */
+  describeBudgetMs: 0,
 } as const;
 
 export class ChargeAdmission {
   /** Places taken, by workflow id: a request for a key already admitted here joins its place. */
   private readonly places = new Map<string, number>();
   private refusedCount = 0;
+  /** The options' describeBudgetMs, or its default. */
+  readonly describeBudgetMs: number;
 
   constructor(readonly options: ChargeAdmissionOptions) {
     if (!Number.isInteger(options.maxChargesInFlight) || options.maxChargesInFlight < 1) {
       throw new Error(`maxChargesInFlight must be a whole number of at least 1, got ${options.maxChargesInFlight}`);
+    }
+    this.describeBudgetMs = options.describeBudgetMs ?? admissionDefaults.describeBudgetMs;
+    if (!Number.isInteger(this.describeBudgetMs) || this.describeBudgetMs < 0) {
+      throw new Error(`describeBudgetMs must be a whole number of at least 0, got ${this.describeBudgetMs}`);
     }
   }
 

@@ -30,8 +30,14 @@ export interface ChargeReply {
   completed: boolean;
 }
 
-/** Where the admission check of a new charge reports its duration. */
+/** What the caller already knows about a new charge's key, and where its admission check reports its duration. */
 export interface AdmissionHints {
+  /**
+   * Whether the ledger had a charge under the key when the caller read it just before (the HTTP
+   * API's rate-limit statement reads it anyway, for the open holds): the admission check of a full
+   * process then makes no ledger read of its own. Absent: it reads the ledger itself.
+   */
+  ledgerKnowsKey?: boolean;
   /** Called once the admission check has decided, with when it began (performance.now()): Server-Timing `admission`. */
   onAdmitted?: (startedAtMs: number) => void;
 }
@@ -98,7 +104,7 @@ async function admitCharge(ctx: ServiceContext, intent: ChargeIntent, hints: Adm
     hints.onAdmitted?.(startedAtMs);
     return release;
   }
-  const known = await keyKnown(ctx, intent);
+  const known = await keyKnown(ctx, intent, hints.ledgerKnowsKey);
   hints.onAdmitted?.(startedAtMs);
   if (known) return nothingToRelease;
   admission.noteRefusal();
@@ -110,42 +116,42 @@ async function admitCharge(ctx: ServiceContext, intent: ChargeIntent, hints: Adm
 }
 
 /**
- * How long a full process waits for Temporal to say whether a key with no ledger row has a workflow
- * (started by another process, or by this one and since given back its place). Under overload the
- * server answers a describe in hundreds of ms (refusal p99 485 ms at twice the peak, the ledger's
- * read taking tens), and every refusal waited for it. Past this budget the key counts as unknown
- * and the request is refused like a new one: safe, since a refusal starts nothing and the same key
- * sent again attaches; only a replay of a charge started elsewhere, still without its Try, can be
- * told to retry. Decided charges all have their ledger row and are never refused.
+ * Whether the key has a ledger row or, when the process's describe budget is above 0, a workflow
+ * Temporal names within that budget. The ledger's answer is the caller's when it read it already
+ * (`ledgerKnowsKey`); otherwise the ledger and Temporal are asked at once (a refusal's latency is
+ * the slower of the two, not their sum). The workflow's answer counts only when the ledger has no row.
  */
-export const refusalDescribeBudgetMs = 50;
+async function keyKnown(ctx: ServiceContext, intent: ChargeIntent, ledgerKnowsKey: boolean | undefined): Promise<boolean> {
+  if (ledgerKnowsKey === true) return true;
+  const describeBudgetMs = ctx.admission?.describeBudgetMs ?? 0;
+  const workflow = describeBudgetMs > 0 ? workflowNamedWithin(ctx, intent, describeBudgetMs) : Promise.resolve({ known: false });
+  if (ledgerKnowsKey === undefined && (await readCharge(ctx.ledger, intent.tenant, intent.idempotencyKey)) !== null) return true;
+  const answer = await workflow;
+  if ('error' in answer) throw answer.error;
+  return answer.known;
+}
 
 /**
- * Whether the key has a ledger row or a workflow. Both are asked at once (a refusal's latency is the
- * slower of the two, not their sum, and the workflow's at most {@link refusalDescribeBudgetMs}); the
- * workflow's answer counts only when the ledger has no row.
+ * Whether Temporal names a workflow under the key within `budgetMs`: a race, not a gRPC deadline,
+ * so the budget holds however the call is slow (a connection being made counts too). A describe
+ * still going when it ends is left to finish, its result unused. Settles, never rejects, so that
+ * its failure is never left unobserved while the ledger is read.
  */
-async function keyKnown(ctx: ServiceContext, intent: ChargeIntent): Promise<boolean> {
+function workflowNamedWithin(ctx: ServiceContext, intent: ChargeIntent, budgetMs: number): Promise<{ known: boolean } | { error: unknown }> {
   const describing = chargeHandle(ctx, intent.tenant, intent.idempotencyKey)
     .describe()
     .then(
       () => true,
       (error: unknown) => (error instanceof WorkflowNotFoundError ? false : Promise.reject(error)),
     );
-  // A race, not a gRPC deadline: the budget holds however the call is slow (a connection being
-  // made counts too). A describe still going when it ends is left to finish, its result unused.
   let budgetTimer: NodeJS.Timeout | undefined;
   const budget = new Promise<false>((resolve) => {
-    budgetTimer = setTimeout(() => resolve(false), refusalDescribeBudgetMs);
+    budgetTimer = setTimeout(() => resolve(false), budgetMs);
   });
-  const described = Promise.race([describing, budget]).finally(() => clearTimeout(budgetTimer));
   describing.catch(() => undefined);
-  // Settled either way before anything returns, so that its failure is never left unobserved.
-  const workflow = described.then((known) => ({ known }), (error: unknown) => ({ error }));
-  if ((await readCharge(ctx.ledger, intent.tenant, intent.idempotencyKey)) !== null) return true;
-  const answer = await workflow;
-  if ('error' in answer) throw answer.error;
-  return answer.known;
+  return Promise.race([describing, budget])
+    .finally(() => clearTimeout(budgetTimer))
+    .then((known) => ({ known }), (error: unknown) => ({ error }));
 }
 
 /**

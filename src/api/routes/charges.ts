@@ -111,11 +111,13 @@ function registerCreateCharge(app: FastifyInstance, deps: ApiDeps): void {
         context.charges.buildIntent(request.tenant, tokens.assertWellFormed(source.token), request.body, actor);
         key = await tokens.redeem(request.tenant, source.token);
       }
+      const inLedger = request.chargeKeyInLedger;
       const answer = await context.charges.charge(request.tenant, key, request.body, {
         waitMs,
         deadlineEpochMs: serviceDeadlineEpochMs(deps, waitMs),
         ...(actor ? { actor } : {}),
         admission: {
+          ...(inLedger?.key === key ? { ledgerKnowsKey: inLedger.known } : {}),
           onAdmitted: (startedAtMs) => addServerTiming(reply, 'admission', startedAtMs),
         },
       });
