@@ -15,7 +15,9 @@
  *    event-loop delay (its /metrics) and the machine's load average.
  * With `--cpu-hog`, step 3 is run again in the same run with busy-looping processes (one per core)
  * competing for the CPU; with `--unbounded`, once more with the bound out of the way, for the
- * before/after.
+ * before/after; with `--compare-env`, against a second bounded API process with other settings
+ * (before the default one, or after it with `--compare-last`). Each overload also says where its
+ * refusals' time went, from the API's Server-Timing stages.
  *
  * Figures, not pass/fail: the machine may be shared, so each run prints its load average.
  */
@@ -41,6 +43,7 @@ interface Flags {
   maxInFlight: string;
   overloadS?: string;
   compareEnv?: string;
+  compareLast?: boolean;
 }
 
 const program = new Command()
@@ -53,8 +56,9 @@ const program = new Command()
   .option('--overload-s <n>', 'seconds at twice the peak (default 60, --quick 10)')
   .option(
     '--compare-env <settings>',
-    'first run the overload against a second bounded API process with these settings (NAME=value,NAME=value): a same-run A/B',
+    'also run the overload against a second bounded API process with these settings (NAME=value,NAME=value), first: a same-run A/B',
   )
+  .option('--compare-last', 'run the --compare-env overload after the default one instead of before (swap the order between runs)')
   .action(async (flags: Flags) => {
     process.stdout.write(`${(await runOverloadBench(flags)).join('\n')}\n`);
   });
@@ -392,11 +396,14 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     log(`P1 peak (32 closed-loop callers): ${fixed(peak)} decided/s`);
 
     const runs: OverloadFigures[] = [];
-    if (compared) {
+    const comparePhase = async () => {
+      if (!compared) return;
       const name = `bounded, ${Object.entries(compareSettings!).map(([k, v]) => `${k}=${v}`).join(' ')}`;
       runs.push(await overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log));
-    }
+    };
+    if (!flags.compareLast) await comparePhase();
     runs.push(await overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log));
+    if (flags.compareLast) await comparePhase();
     if (flags.cpuHog) {
       const hogs = startCpuHogs();
       try {

@@ -24,7 +24,9 @@ import { formatReconcileReport, reconcile } from '../src/reconcile/index.js';
 const h = useHarness();
 // 50 distinct new keys at once: above the default admission bound (CHARGE_ADMISSION_MAX_IN_FLIGHT),
 // which would refuse some with 503 overloaded before the mandate is judged; this file is about the mandate.
-const api = useApi({ env: { CHARGE_ADMISSION_MAX_IN_FLIGHT: '100' } });
+// Keys looked up on every request (API_KEY_CACHE_TTL_MS 0): a test here expires a key in the
+// database after using it and expects the very next request to be refused.
+const api = useApi({ env: { CHARGE_ADMISSION_MAX_IN_FLIGHT: '100', API_KEY_CACHE_TTL_MS: '0' } });
 
 async function agentKey(tenant: string, mandate: Partial<Mandate>): Promise<{ key: string; id: string }> {
   const { key, record } = await createApiKey(h.pool, tenant, 'mandated agent', 'agent', { ...noMandate, ...mandate });

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { buildApi } from '../src/api/app.js';
+import { principalForApiKey } from '../src/auth/api-keys.js';
 import { loadConfig } from '../src/config.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { readCharge } from '../src/ledger/charges.js';
@@ -32,11 +33,11 @@ const h = useHarness();
  * serves it (none at first: the charges admitted stay undecided, as under a saturated worker),
  * with admission bounded to `maxChargesInFlight`.
  */
-async function apiOnOwnQueue(maxChargesInFlight: number) {
+async function apiOnOwnQueue(maxChargesInFlight: number, temporal: Client = h.temporal) {
   const taskQueue = `overload-${randomBytes(4).toString('hex')}`;
   const config = loadConfig({ ...generousRateLimits, ...testPayloadSettings() });
   const charges = new ChargeService({
-    temporal: h.temporal,
+    temporal,
     ledger: h.pool,
     policy: testPolicy,
     amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
@@ -300,6 +301,83 @@ describe('a full process refuses without waiting for a busy Temporal', () => {
       await worker?.stop();
       other.close();
       full.close();
+    }
+  });
+});
+
+/** A connection that counts its DescribeWorkflowExecution calls; every call goes through untouched. */
+function countedDescribes(connection: Connection): { connection: Connection; asked: () => number } {
+  let asked = 0;
+  const proxied = withWorkflowServiceCall(connection, 'describeWorkflowExecution', (call) => async (request) => {
+    asked += 1;
+    return call(request);
+  });
+  return { connection: proxied, asked: () => asked };
+}
+
+describe('a full process decides from the ledger alone (by default)', () => {
+  it('over HTTP, every place taken: a decided key is replayed (the rate-limit statement read its row), a key another process started whose Try has not run is refused 503 overloaded without asking Temporal, nothing started; sent again once there is room, it attaches: one charge each', { timeout: 120_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'ledgeralone', payerMinor: 10_000 });
+    const counted = countedDescribes(h.connection);
+    const api = await apiOnOwnQueue(1, new Client({ connection: counted.connection, namespace: 'default', dataConverter: testDataConverter() }));
+    const other = new ChargeService({
+      temporal: h.temporal,
+      ledger: h.pool,
+      policy: testPolicy,
+      amountMinorMax: 1_000_000_000_000,
+      waitBudgetMs: 60_000,
+      taskQueue: api.taskQueue,
+    });
+    const apiKey = await apiKeyFor(h.pool, tenant);
+    const bodies = new Map<string, Record<string, unknown>>();
+    const create = (key: string, amount: number, wait = 5) => {
+      if (!bodies.has(key)) bodies.set(key, chargeBody({ amount }));
+      return send(api.baseUrl, '/v1/charges', { method: 'POST', apiKey, body: bodies.get(key), headers: { 'idempotency-key': key, prefer: `wait=${wait}` } });
+    };
+    const decided = newKey('decided');
+    const elsewhere = newKey('elsewhere');
+    const mine = newKey('mine');
+    let worker: Awaited<ReturnType<typeof startTestWorker>> | null = await startTestWorker({ taskQueue: api.taskQueue, pool: h.pool });
+    try {
+      expect((await create(decided, 100, 30)).status).toBe(201);
+      await waitFor(async () => api.charges.admission!.chargesInFlight === 0, { timeoutMs: 30_000, what: 'the place given back' });
+      await worker.stop();
+      worker = null;
+      // No worker now: what starts stays undecided, without a ledger row.
+      // The same body as the requests below send: a retry of that charge, not another under its key.
+      bodies.set(elsewhere, chargeBody({ amount: 300 }));
+      // Made with the same key as the API's requests: in a tenant with keys the ledger refuses a charge without one.
+      const key = (await principalForApiKey(h.pool, apiKey))!;
+      await other.startCharge(tenant, elsewhere, bodies.get(elsewhere), { actor: { keyId: key.keyId, mandate: key.mandate } });
+      expect((await create(mine, 200, 1)).status).toBe(202);
+      expect(api.charges.admission!.chargesInFlight).toBe(1);
+      const describesBefore = counted.asked();
+
+      const replay = await create(decided, 100);
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.body).toMatchObject({ status: 'succeeded', idempotency_key: decided });
+
+      const refused = await create(elsewhere, 300);
+      expect(refused.status).toBe(503);
+      expect(refused.body).toMatchObject({ type: 'overloaded' });
+      expect(refused.headers.get('server-timing')).toMatch(/admission;dur=/);
+      expect(counted.asked() - describesBefore).toBe(0);
+      expect(await readCharge(h.pool, tenant, elsewhere)).toBeNull();
+
+      worker = await startTestWorker({ taskQueue: api.taskQueue, pool: h.pool });
+      await waitFor(async () => api.charges.admission!.chargesInFlight === 0, { timeoutMs: 60_000, what: 'the place given back' });
+      const retried = await create(elsewhere, 300, 30);
+      expect(retried.status).toBe(200);
+      expect(retried.headers.get('idempotent-replayed')).toBe('true');
+      expect(retried.body).toMatchObject({ status: 'succeeded', amount: 300 });
+      for (const key of [decided, elsewhere, mine]) expect(await captureCount(h.pool, tenant, key)).toBe(1);
+      expect((await balanceOf(h.pool, tenant, 'payer')).postedMinor).toBe(10_000 - 600);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await worker?.stop();
+      other.close();
+      await api.close();
     }
   });
 });
