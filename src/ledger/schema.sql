@@ -407,6 +407,7 @@ CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, c
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
 CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at, id) WHERE (state = 'pending'::text);
+CREATE INDEX webhook_deliveries_finished ON public.webhook_deliveries USING btree (finished_at, id) WHERE (finished_at IS NOT NULL);
 CREATE INDEX webhook_deliveries_leased ON public.webhook_deliveries USING btree (endpoint_id) WHERE (lease_expires_at IS NOT NULL);
 CREATE UNIQUE INDEX webhook_deliveries_once ON public.webhook_deliveries USING btree (endpoint_id, event_id) WHERE (NOT requested);
 CREATE INDEX webhook_delivery_attempts_by_delivery ON public.webhook_delivery_attempts USING btree (delivery_id);
