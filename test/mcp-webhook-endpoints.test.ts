@@ -81,6 +81,10 @@ describe('the webhook endpoint tools over MCP (admin keys; the same service as /
       const refused = await call('update_webhook_endpoint', { id, url: 'https://user:pw@example.com/hooks' });
       expect(refused.isError).toBe(true);
       expect((refused.structuredContent as any).error.errors[0].field).toBe('url');
+      const badLimit = await call('get_webhook_endpoint', { id, attempts_limit: 101 });
+      expect((badLimit.structuredContent as any).error.errors).toEqual([{ field: 'attempts_limit', message: 'must be a whole number from 1 to 100' }]);
+      const badId = await call('get_webhook_endpoint', { id: 'we_\u0007' });
+      expect((badId.structuredContent as any).error.errors[0].field).toBe('id');
       const missing = await call('get_webhook_endpoint', { id: 'we_000000000000000000000000' });
       expect((missing.structuredContent as any).error.type).toBe('not_found');
 

@@ -3,6 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { webhookEndpointLimits } from '../domain/webhook-endpoints.js';
 import { limits } from '../domain/limits.js';
+import { ValidationError } from '../domain/errors.js';
 import type { Operation } from '../domain/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import type { WebhookEndpointsService, WireWebhookEndpoint } from '../service/webhook-endpoints.js';
@@ -95,7 +96,13 @@ export function registerWebhookEndpointTools(server: McpServer, endpoints: Webho
     ({ id, attempts_limit }) =>
       run(manage, async (tenant) => {
         const endpoint = await endpoints.get(tenant, id);
-        const attempts = await endpoints.attempts(tenant, id, attempts_limit === undefined ? {} : { limit: String(attempts_limit) });
+        const attempts = await endpoints
+          .attempts(tenant, id, attempts_limit === undefined ? {} : { limit: String(attempts_limit) })
+          .catch((error: unknown) => {
+            // The service names the HTTP query's `limit`; this tool's argument is attempts_limit.
+            if (error instanceof ValidationError) throw new ValidationError(error.errors.map((e) => (e.field === 'limit' ? { ...e, field: 'attempts_limit' } : e)));
+            throw error;
+          });
         return okResult(`${summaryOf(endpoint)} ${attempts.length} recent delivery attempts.`, { webhook_endpoint: endpoint, attempts });
       }),
   );
