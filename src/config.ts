@@ -198,6 +198,14 @@ const configSchema = z.object({
   WEBHOOK_DELIVERY_POLL_MS: positiveMs.max(60_000).default(250),
   /** Database connections of a worker's deliverer, apart from the charges' pool. */
   WEBHOOK_DELIVERY_POOL_CONNECTIONS: z.coerce.number().int().min(1).max(50).default(4),
+  /**
+   * Retention (docs/webhook-endpoints.md, Retention): a delivery that finished (delivered, or failed
+   * for good) is deleted with its attempts this long after it finished (30 days; 1 hour at least, so
+   * a mistyped value cannot empty what an endpoint's deliveries list shows). Pending ones are kept.
+   */
+  WEBHOOK_DELIVERY_RETENTION_MS: positiveMs.min(3_600_000).default(30 * 24 * 60 * 60 * 1000),
+  /** How often a worker's deliverer prunes finished deliveries past their retention (1 minute). */
+  WEBHOOK_DELIVERY_PRUNE_INTERVAL_MS: positiveMs.max(24 * 60 * 60 * 1000).default(60_000),
   /** `off`: this worker delivers no webhooks (another process does). */
   WEBHOOK_DELIVERY: z.enum(['on', 'off']).default('on'),
 });

@@ -91,7 +91,11 @@ describe('MCP over streamable HTTP', () => {
       expect(listed.has_more).toBe(false);
       await call('list_events', { type: 'charge.exploded' }, true);
 
-      for (const tool of tools) expect([...(seen.get(tool.name) ?? [])].sort(), tool.name).toEqual([false, true]);
+      // The webhook endpoint tools need an admin key to succeed: test/mcp-webhook-endpoints.test.ts checks
+      // each of their successes and errors against its schema the same way.
+      const chargeTools = tools.filter((tool) => !tool.name.includes('webhook_endpoint'));
+      expect(chargeTools).toHaveLength(7);
+      for (const tool of chargeTools) expect([...(seen.get(tool.name) ?? [])].sort(), tool.name).toEqual([false, true]);
     } finally {
       await client.close();
     }

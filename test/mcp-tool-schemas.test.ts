@@ -16,7 +16,7 @@ let tools: Tool[];
 let close: () => Promise<void>;
 beforeAll(async () => {
   const unused = new Proxy({}, { get: () => () => Promise.reject(new Error('no tool is called in this test')) });
-  const server = createMcpServer({ charges: unused, accounts: unused, principal: async () => Promise.reject(new Error('no call')), waitBudgetMs: 1 } as unknown as McpDeps);
+  const server = createMcpServer({ charges: unused, accounts: unused, webhookEndpoints: unused, principal: async () => Promise.reject(new Error('no call')), waitBudgetMs: 1 } as unknown as McpDeps);
   const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   const client = new Client({ name: 'schema-test', version: '1.0.0' });
@@ -69,7 +69,22 @@ function portabilityProblems(schema: unknown, path: string, root = true): string
 
 describe('the MCP tools as a client lists them', () => {
   it('describe every input and output in plain, portable JSON Schema', () => {
-    expect(tools.map((tool) => tool.name).sort()).toEqual(['cancel_charge', 'capture_charge', 'create_charge', 'get_account_balance', 'get_charge', 'list_events', 'refund_charge']);
+    expect(tools.map((tool) => tool.name).sort()).toEqual([
+      'cancel_charge',
+      'capture_charge',
+      'create_charge',
+      'create_webhook_endpoint',
+      'delete_webhook_endpoint',
+      'disable_webhook_endpoint',
+      'get_account_balance',
+      'get_charge',
+      'get_webhook_endpoint',
+      'list_events',
+      'list_webhook_endpoints',
+      'refund_charge',
+      'rotate_webhook_endpoint_secret',
+      'update_webhook_endpoint',
+    ]);
     const problems = tools.flatMap((tool) => [
       ...portabilityProblems(tool.inputSchema, `${tool.name} input`),
       ...(tool.outputSchema === undefined ? [`${tool.name}: no output schema`] : portabilityProblems(tool.outputSchema, `${tool.name} output`)),
@@ -106,6 +121,18 @@ describe('the MCP tools as a client lists them', () => {
       capture_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
       // Returns money, once per refund key, at Stripe for a card charge.
       refund_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+      // Read the tenant's endpoints (admin keys only), from chargeguard's own records.
+      list_webhook_endpoints: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      get_webhook_endpoint: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      // Adds an endpoint once per key; its URL's host is resolved and the tenant's events go there.
+      create_webhook_endpoint: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      // Changes where and what is delivered (a new URL is resolved and checked).
+      update_webhook_endpoint: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+      // Stop deliveries, or remove the endpoint and its secrets; the same call again changes nothing more.
+      disable_webhook_endpoint: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      delete_webhook_endpoint: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      // Each call makes another secret and ends the current ones after the overlap.
+      rotate_webhook_endpoint_secret: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     });
   });
 });

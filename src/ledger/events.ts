@@ -23,15 +23,18 @@ export interface EventRow {
   created_at: Date;
 }
 
+/** The columns of an EventRow (the table has more: the event stream's xact_id). */
+const eventColumns = 'seq, id, tenant, type, object_type, object_id, object_sequence, data, created_at';
+
 export async function readEvent(pool: LedgerPool, tenant: string, id: string): Promise<EventRow | null> {
-  const { rows } = await pool.query<EventRow>('SELECT * FROM events WHERE id = $1 AND tenant = $2', [id, tenant]);
+  const { rows } = await pool.query<EventRow>(`SELECT ${eventColumns} FROM events WHERE id = $1 AND tenant = $2`, [id, tenant]);
   return rows[0] ?? null;
 }
 
 /** The events of one object, oldest first (its sequence order). */
 export async function readObjectEvents(pool: LedgerPool, tenant: string, objectId: string): Promise<EventRow[]> {
   const { rows } = await pool.query<EventRow>(
-    'SELECT * FROM events WHERE tenant = $1 AND object_id = $2 ORDER BY object_sequence',
+    `SELECT ${eventColumns} FROM events WHERE tenant = $1 AND object_id = $2 ORDER BY object_sequence`,
     [tenant, objectId],
   );
   return rows;
@@ -76,6 +79,7 @@ export async function listEventPage(pool: LedgerPool, tenant: string, query: Eve
   }
   const { rows, hasMore } = await keysetPage<EventRow>(pool, {
     from: 'events',
+    columns: eventColumns,
     orderBy: ['seq'],
     newestFirst: true,
     conditions,

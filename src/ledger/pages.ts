@@ -11,6 +11,8 @@ export type PageCursor = { direction: 'after' | 'before'; row: string } | null;
 export interface KeysetQuery {
   /** The table or view listed. */
   from: string;
+  /** The columns each row carries; all of them (`*`) when not given. */
+  columns?: string;
   /** The ordering columns, most significant first, e.g. `['created_at', 'idempotency_key']`. */
   orderBy: readonly string[];
   /** The list's own order: newest first (charges, accounts) or oldest first (a charge's refunds). */
@@ -43,7 +45,7 @@ export async function keysetPage<Row extends object>(pool: LedgerPool, query: Ke
   params.push(query.limit + 1);
   const order = query.orderBy.map((column) => `${column} ${towardsOlder ? 'DESC' : 'ASC'}`).join(', ');
   const result = await pool.query<Row>(
-    `SELECT * FROM ${query.from} WHERE ${conditions.join(' AND ')} ORDER BY ${order} LIMIT $${params.length}`,
+    `SELECT ${query.columns ?? '*'} FROM ${query.from} WHERE ${conditions.join(' AND ')} ORDER BY ${order} LIMIT $${params.length}`,
     params,
   );
   const rows = result.rows.slice(0, query.limit);

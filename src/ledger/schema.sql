@@ -98,6 +98,16 @@ CREATE TABLE charges (
   CONSTRAINT charges_refunds_within_capture CHECK (refunded_minor >= 0 AND refunded_minor <= captured_minor)
 );
 
+CREATE TABLE event_stream_cursor (
+  one boolean NOT NULL DEFAULT true,
+  from_xact xid8 NOT NULL,
+  legacy_from_seq bigint NOT NULL,
+  legacy_to_seq bigint NOT NULL,
+  CONSTRAINT event_stream_cursor_check CHECK (legacy_from_seq <= legacy_to_seq),
+  CONSTRAINT event_stream_cursor_one_check CHECK (one),
+  CONSTRAINT event_stream_cursor_pkey PRIMARY KEY (one)
+);
+
 CREATE TABLE event_stream_publications (
   event_id text NOT NULL,
   attempts integer NOT NULL DEFAULT 1,
@@ -119,6 +129,7 @@ CREATE TABLE events (
   object_sequence integer NOT NULL,
   data jsonb NOT NULL,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
+  xact_id xid8 DEFAULT pg_current_xact_id(),
   CONSTRAINT events_data_check CHECK (jsonb_typeof(data) = 'object'::text AND data ? 'object'::text),
   CONSTRAINT events_id_check CHECK (id ~ '^evt_[A-Za-z0-9]+$'::text AND length(id) >= 20 AND length(id) <= 68),
   CONSTRAINT events_object_id_check CHECK (object_id ~ '^[\x21-\x7e]+$'::text AND length(object_id) <= 255),
@@ -127,7 +138,8 @@ CREATE TABLE events (
   CONSTRAINT events_object_type_check CHECK (object_type ~ '^[a-z][a-z_]*$'::text AND length(object_type) <= 32),
   CONSTRAINT events_pkey PRIMARY KEY (id),
   CONSTRAINT events_seq_key UNIQUE (seq),
-  CONSTRAINT events_type_check CHECK (type ~ '^[a-z][a-z_]*(\.[a-z][a-z_]*){1,3}$'::text AND length(split_part(type, '.'::text, 1)) <= 32 AND length(split_part(type, '.'::text, 2)) <= 32 AND length(split_part(type, '.'::text, 3)) <= 32 AND length(split_part(type, '.'::text, 4)) <= 32)
+  CONSTRAINT events_type_check CHECK (type ~ '^[a-z][a-z_]*(\.[a-z][a-z_]*){1,3}$'::text AND length(split_part(type, '.'::text, 1)) <= 32 AND length(split_part(type, '.'::text, 2)) <= 32 AND length(split_part(type, '.'::text, 3)) <= 32 AND length(split_part(type, '.'::text, 4)) <= 32),
+  CONSTRAINT events_xact_id_written CHECK (xact_id IS NOT NULL) NOT VALID
 );
 
 CREATE TABLE idempotency_tokens (
@@ -398,6 +410,7 @@ CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (prov
 CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
 CREATE INDEX events_by_type ON public.events USING btree (tenant, type, seq);
+CREATE INDEX events_by_xact ON public.events USING btree (xact_id) WHERE (xact_id IS NOT NULL);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
 CREATE INDEX journal_entries_by_account ON public.journal_entries USING btree (tenant, account_id);
 CREATE INDEX journal_entries_by_transfer ON public.journal_entries USING btree (transfer_id);
@@ -407,6 +420,7 @@ CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, c
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
 CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
 CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at, id) WHERE (state = 'pending'::text);
+CREATE INDEX webhook_deliveries_finished ON public.webhook_deliveries USING btree (finished_at, id) WHERE (finished_at IS NOT NULL);
 CREATE INDEX webhook_deliveries_leased ON public.webhook_deliveries USING btree (endpoint_id) WHERE (lease_expires_at IS NOT NULL);
 CREATE UNIQUE INDEX webhook_deliveries_once ON public.webhook_deliveries USING btree (endpoint_id, event_id) WHERE (NOT requested);
 CREATE INDEX webhook_delivery_attempts_by_delivery ON public.webhook_delivery_attempts USING btree (delivery_id);

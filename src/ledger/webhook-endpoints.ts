@@ -593,3 +593,31 @@ export async function deliveryCounts(pool: LedgerPool, endpointId: string): Prom
   );
   return result.rows[0]!;
 }
+
+/** What one pruning statement deleted. */
+export interface PrunedDeliveries {
+  deliveries: number;
+  attempts: number;
+}
+
+/**
+ * Deletes up to `batchSize` deliveries that finished (delivered, or failed for good) more than
+ * `retentionMs` ago, oldest first, with their attempts, in one statement (its own short
+ * transaction). Pending deliveries are never deleted, whatever their age; events are never deleted
+ * (append-only). Rows another process is deleting at the same moment are skipped, not waited for,
+ * so several workers pruning at once share the work instead of queueing on each other's locks.
+ */
+export async function pruneFinishedDeliveries(pool: LedgerPool, limits: { retentionMs: number; batchSize: number }): Promise<PrunedDeliveries> {
+  const result = await pool.query<{ deliveries: number; attempts: number }>(
+    `WITH doomed AS (
+       SELECT id FROM webhook_deliveries
+        WHERE finished_at < now() - $1 * interval '1 millisecond'
+        ORDER BY finished_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED),
+     attempts AS (DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM doomed) RETURNING 1),
+     deliveries AS (DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM doomed) RETURNING 1)
+     SELECT (SELECT count(*)::int FROM deliveries) AS deliveries, (SELECT count(*)::int FROM attempts) AS attempts`,
+    [limits.retentionMs, limits.batchSize],
+  );
+  return result.rows[0]!;
+}

@@ -134,6 +134,7 @@ export function registerMcpRoute(app: FastifyInstance, deps: ApiDeps): void {
       const server = createMcpServer({
         charges: deps.context.charges,
         accounts: deps.accounts,
+        webhookEndpoints: deps.webhookEndpoints,
         // Checked by the API's authentication hook for this request; each tool call checks its role.
         principal: async () => request.principal,
         waitBudgetMs: deps.waitBudgetMs,

@@ -6,6 +6,7 @@ import { errorKinds, retryAdvices, type ErrorKindName } from '../domain/error-ki
 import { portableObject } from './portable-schema.js';
 import { wireAccountSchema, wireChargeSchema, wireRefundSchema } from '../service/wire.js';
 import { wireEventSchema } from '../service/events.js';
+import { wireDeliveryAttemptSchema, wireWebhookEndpointSchema, wireWebhookEndpointWithSecretSchema } from '../service/webhook-endpoints.js';
 
 /**
  * The tools' output schemas. An MCP client checks every result's structured content against the
@@ -76,6 +77,50 @@ const wireOutputSchemas = {
     has_more: z.boolean().optional().describe('more events lie beyond these: call again with starting_after the last id'),
     error: toolErrorSchema.optional(),
   }),
+  /** list_webhook_endpoints */
+  webhookEndpoints: z.object({
+    webhook_endpoints: z.array(wireWebhookEndpointSchema).optional().describe('on success: the endpoints, newest first (never their secrets)'),
+    has_more: z.boolean().optional().describe('more endpoints lie beyond these: call again with starting_after the last id'),
+    error: toolErrorSchema.optional(),
+  }),
+  /** get_webhook_endpoint */
+  webhookEndpointWithAttempts: z.object({
+    webhook_endpoint: wireWebhookEndpointSchema.optional().describe('on success: the endpoint (never its secret)'),
+    attempts: z.array(wireDeliveryAttemptSchema).optional().describe('on success: its latest delivery attempts, newest first'),
+    error: toolErrorSchema.optional(),
+  }),
+  /** create_webhook_endpoint */
+  webhookEndpointCreated: z.object({
+    webhook_endpoint: wireWebhookEndpointWithSecretSchema.optional().describe('on success: the endpoint and its signing secret'),
+    replayed: replayed.optional(),
+    error: toolErrorSchema.optional(),
+  }),
+  /** update_webhook_endpoint, disable_webhook_endpoint */
+  webhookEndpoint: z.object({
+    webhook_endpoint: wireWebhookEndpointSchema.optional().describe('on success: the endpoint as it stands now'),
+    error: toolErrorSchema.optional(),
+  }),
+  /** delete_webhook_endpoint */
+  webhookEndpointDeleted: z.object({
+    deleted: z
+      .object({ id: z.string(), object: z.literal('webhook_endpoint'), deleted: z.boolean().describe('true') })
+      .optional()
+      .describe('on success: the deleted endpoint'),
+    error: toolErrorSchema.optional(),
+  }),
+  /** rotate_webhook_endpoint_secret */
+  webhookEndpointSecret: z.object({
+    secret: z
+      .object({
+        object: z.literal('webhook_endpoint_secret'),
+        endpoint_id: z.string(),
+        secret: z.string().describe('the new signing secret (whsec_…), shown this once'),
+        previous_secrets_expire_at: z.string().describe('RFC 3339 timestamp (UTC): until then the previous secrets sign beside it'),
+      })
+      .optional()
+      .describe('on success: the new secret'),
+    error: toolErrorSchema.optional(),
+  }),
 } as const;
 
 /** What the tools declare: {@link wireOutputSchemas}, in plain JSON Schema every client reads. */
@@ -85,4 +130,10 @@ export const outputSchemas = {
   refundCreated: portableObject(wireOutputSchemas.refundCreated),
   account: portableObject(wireOutputSchemas.account),
   events: portableObject(wireOutputSchemas.events),
+  webhookEndpoints: portableObject(wireOutputSchemas.webhookEndpoints),
+  webhookEndpointWithAttempts: portableObject(wireOutputSchemas.webhookEndpointWithAttempts),
+  webhookEndpointCreated: portableObject(wireOutputSchemas.webhookEndpointCreated),
+  webhookEndpoint: portableObject(wireOutputSchemas.webhookEndpoint),
+  webhookEndpointDeleted: portableObject(wireOutputSchemas.webhookEndpointDeleted),
+  webhookEndpointSecret: portableObject(wireOutputSchemas.webhookEndpointSecret),
 } as const;

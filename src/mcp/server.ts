@@ -11,12 +11,16 @@ import { limits } from '../domain/limits.js';
 import { paymentMethodIdMaxLength, providerNames, returnUrlMaxLength } from '../domain/providers.js';
 import type { Operation } from '../domain/permissions.js';
 import { authorize, chargeActorOf, type Principal } from '../auth/principal.js';
+import type { WebhookEndpointsService } from '../service/webhook-endpoints.js';
 import { outputSchemas } from './output-schemas.js';
+import { registerWebhookEndpointTools, webhookEndpointToolAnnotations } from './webhook-endpoint-tools.js';
 import { errorResult, okResult } from './tool-results.js';
 
 export interface McpDeps {
   charges: ChargeService;
   accounts: AccountsService;
+  /** The webhook endpoint tools' service (admin keys only: webhook-endpoint-tools.ts). */
+  webhookEndpoints: WebhookEndpointsService;
   /**
    * Who each call acts as, asked again on every call: over HTTP the request's (its key was checked
    * by the API's authentication hook); over stdio the key is looked up again each time, so a key
@@ -47,6 +51,7 @@ const idempotencyKey = z
  * test/mcp-tool-schemas.test.ts:
  *
  * - readOnlyHint: changes nothing (get_charge, get_account_balance, list_events).
+ * (The webhook endpoint tools' hints are said where they are: webhook-endpoint-tools.ts.)
  * - destructiveHint: may change what already exists for good. cancel_charge releases a hold (and
  *   voids the provider's authorization); capture_charge moves the reserved money and releases what
  *   it does not capture; refund_charge returns money. create_charge only adds a new charge.
@@ -65,6 +70,7 @@ export const toolAnnotations = {
   refund_charge: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   get_account_balance: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   list_events: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  ...webhookEndpointToolAnnotations,
 } as const satisfies Record<string, ToolAnnotations>;
 
 /**
@@ -119,6 +125,7 @@ export function createMcpServer(deps: McpDeps): McpServer {
   registerRefundTool(server, deps);
   registerBalanceTool(server, deps);
   registerEventsTool(server, deps);
+  registerWebhookEndpointTools(server, deps.webhookEndpoints, (operation, body) => run(deps, operation, body));
   return server;
 }
 

@@ -17,6 +17,7 @@ export async function serveMcpOverStdio(
     ...(beforeOperation ? { beforeOperation } : {}),
     charges: context.charges,
     accounts: context.accounts,
+    webhookEndpoints: context.webhookEndpoints,
     principal,
     waitBudgetMs: context.config.CHARGE_WAIT_BUDGET_MS,
   });

@@ -2,13 +2,15 @@ import type { ChargeguardConfig } from '../config.js';
 import { closeLedgerPool, createLedgerPool } from '../ledger/pool.js';
 import { webhookEndpointToWire } from '../service/webhook-endpoints.js';
 import { WebhookDeliverer, type EventRenderer } from '../outbound/deliverer.js';
+import { DeliveryPruner } from '../outbound/delivery-pruner.js';
 import { renderEvent } from '../service/events.js';
-import { delivererSettingsFromConfig } from './webhook-settings.js';
+import { delivererSettingsFromConfig, deliveryRetentionFromConfig } from './webhook-settings.js';
 
 /**
  * The deliverer of a worker process (docs/webhook-endpoints.md, Where deliveries run): its own small
  * pool of connections (WEBHOOK_DELIVERY_POOL_CONNECTIONS), so a backlog of deliveries never takes a
- * connection the charges need. Null when WEBHOOK_DELIVERY=off.
+ * connection the charges need, and the pruner of finished deliveries past their retention on the
+ * same pool. Null when WEBHOOK_DELIVERY=off.
  */
 export function startWebhookDeliverer(
   config: ChargeguardConfig,
@@ -24,10 +26,12 @@ export function startWebhookDeliverer(
     renderEndpoint: webhookEndpointToWire,
     log: options.log,
   });
+  const pruner = new DeliveryPruner(pool, deliveryRetentionFromConfig(config), { log: options.log });
   deliverer.start();
+  pruner.start();
   return {
     stop: async () => {
-      await deliverer.stop();
+      await Promise.all([deliverer.stop(), pruner.stop()]);
       await closeLedgerPool(pool);
     },
   };

@@ -1,5 +1,6 @@
 import type { ChargeguardConfig } from '../config.js';
 import type { DelivererSettings } from '../outbound/deliverer.js';
+import { deliveryPruneBatchDefaults, type DeliveryRetention } from '../outbound/delivery-pruner.js';
 import type { DoorSettings } from '../outbound/door.js';
 
 /** The outbound door as the configuration sets it (WEBHOOK_ALLOW_*, WEBHOOK_*_TIMEOUT_MS, WEBHOOK_RESPONSE_MAX_BYTES). */
@@ -34,5 +35,14 @@ export function delivererSettingsFromConfig(config: ChargeguardConfig): Delivere
     perEndpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
     pollIntervalMs: config.WEBHOOK_DELIVERY_POLL_MS,
     door: doorSettingsFromConfig(config),
+  };
+}
+
+/** Retention of finished deliveries as the configuration sets it (WEBHOOK_DELIVERY_RETENTION_MS, WEBHOOK_DELIVERY_PRUNE_INTERVAL_MS). */
+export function deliveryRetentionFromConfig(config: Pick<ChargeguardConfig, 'WEBHOOK_DELIVERY_RETENTION_MS' | 'WEBHOOK_DELIVERY_PRUNE_INTERVAL_MS'>): DeliveryRetention {
+  return {
+    deliveryRetentionMs: config.WEBHOOK_DELIVERY_RETENTION_MS,
+    pruneIntervalMs: config.WEBHOOK_DELIVERY_PRUNE_INTERVAL_MS,
+    ...deliveryPruneBatchDefaults,
   };
 }

@@ -29,7 +29,23 @@ export async function exerciseChargeTools(client: Client, h: Harness, tenant: st
   const { tools } = await client.listTools();
   const byName = new Map(tools.map((tool) => [tool.name, tool]));
   expect([...byName.keys()].sort()).toEqual(
-    ['cancel_charge', 'capture_charge', 'create_charge', 'get_account_balance', 'get_charge', 'list_events', 'refund_charge'].sort(),
+    [
+      'cancel_charge',
+      'capture_charge',
+      'create_charge',
+      'get_account_balance',
+      'get_charge',
+      'list_events',
+      'refund_charge',
+      // Listed to every key, refused to all but admin keys (test/mcp-webhook-endpoints.test.ts).
+      'list_webhook_endpoints',
+      'get_webhook_endpoint',
+      'create_webhook_endpoint',
+      'update_webhook_endpoint',
+      'disable_webhook_endpoint',
+      'delete_webhook_endpoint',
+      'rotate_webhook_endpoint_secret',
+    ].sort(),
   );
   const create = byName.get('create_charge')!;
   expect(create.inputSchema.required).toContain('idempotency_key');
