@@ -14,7 +14,7 @@ import type { PaymentIntentRecord } from '../src/providers/stripe/simulator/paym
 import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
 import { StripeConnector, stripeRequestTimeoutMs } from '../src/providers/stripe/connector.js';
 import { pollUntil } from '../src/support/wait.js';
-import type { AnswerCounts, Storm } from './storm.js';
+import type { AnswerCounts, KeyRecord, Storm } from './storm.js';
 
 const chaosStripeApiKey = 'sk_test_chargeguard_chaos';
 /** Events reach the receiver this long after the change, each twice: late and repeated, as Stripe may deliver them. */
@@ -114,6 +114,26 @@ export interface CancelledSample {
   paymentStatus: string | null;
 }
 
+/**
+ * A 3-D Secure charge whose payer authenticated and which ended cancelled: what the ledger, the
+ * provider and the receiver saw of it, to say why. Times in ms from the charge's creation.
+ */
+export interface AuthenticatedThenCancelled {
+  key: string;
+  /** Created with capture "manual" (the storm captures it once reserved), or null: automatic. */
+  manual: 'capture' | 'cancel' | null;
+  /** The ledger's failure_reason. */
+  failureReason: string | null;
+  paymentStatus: string | null;
+  payerActedAfterMs: number | null;
+  /** The ledger row's last change (the cancellation, or the void recorded after it). */
+  lastChangeAfterMs: number | null;
+  /** The receiver's answer to each delivery of this payment's events: `payment_intent.requires_capture 503 +1.2 s`. */
+  deliveries: string[];
+  /** The simulator's answers to requests that named this payment, the faults that struck them named. */
+  requests: string[];
+}
+
 /** How many unasked cancellations the verdict describes one by one. */
 const cancelledSampleLimit = 10;
 
@@ -145,8 +165,10 @@ export interface ProviderVerdict {
   payerAnswers: AnswerCounts;
   /** Card keys that ended cancelled without the storm asking, by failure_reason. */
   cancelledByReason: Record<string, number>;
-  /** 3-D Secure keys whose payer authenticated successfully and that still ended cancelled. */
+  /** 3-D Secure keys whose payer authenticated successfully and that still ended cancelled, the caller not having asked. */
   authenticatedThenCancelled: number;
+  /** Each of them, with what the ledger, the provider and the receiver saw. */
+  authenticatedThenCancelledCharges: AuthenticatedThenCancelled[];
   /** Card keys that ended cancelled without the storm asking: what the ledger and the provider have of each (a few). */
   cancelledSamples: CancelledSample[];
   /** Manual-capture card keys: reserved, then captured or cancelled by the storm (or refused, or never answered). */
@@ -275,6 +297,8 @@ export async function providerVerdict(p: {
       };
     });
 
+  const authenticatedThenCancelled = authenticatedThenCancelledUnasked(cardRecords).map((record) => describeAuthenticatedThenCancelled(simulator, chargesByKey.get(record.key)?.charge, record));
+
   return {
     cancelledSamples,
     cardKeys: cardRecords.length,
@@ -302,7 +326,44 @@ export async function providerVerdict(p: {
       unanswered: unanswered.length,
     },
     settleAnswers: p.storm.settleAnswers,
-    authenticatedThenCancelled: cardRecords.filter((record) => record.payerActed === 'succeed' && record.outcomes.has('cancelled')).length,
+    authenticatedThenCancelled: authenticatedThenCancelled.length,
+    authenticatedThenCancelledCharges: authenticatedThenCancelled,
     problems,
+  };
+}
+
+/**
+ * 3-D Secure keys whose payer authenticated successfully and that ended cancelled without the
+ * caller asking. A manual charge the storm cancelled once reserved is not one of them: its payer's
+ * payment was cancelled because the caller asked, and a create copy still in flight then answers
+ * with what the cancel did (cancelled), as createOutcomes says.
+ */
+export function authenticatedThenCancelledUnasked(records: Iterable<KeyRecord>): KeyRecord[] {
+  return [...records].filter((record) => record.payerActed === 'succeed' && record.manual !== 'cancel' && record.outcomes.has('cancelled'));
+}
+
+/** What the ledger, the simulator and its deliveries have of one authenticated, cancelled charge. */
+function describeAuthenticatedThenCancelled(simulator: StripeSimulator, charge: LedgerCharge['charge'] | undefined, record: KeyRecord): AuthenticatedThenCancelled {
+  const createdMs = charge === undefined ? record.firstSentAtMs : Date.parse(charge.createdAt);
+  const after = (atMs: number): string => `${atMs >= createdMs ? '+' : ''}${((atMs - createdMs) / 1000).toFixed(1)} s`;
+  const paymentId = charge?.provider?.paymentId ?? record.paymentId;
+  const eventsOfPayment = new Map(
+    simulator.webhooks.events
+      .filter((event) => paymentId !== null && (JSON.parse(event.payload) as { data: { object: { id?: string } } }).data.object.id === paymentId)
+      .map((event) => [event.id, event.type]),
+  );
+  return {
+    key: record.key,
+    manual: record.manual,
+    failureReason: charge?.failureReason ?? null,
+    paymentStatus: paymentId === null ? null : (simulator.payments.paymentIntents.get(paymentId)?.status ?? null),
+    payerActedAfterMs: record.payerActedAtMs === null ? null : record.payerActedAtMs - createdMs,
+    lastChangeAfterMs: charge === undefined ? null : Date.parse(charge.updatedAt) - createdMs,
+    deliveries: simulator.webhooks.deliveries
+      .filter((delivery) => eventsOfPayment.has(delivery.eventId))
+      .map((delivery) => `${delivery.type} ${delivery.status} ${after(delivery.atMs)}`),
+    requests: simulator.requests
+      .filter((request) => paymentId !== null && request.path.includes(paymentId))
+      .map((request) => `${request.operation} ${request.status}${request.fault === null ? '' : ` (${request.fault})`} ${after(request.atMs)}`),
   };
 }

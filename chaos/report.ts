@@ -28,7 +28,7 @@ function providerRows(p: ProviderVerdict): string[] {
     `| provider settled after the storm | ${ms(p.settledAfterMs)} |`,
     `| PaymentIntents by status | ${counts(p.paymentIntentStatuses)} |`,
     `| card keys cancelled unasked, by reason | ${counts(p.cancelledByReason)} |`,
-    `| 3-D Secure: payer authenticated, charge cancelled | ${p.authenticatedThenCancelled} |`,
+    `| 3-D Secure: payer authenticated, charge cancelled unasked | ${p.authenticatedThenCancelled} |`,
     `| manual charges reserved: captured / cancelled / refused / unanswered | ${p.manual.reserved}: ${p.manual.captured} / ${p.manual.cancelled} / ${p.manual.refused} / ${p.manual.unanswered} |`,
     `| captures and cancels, by the API's answer | ${counts(p.settleAnswers)} |`,
     `| simulator faults armed / requests struck | ${p.faultsArmed} / ${counts(p.faultsStruck)} |`,
@@ -85,6 +85,19 @@ export function formatChaosReport(result: ChaosResult): string {
     for (const c of result.provider.cancelledSamples) {
       lines.push(
         `| ${c.key} | ${c.paymentMethod} | ${c.payerActed ?? '-'} | ${c.reason} | ${c.createdAt} | ${c.holdExpiresAt ?? '-'} | ${c.updatedAt} | ${c.paymentId ?? '-'} ${c.paymentStatus ?? ''} |`,
+      );
+    }
+    lines.push('');
+  }
+  if (result.provider !== null && result.provider.authenticatedThenCancelledCharges.length > 0) {
+    lines.push('3-D Secure charges whose payer authenticated and which ended cancelled unasked (times from the charge\'s creation):');
+    lines.push('');
+    lines.push('| key | capture | failure_reason | payment | payer authenticated | last change | event deliveries | provider requests |');
+    lines.push('|---|---|---|---|---|---|---|---|');
+    for (const c of result.provider.authenticatedThenCancelledCharges) {
+      lines.push(
+        `| ${c.key} | ${c.manual === null ? 'automatic' : 'manual'} | ${c.failureReason ?? '-'} | ${c.paymentStatus ?? '-'} | ${ms(c.payerActedAfterMs)} | ${ms(c.lastChangeAfterMs)} | ` +
+          `${c.deliveries.join('; ') || 'none'} | ${c.requests.join('; ') || 'none'} |`,
       );
     }
     lines.push('');

@@ -95,6 +95,8 @@ export interface KeyRecord {
   /** 3-D Secure: the payment the payer was asked to authenticate, and what the payer did (null: not yet). */
   paymentId: string | null;
   payerActed: 'succeed' | 'fail' | null;
+  /** Epoch ms when the provider answered the payer's authentication (null: not yet, or it failed to answer). */
+  payerActedAtMs: number | null;
   /** Card keys created with capture "manual": what the storm then does with the hold (null: automatic capture). */
   manual: 'capture' | 'cancel' | null;
   /** The final status the capture or cancel answered with (null: not asked yet, or never answered). */
@@ -204,7 +206,10 @@ function payerActs(storm: Storm, cards: CardCharges, record: KeyRecord, paymentI
       });
       await response.arrayBuffer();
       count(storm.payerAnswers, String(response.status));
-      if (response.ok) record.payerActed = outcome;
+      if (response.ok) {
+        record.payerActed = outcome;
+        record.payerActedAtMs = Date.now();
+      }
     } catch {
       count(storm.payerAnswers, 'network');
     }
@@ -291,6 +296,7 @@ function newKey(storm: Storm, amountMinorMax: number, cards: CardCharges | undef
     paymentMethod: card ? pickWeighted(cardMix).paymentMethod : null,
     paymentId: null,
     payerActed: null,
+    payerActedAtMs: null,
     manual: card && Math.random() < manualCaptureShare ? (Math.random() < manualCancelShare ? 'cancel' : 'capture') : null,
     settled: null,
     settleSent: false,

@@ -3,7 +3,8 @@ import { formatChaosReport } from '../chaos/report.js';
 import { verdict } from '../chaos/run.js';
 import { newStorm } from '../chaos/storm.js';
 import { createApiKey } from '../src/auth/api-keys.js';
-import { confirmHold, tryHold } from '../src/ledger/charges.js';
+import { cancelHold, confirmHold, tryHold } from '../src/ledger/charges.js';
+import { noMandate } from '../src/domain/mandate.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { formatReconcileReport, reconcile, ReconcileTimeoutError, type ReconcileReport } from '../src/reconcile/index.js';
 import { exitCodes } from '../src/domain/error-kinds.js';
@@ -83,6 +84,55 @@ describe('reconcile on a ledger it reads in batches', () => {
       for (const other of found) expect(other).toEqual(found[0]);
       // Every tenant at once: the same one finding.
       expect(violationsOf(await reconcile({ ledger: scratch, batchRows: 2 }))).toEqual({ captures_have_charges: 1 });
+    });
+  });
+
+  it("sums a key's rolling 24 h across batches: the charges above its daily limit are found, and the same ones whatever the batch size", async () => {
+    await withScratchLedger(h.pool, async (scratch) => {
+      const tenant = newTenant('daily');
+      await openAccount(scratch, tenant, 'payer', { depositMinor: 1_000_000 });
+      await openAccount(scratch, tenant, 'payee');
+      // Made under a mandate that lets every Try through; the limit lowered afterwards (below), as
+      // a hand edit or a Try of an older version could leave it, is what reconcile must catch.
+      const limited = (await createApiKey(scratch, tenant, 'limited', 'agent', { ...noMandate, dailyLimitMinor: 1_000_000 })).record.id;
+      const other = (await createApiKey(scratch, tenant, 'other', 'agent')).record.id;
+      // Hours before now, amount, key, and whether the hold is released (a cancelled charge holds nothing, so it adds nothing).
+      const charges: [string, number, number, string, 'confirm' | 'hold' | 'cancel'][] = [
+        ['old', 30, 900, limited, 'confirm'], // more than 24 h before every other one: never in their day
+        ['a', 5, 400, limited, 'confirm'],
+        ['other-1', 4.5, 5_000, other, 'confirm'],
+        ['b', 4, 300, limited, 'hold'], // held, not captured: it counts
+        ['released', 3.5, 500, limited, 'cancel'],
+        ['c', 3, 200, limited, 'confirm'], // 900 in its day
+        ['d', 2, 200, limited, 'confirm'], // 1,100: above
+        ['other-2', 1.5, 5_000, other, 'confirm'],
+        ['e', 1, 100, limited, 'confirm'], // 1,200: above
+      ];
+      for (const [key, , amountMinor, actingKeyId, end] of charges) {
+        const intent = { ...ledgerIntent(tenant, key, 'payer', 'payee', amountMinor), actingKeyId };
+        await tryHold(scratch, intent, 60_000);
+        if (end === 'confirm') await confirmHold(scratch, tenant, key, null);
+        if (end === 'cancel') await cancelHold(scratch, intent, 'requested_by_caller');
+      }
+      const clean = await reconcile({ ledger: scratch, tenant, batchRows: 2 });
+      expect(violationsOf(clean), formatReconcileReport(clean)).toEqual({});
+      for (const [key, hoursAgo] of charges) {
+        await scratch.query(`UPDATE charges SET created_at = now() - $3 * interval '1 hour' WHERE tenant = $1 AND idempotency_key = $2`, [tenant, key, hoursAgo]);
+      }
+      await scratch.query(`UPDATE api_keys SET created_at = now() - interval '2 days' WHERE id = ANY($1)`, [[limited, other]]);
+      await scratch.query(`UPDATE api_keys SET daily_limit_minor = 1000 WHERE id = $1`, [limited]);
+
+      for (const batchRows of [1, 2, 3, 1_000]) {
+        const report = await reconcile({ ledger: scratch, tenant, batchRows });
+        expect(violationsOf(report), `batchRows ${batchRows}: ${formatReconcileReport(report)}`).toEqual({ acting_keys_allowed_moves: 2 });
+        const samples = report.checks.find((c) => c.name === 'acting_keys_allowed_moves')!.samples as { charge_key: string; key_id: string; problem: string }[];
+        expect(samples.map((sample) => [sample.charge_key, sample.key_id, sample.problem])).toEqual([
+          ['d', limited, "the key's charges in the 24 h up to this one are above its daily limit"],
+          ['e', limited, "the key's charges in the 24 h up to this one are above its daily limit"],
+        ]);
+      }
+      // Every tenant at once: the same two.
+      expect(violationsOf(await reconcile({ ledger: scratch, batchRows: 2 }))).toEqual({ acting_keys_allowed_moves: 2 });
     });
   });
 

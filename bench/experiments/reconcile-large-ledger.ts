@@ -12,15 +12,20 @@
  * - `charges` rows: 80 % CONFIRMED (a capture transfer, 2 journal entries each), 8 % CANCELLED,
  *   5 % DECLINED, 2 % TRIED within their hold, 5 % CONFIRMED card charges captured through the
  *   provider clearing account; one refund for every 20th confirmed ledger charge;
- * - one deposit per payer, so every balance is consistent and the checks should all pass.
+ * - one deposit per payer, so every balance is consistent and the checks should all pass;
+ * - each charge's event (the outbox): what the ledger's steps or its triggers would have written.
  * With `--stale`, every table is analyzed while it is small (1 % of the rows) and then filled: the
  * statistics describe a ledger a hundred times smaller, as after a crash early in a long run.
  *
  * It then runs `reconcile` with a statement limit of `RECONCILE_BENCH_LIMIT_S` (default 600 s)
  * and prints each check's time (from the report when the checks carry `durationMs`, else each
  * statement's time as the pool saw it), so the same script measures before and after a change.
+ *
+ * With `--keep <dir>` the database lives in `<dir>` and is kept: the first run fills it, later runs
+ * (of this or another version of the code) reconcile the same ledger without filling it again, so
+ * a before/after comparison reads the very same rows. Delete the folder when done.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -32,6 +37,9 @@ import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
 const charges = Number(process.argv.find((arg) => /^\d+$/.test(arg)) ?? 1_000_000);
 const stale = process.argv.includes('--stale');
 const limitMs = Number(process.env.RECONCILE_BENCH_LIMIT_S ?? 600) * 1000;
+const keepIndex = process.argv.indexOf('--keep');
+const keepDir = keepIndex >= 0 ? process.argv[keepIndex + 1] : undefined;
+if (keepIndex >= 0 && !keepDir) throw new Error('--keep needs a folder');
 const tenants = 10;
 const payersPerTenant = 1_000;
 const payeesPerTenant = 100;
@@ -71,6 +79,14 @@ function fillStatements(from: number, to: number): string[] {
             CASE WHEN ${kind} >= 95 THEN 'stripe' END, CASE WHEN ${kind} >= 95 THEN 'pm_card_visa' END,
             CASE WHEN ${kind} >= 95 THEN 'pi_' || i END, CASE WHEN ${kind} >= 95 THEN 'captured' END
        FROM ${range}`,
+    // A ledger charge's event is written by the ledger's steps, which this fill bypasses: the event
+    // of the status each charge stands in (a card charge's comes from its trigger).
+    `INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data, created_at)
+     SELECT ledger_event_id(), ${tenant},
+            'charge.' || CASE WHEN ${kind} < 80 THEN 'succeeded' WHEN ${kind} < 88 THEN 'cancelled'
+                              WHEN ${kind} < 93 THEN 'declined' ELSE 'reserved' END,
+            'charge', 'ch_' || i, 1, jsonb_build_object('object', jsonb_build_object('id', 'ch_' || i)), ${createdAt}
+       FROM ${range} WHERE ${kind} < 95`,
     `INSERT INTO transfers (id, tenant, kind, reference, currency, amount_minor, created_at, created_by_key_id)
      SELECT 1000000000 + i, ${tenant}, 'capture', 'k-' || i, 'USD', ${amount}, ${createdAt}, NULL
        FROM ${range} WHERE ${kind} < 80 OR ${kind} >= 95`,
@@ -167,38 +183,52 @@ function timeStatements(pool: LedgerPool, timings: Timed[]): void {
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 
-const dir = await mkdtemp(join(tmpdir(), 'reconcile-large-'));
+const dir = keepDir ?? (await mkdtemp(join(tmpdir(), 'reconcile-large-')));
+await mkdir(dir, { recursive: true });
 await chmod(dir, 0o711);
+const loadedMarker = join(dir, 'loaded');
+const alreadyLoaded = keepDir !== undefined && (await access(loadedMarker).then(() => true, () => false));
 const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
 let pool: LedgerPool | undefined;
 try {
-  const admin = new pg.Client({ connectionString: server.databaseUrl });
-  await admin.connect();
-  await admin.query('CREATE DATABASE big');
-  await admin.end();
   const url = new URL(server.databaseUrl);
   url.pathname = '/big';
-  await migrateLedger(url.toString());
+  let loadedIn = 'kept from an earlier run';
+  if (!alreadyLoaded) {
+    const admin = new pg.Client({ connectionString: server.databaseUrl });
+    await admin.connect();
+    await admin.query('DROP DATABASE IF EXISTS big');
+    await admin.query('CREATE DATABASE big');
+    await admin.end();
+    await migrateLedger(url.toString());
+  }
   const loader = new pg.Client({ connectionString: url.toString() });
   await loader.connect();
   await loader.query('SET statement_timeout = 0');
-  for (const table of tables) await loader.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
-  // Bulk rows, not the ledger's steps: the append-only journal's statement check is left on.
-  const loadStarted = performance.now();
-  for (const sql of setupStatements) await loader.query(sql);
-  const step = 250_000;
-  const small = Math.max(1, Math.floor(charges / 100));
-  let filled = 0;
-  if (stale) {
-    for (const sql of fillStatements(0, small)) await loader.query(sql);
-    for (const table of tables) await loader.query(`ANALYZE ${table}`);
-    filled = small;
+  if (!alreadyLoaded) {
+    for (const table of tables) await loader.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+    // Bulk rows, not the ledger's steps: the append-only journal's statement check is left on.
+    const loadStarted = performance.now();
+    // One transaction: a deposit's event (a deferred trigger) reads its journal entries at commit.
+    await loader.query('BEGIN');
+    for (const sql of setupStatements) await loader.query(sql);
+    await loader.query('COMMIT');
+    const step = 250_000;
+    const small = Math.max(1, Math.floor(charges / 100));
+    let filled = 0;
+    if (stale) {
+      for (const sql of fillStatements(0, small)) await loader.query(sql);
+      for (const table of tables) await loader.query(`ANALYZE ${table}`);
+      filled = small;
+    }
+    for (let from = filled; from < charges; from += step) {
+      for (const sql of fillStatements(from, Math.min(charges, from + step))) await loader.query(sql);
+      process.stderr.write(`filled ${Math.min(charges, from + step)} of ${charges} charges\n`);
+    }
+    for (const sql of balanceStatements) await loader.query(sql);
+    loadedIn = seconds(performance.now() - loadStarted);
+    if (keepDir !== undefined) await writeFile(loadedMarker, `${charges}${stale ? ' --stale' : ''}\n`);
   }
-  for (let from = filled; from < charges; from += step) {
-    for (const sql of fillStatements(from, Math.min(charges, from + step))) await loader.query(sql);
-    process.stderr.write(`filled ${Math.min(charges, from + step)} of ${charges} charges\n`);
-  }
-  for (const sql of balanceStatements) await loader.query(sql);
   const analyzed = await loader.query<{ relname: string; last_analyze: Date | null; n: string }>(
     `SELECT c.relname, s.last_analyze, (SELECT count(*) FROM pg_statistic WHERE starelid = c.oid) AS n
        FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.relname = ANY($1) ORDER BY c.relname`,
@@ -211,7 +241,7 @@ try {
   );
   await loader.end();
   console.log(`# reconcile on a large ledger${stale ? ' (statistics of a ledger 100x smaller)' : ' (never analyzed)'}`);
-  console.log(`loaded in ${seconds(performance.now() - loadStarted)}: ${sizes.rows.map((r) => `${r.relname} ${Number(r.rows).toLocaleString('en-US')}`).join(', ')}`);
+  console.log(`loaded in ${loadedIn}: ${sizes.rows.map((r) => `${r.relname} ${Number(r.rows).toLocaleString('en-US')}`).join(', ')}`);
   console.log(`statistics: ${analyzed.rows.map((r) => `${r.relname} ${r.n} columns${r.last_analyze ? ' (analyzed small)' : ''}`).join(', ')}`);
 
   const timings: Timed[] = [];
@@ -250,5 +280,5 @@ try {
 } finally {
   await pool?.end();
   await server.stop();
-  await rm(dir, { recursive: true, force: true });
+  if (keepDir === undefined) await rm(dir, { recursive: true, force: true });
 }

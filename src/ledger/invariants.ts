@@ -22,10 +22,8 @@ export interface BatchedCheck {
   description: string;
   driver: KeysetDriver;
   alias: string;
-  /** `batch` selects the batch's rows of `alias`; `lookBack` (when the check asks for it) the same with its lowerShift applied. */
-  sql: (batch: string, lookBack: string, over: (columns: readonly (string | { column: string; literal: string })[]) => string) => string;
-  /** Added to the batch's lower bound for `lookBack`, by key column (a window's look-back). */
-  lowerShift?: Record<string, string>;
+  /** `batch` selects the batch's rows of `alias`; `over` the same key range of another table's columns. */
+  sql: (batch: string, over: (columns: readonly (string | { column: string; literal: string })[]) => string) => string;
   /**
    * For a check over the whole batch (a sum) rather than row by row: folds each batch's one row
    * into a running state, and says at the end which violations there are.
@@ -96,7 +94,7 @@ const invariantQueries: BatchedCheck[] = [
     alias: 't',
     // Both sides restricted to the batch's key range (the entries by their transfer_id index), so
     // however they are joined, neither is read beyond the batch.
-    sql: (batch, _lookBack, over) => `WITH j AS MATERIALIZED (
+    sql: (batch, over) => `WITH j AS MATERIALIZED (
               SELECT e.transfer_id, sum(e.amount_minor) AS sum_minor, count(*) AS entries
                 FROM journal_entries e WHERE ${over(['e.transfer_id'])} GROUP BY e.transfer_id)
           SELECT t.id AS transfer_id, coalesce(j.sum_minor, 0) AS sum_minor, coalesce(j.entries, 0) AS entries
@@ -207,7 +205,7 @@ const invariantQueries: BatchedCheck[] = [
     // The capture transfers of a charge are found through transfers' unique (tenant, kind, reference).
     // The batch's capture transfers are the same key range of transfers' unique (tenant, kind,
     // reference) index with kind 'capture': both sides bounded by the batch.
-    sql: (batch, _lookBack, over) => `WITH t AS MATERIALIZED (
+    sql: (batch, over) => `WITH t AS MATERIALIZED (
               SELECT t.tenant, t.reference, count(*) AS captures, sum(t.amount_minor) AS captured_in_journal_minor
                 FROM transfers t
                WHERE t.kind = 'capture' AND ${over(['t.tenant', { column: 't.kind', literal: "'capture'" }, 't.reference'])}
@@ -234,7 +232,7 @@ const invariantQueries: BatchedCheck[] = [
     driver: drivers.charges,
     alias: 'c',
     // The batch's refunds are the same key range of refunds' primary key (tenant, charge_key, …).
-    sql: (batch, _lookBack, over) => `WITH r AS MATERIALIZED (
+    sql: (batch, over) => `WITH r AS MATERIALIZED (
               SELECT r.tenant, r.charge_key, sum(r.amount_minor) AS sum_minor
                 FROM refunds r WHERE r.status = 'succeeded' AND ${over(['r.tenant', 'r.charge_key'])} GROUP BY r.tenant, r.charge_key)
           SELECT c.tenant, c.idempotency_key, c.captured_minor, c.refunded_minor, coalesce(r.sum_minor, 0) AS refunds_minor
@@ -371,9 +369,8 @@ export async function runBatchedCheck(
     }
     await forEachKeysetBatch(db, check.driver, { tenant, batchRows: limits.batchRows ?? keysetBatchRowsDefault }, async (range) => {
       const batch = keysetPredicate(check.driver, check.alias, range, 2);
-      const lookBack = keysetPredicate(check.driver, check.alias, range, 2, check.lowerShift ?? {});
-      const over = (columns: readonly (string | { column: string; literal: string })[]): string => keysetPredicate(check.driver, check.alias, range, 2, {}, columns).sql;
-      const result = await db.query<Record<string, unknown>>(check.sql(batch.sql, lookBack.sql, over), [tenant, ...batch.params]);
+      const over = (columns: readonly (string | { column: string; literal: string })[]): string => keysetPredicate(check.driver, check.alias, range, 2, columns).sql;
+      const result = await db.query<Record<string, unknown>>(check.sql(batch.sql, over), [tenant, ...batch.params]);
       if (check.fold) {
         for (const row of result.rows) state = check.fold.add(state, row);
         return;

@@ -22,7 +22,7 @@ export interface KeysetDriver {
   /** The driving table. */
   table: string;
   /** Its primary key's columns, in the key's order, with the SQL type of each. */
-  key: readonly { column: string; type: 'text' | 'bigint' | 'timestamptz' }[];
+  key: readonly { column: string; type: 'text' | 'bigint' }[];
   /**
    * Whether the key starts with `tenant`: a one-tenant check then walks only that tenant's range.
    * (For other keys the batches cover every tenant and the check filters: a tenant filter in the
@@ -40,8 +40,8 @@ export interface KeysetRange {
 }
 
 /** The smallest value of each key type: every stored key is above it ('' and 0 are never keys). */
-function keyFloor(type: 'text' | 'bigint' | 'timestamptz'): unknown {
-  return type === 'text' ? '' : type === 'bigint' ? 0 : '-infinity';
+function keyFloor(type: 'text' | 'bigint'): unknown {
+  return type === 'text' ? '' : 0;
 }
 
 /**
@@ -53,8 +53,6 @@ export function keysetPredicate(
   alias: string,
   range: KeysetRange,
   first: number,
-  /** SQL added to a lower bound's parameter, by column (a window's look-back: ` - interval '24 hours'`). */
-  lowerShift: Record<string, string> = {},
   /**
    * Other columns holding the same key (another table's, for a join restricted to the batch too),
    * in that table's index order; a `{ column, literal }` entry is a column fixed to a value between
@@ -64,20 +62,20 @@ export function keysetPredicate(
 ): { sql: string; params: unknown[] } {
   const entries = over ?? driver.key.map((k) => `${alias}.${k.column}`);
   const columns = `(${entries.map((entry) => (typeof entry === 'string' ? entry : entry.column)).join(', ')})`;
-  const placeholders = (start: number, shift: Record<string, string>): string => {
+  const placeholders = (start: number): string => {
     let next = 0;
     return `(${entries
       .map((entry) => {
         if (typeof entry !== 'string') return entry.literal;
         const k = driver.key[next]!;
-        return `$${start + next++}::${k.type}${shift[k.column] ?? ''}`;
+        return `$${start + next++}::${k.type}`;
       })
       .join(', ')})`;
   };
-  let sql = `${columns} > ${placeholders(first, lowerShift)}`;
+  let sql = `${columns} > ${placeholders(first)}`;
   const params = [...range.after];
   if (range.upTo !== null) {
-    sql += ` AND ${columns} <= ${placeholders(first + driver.key.length, {})}`;
+    sql += ` AND ${columns} <= ${placeholders(first + driver.key.length)}`;
     params.push(...range.upTo);
   }
   return { sql, params };
@@ -93,7 +91,7 @@ export async function forEachKeysetBatch(
   options: { tenant: string | null; batchRows: number },
   visit: (range: KeysetRange) => Promise<void>,
 ): Promise<void> {
-  // Keys travel as text (a timestamp's microseconds survive, which a Date would cut) and go back
+  // Keys travel as text (a bigint beyond 2^53 survives, which a number would round) and go back
   // with a cast; the order is the columns' own (qualified: the text aliases must not sort).
   const selected = driver.key.map((k) => `${driver.table}.${k.column}::text AS ${k.column}`).join(', ');
   const ordered = driver.key.map((k) => `${driver.table}.${k.column}`).join(', ');

@@ -407,6 +407,7 @@ CREATE INDEX charges_open_holds_by_key ON public.charges USING btree (created_by
 CREATE INDEX charges_open_holds_by_tenant ON public.charges USING btree (tenant) WHERE (hold_state = 'TRIED'::text);
 CREATE INDEX charges_provider_open ON public.charges USING btree (tenant, created_at) WHERE ((provider IS NOT NULL) AND (provider_state = ANY (ARRAY['authorizing'::text, 'requires_action'::text, 'authorized'::text])));
 CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (provider, provider_payment_id) WHERE (provider_payment_id IS NOT NULL);
+CREATE INDEX charges_without_key ON public.charges USING btree (tenant, idempotency_key) WHERE (created_by_key_id IS NULL);
 CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
 CREATE INDEX events_by_type ON public.events USING btree (tenant, type, seq);

@@ -1,5 +1,6 @@
 import { CheckTimeoutError, drivers, runBatchedCheck, type BatchedCheck, type BatchedCheckLimits } from '../ledger/invariants.js';
 import { forEachKeysetBatch, keysetPredicate, type KeysetDriver, type Queryable } from '../ledger/keyset.js';
+import { forEachOrderedBatch } from '../ledger/ordered-cursor.js';
 import type { ReconcileCheck } from './check.js';
 
 /**
@@ -43,23 +44,38 @@ const moveProblem = `CASE
               THEN 'the key''s charges in the 24 h up to this one are above its daily limit'
             END`;
 
-/** The moves of one batch (m), each with its key looked up by id and its problem, violations only. */
-const judged = (moves: string): string => `SELECT m.move, m.tenant, m.charge_key, m.refund_key, m.key_id, m.amount_minor, p.problem
-            FROM (${moves}) m
+/** The moves (m), each with its key looked up by id (k) and why it was not allowed (p.problem, NULL when it was). */
+const withProblems = (moves: string): string => `FROM (${moves}) m
             LEFT JOIN LATERAL (SELECT * FROM api_keys k WHERE k.id = m.key_id LIMIT 1) k ON true
-            CROSS JOIN LATERAL (SELECT ${moveProblem} AS problem) p
+            CROSS JOIN LATERAL (SELECT ${moveProblem} AS problem) p`;
+
+/** The moves of one batch that were not allowed. */
+const judged = (moves: string): string => `SELECT m.move, m.tenant, m.charge_key, m.refund_key, m.key_id, m.amount_minor, p.problem
+            ${withProblems(moves)}
            WHERE p.problem IS NOT NULL`;
 
-/** Charges made by a key, in (key, created time) order: its rolling 24 h total is a window over them. */
-const chargesByKey: KeysetDriver = {
-  table: 'charges',
-  key: [
-    { column: 'created_by_key_id', type: 'text' },
-    { column: 'created_at', type: 'timestamptz' },
-  ],
-  tenantLeading: false,
-  filter: 'charges.created_by_key_id IS NOT NULL',
-};
+/**
+ * Every charge made by a key, in the order of charges_created_by_key_recent (key, created time),
+ * each with the key's rolling 24 h total up to it: a window over the key's charges (the frame ends
+ * at the charge and its peers, and starts just after 24 h before it, as Try's own sum), carried
+ * from row to row in one pass. One row per charge, `violation` NULL unless the charge holds or
+ * captured money it was not allowed to.
+ */
+const chargesByKeySql = `SELECT CASE WHEN m.hold_state IN ('TRIED', 'CONFIRMED') AND p.problem IS NOT NULL
+                 THEN json_build_object('move', m.move, 'tenant', m.tenant, 'charge_key', m.charge_key, 'refund_key', m.refund_key,
+                                        'key_id', m.key_id, 'amount_minor', m.amount_minor::text, 'problem', p.problem) END AS violation
+            ${withProblems(`SELECT 'charge' AS move, c.tenant, c.idempotency_key AS charge_key, NULL::text AS refund_key,
+                   c.created_by_key_id AS key_id, c.created_at, c.amount_minor, c.currency, c.payee_account_id, c.hold_state,
+                   sum(c.held_minor + c.captured_minor) OVER (
+                     PARTITION BY c.created_by_key_id ORDER BY c.created_at
+                     RANGE BETWEEN interval '24 hours' - interval '1 microsecond' PRECEDING AND CURRENT ROW
+                   ) AS key_day_minor
+              FROM charges c
+             WHERE c.created_by_key_id IS NOT NULL AND ($1::text IS NULL OR c.tenant = $1)
+             ORDER BY c.created_by_key_id, c.created_at`)}`;
+
+/** Charges made without a key, through their own partial index (charges_without_key): few, and never a Try through the API. */
+const chargesWithoutKey: KeysetDriver = { ...drivers.charges, filter: 'charges.created_by_key_id IS NULL' };
 
 export const authorityQueries: readonly AuthorityQuery[] = [
   {
@@ -129,31 +145,25 @@ export const authorityQueries: readonly AuthorityQuery[] = [
       "every charge that holds or captured money and every refund that moved money was made by a key that existed, belonged to the tenant, was an agent or admin key, neither revoked nor expired, within the contract's maximum and (charges) the key's mandate: largest charge, currency, payees, and a rolling 24 h total still standing at most its daily limit; without a key only in a tenant that had no key yet",
     parts: [
       {
-        // The key's rolling 24 h total is one window over the key's charges in created order (the
-        // frame ends at the charge and its peers, and starts just after 24 h before it, as Try's
-        // own sum). Batched in (key, created) order, each batch reading the 24 h before its first
-        // charge too: a correlated sum per charge scanned the key's day again for every charge.
+        // One pass over the keys' charges in (key, created) order: keyset batches in that order
+        // each read the 24 h before their first charge again for the window.
         name: 'acting_keys_allowed_moves (charges by a key)',
         description: '',
-        driver: chargesByKey,
+        driver: drivers.charges,
         alias: 'c',
-        lowerShift: { created_at: " - interval '24 hours'" },
-        sql: (batch, lookBack) =>
-          judged(`SELECT 'charge' AS move, w.tenant, w.idempotency_key AS charge_key, NULL::text AS refund_key,
-                   w.created_by_key_id AS key_id, w.created_at, w.amount_minor, w.currency, w.payee_account_id, w.key_day_minor
-              FROM (SELECT c.*, (${batch}) AS in_batch,
-                           sum(c.held_minor + c.captured_minor) OVER (
-                             PARTITION BY c.created_by_key_id ORDER BY c.created_at
-                             RANGE BETWEEN interval '24 hours' - interval '1 microsecond' PRECEDING AND CURRENT ROW
-                           ) AS key_day_minor
-                      FROM charges c
-                     WHERE c.created_by_key_id IS NOT NULL AND ${lookBack} AND ($1::text IS NULL OR c.tenant = $1)) w
-             WHERE w.in_batch AND w.hold_state IN ('TRIED', 'CONFIRMED')`),
+        sql: () => '',
+        run: async (db, tenant, batchRows) => {
+          const found: unknown[] = [];
+          await forEachOrderedBatch<{ violation: unknown }>(db, { cursor: 'acting_key_charges', sql: chargesByKeySql, params: [tenant], batchRows }, (rows) => {
+            for (const row of rows) if (row.violation !== null) found.push(row.violation);
+          });
+          return found;
+        },
       },
       {
         name: 'acting_keys_allowed_moves (charges without a key)',
         description: '',
-        driver: drivers.charges,
+        driver: chargesWithoutKey,
         alias: 'c',
         sql: (batch) =>
           judged(`SELECT 'charge' AS move, c.tenant, c.idempotency_key AS charge_key, NULL::text AS refund_key,

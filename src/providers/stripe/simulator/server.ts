@@ -58,6 +58,8 @@ interface RequestLogEntry {
   status: number | 'dropped';
   replayed: boolean;
   fault: Fault['kind'] | null;
+  /** When it was answered (or dropped), by the simulator's clock. */
+  atMs: number;
 }
 
 export class StripeSimulator {
@@ -218,7 +220,7 @@ async function handleMutation(ready: Ready, request: FastifyRequest, reply: Fast
   const requestId = stripeLikeId('req');
   const idempotencyKey = headerOf(request, 'idempotency-key');
   const log = (status: number | 'dropped', replayed: boolean, fault: Fault | null): void => {
-    sim.requests.push({ operation: mutation.operation, method: request.method, path: request.url, idempotencyKey, status, replayed, fault: fault?.kind ?? null });
+    sim.requests.push({ operation: mutation.operation, method: request.method, path: request.url, idempotencyKey, status, replayed, fault: fault?.kind ?? null, atMs: sim.nowMs() });
   };
   const key = apiKeyOf(request);
   if (key === null || !sim.apiKeyAccepted(key)) {
@@ -284,7 +286,7 @@ async function handleRead(ready: Ready, request: FastifyRequest, reply: FastifyR
   const sim = ready();
   const requestId = stripeLikeId('req');
   const log = (status: number | 'dropped', fault: Fault | null): void => {
-    sim.requests.push({ operation, method: request.method, path: request.url, idempotencyKey: null, status, replayed: false, fault: fault?.kind ?? null });
+    sim.requests.push({ operation, method: request.method, path: request.url, idempotencyKey: null, status, replayed: false, fault: fault?.kind ?? null, atMs: sim.nowMs() });
   };
   const key = apiKeyOf(request);
   if (key === null || !sim.apiKeyAccepted(key)) {

@@ -43,6 +43,8 @@ export interface Delivery {
   type: string;
   /** The receiver's HTTP status, or the error that stopped the delivery. */
   status: number | string;
+  /** When the delivery ended, by the simulator's clock. */
+  atMs: number;
 }
 
 export class WebhookSender {
@@ -143,9 +145,9 @@ export class WebhookSender {
         signal: AbortSignal.timeout(webhookDeliveryTimeoutMs),
       });
       await response.arrayBuffer();
-      this.deliveries.push({ eventId: event.id, type: event.type, status: response.status });
+      this.deliveries.push({ eventId: event.id, type: event.type, status: response.status, atMs: this.nowMs() });
     } catch (err) {
-      this.deliveries.push({ eventId: event.id, type: event.type, status: (err as Error).message });
+      this.deliveries.push({ eventId: event.id, type: event.type, status: (err as Error).message, atMs: this.nowMs() });
     }
   }
 }
