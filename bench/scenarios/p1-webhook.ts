@@ -1,4 +1,3 @@
-import { createServer, type Server } from 'node:http';
 import { eventTypesOf } from '../../src/domain/events.js';
 import { webhookEndpointLimits } from '../../src/domain/webhook-endpoints.js';
 import { createEndpoint } from '../../src/ledger/webhook-endpoints.js';
@@ -8,6 +7,7 @@ import { tenantFor, type BenchContext } from '../lib/context.js';
 import { openPopulation } from '../lib/population.js';
 import type { TemporalSession } from '../lib/session.js';
 import { summariseLatencies, type LatencySummaryMs } from '../lib/stats.js';
+import { LoopbackReceiver } from '../lib/webhook-receiver.js';
 import { verifyScenario, type Verification } from '../lib/verify.js';
 import { measureThroughputPoint, spreadPopulationSize, type ThroughputPoint } from './p1-throughput.js';
 
@@ -43,54 +43,10 @@ export interface P1WebhookResult {
 }
 
 /**
- * The bench's webhook receiver: a plain HTTP server on loopback answering 204 as soon as a request
- * has been read, remembering when each webhook-id first arrived. No signature check: a receiver's
- * own work is not what is measured.
- */
-class LoopbackReceiver {
-  readonly firstSeenMs = new Map<string, number>();
-  duplicates = 0;
-  private readonly server: Server;
-
-  private constructor(server: Server) {
-    this.server = server;
-  }
-
-  static async start(): Promise<LoopbackReceiver> {
-    const server = createServer();
-    const receiver = new LoopbackReceiver(server);
-    server.on('request', (request, response) => {
-      request.resume();
-      request.on('end', () => {
-        const at = Date.now();
-        const id = request.headers['webhook-id'];
-        if (typeof id === 'string') {
-          if (receiver.firstSeenMs.has(id)) receiver.duplicates++;
-          else receiver.firstSeenMs.set(id, at);
-        }
-        response.writeHead(204);
-        response.end();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    return receiver;
-  }
-
-  get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}/hooks`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-}
-
-/**
  * P1 with one webhook endpoint: the same closed loop and bare-workflow baseline as P1, on a tenant
- * whose one endpoint is subscribed to every charge event and points at a loopback receiver. The
- * session's deliverer (the production one, running beside the workers) sends them. After each
- * point the scenario waits for every event of it to arrive, so the next point starts with no
+ * whose one endpoint is subscribed to every charge event and points at a loopback receiver (a
+ * process of its own, answering 204 at once). The session's deliverer (the production one, running
+ * beside the workers) sends them. After each point the scenario waits for every event of it to arrive, so the next point starts with no
  * backlog, and reports the delivery lag of that point's events.
  */
 export async function runP1Webhook(
@@ -113,6 +69,7 @@ export async function runP1Webhook(
     const deliveryProblems: string[] = [];
     for (const concurrency of options.concurrency) {
       const since = await databaseNow(ctx.ledger);
+      await receiver.refresh();
       const duplicatesBefore = receiver.duplicates;
       const point = await measureThroughputPoint(ctx, session, population, tally, {
         label: `p1-webhook N=${concurrency}`,
@@ -147,12 +104,13 @@ async function databaseNow(ledger: LedgerPool): Promise<Date> {
 
 /**
  * Waits (up to deliveryDrainBudgetMs) until the receiver has every charge event of the tenant
- * stamped since `since`, then measures their lag (duplicates counted from `duplicatesBefore`). The bench process and the database share one
- * machine and one clock.
+ * stamped since `since`, then measures their lag (duplicates counted from `duplicatesBefore`). The
+ * receiver and the database share one machine and one clock.
  */
 async function pointDeliveries(ledger: LedgerPool, receiver: LoopbackReceiver, tenant: string, since: Date, duplicatesBefore: number): Promise<PointDeliveries> {
   const deadline = Date.now() + deliveryDrainBudgetMs;
   for (;;) {
+    await receiver.refresh();
     const { rows } = await ledger.query<{ id: string; created_ms: number }>(
       `SELECT id, extract(epoch FROM created_at) * 1000 AS created_ms FROM events
         WHERE tenant = $1 AND object_type = 'charge' AND created_at >= $2`,
