@@ -148,7 +148,7 @@ export function p1WebhookSection(result: BenchResult): string {
   const run = result.p1Webhook;
   if (!run) return '';
   const lines = [
-    `One webhook endpoint subscribed to ${run.enabledEvents.join(', ')}, its receiver an HTTP server on loopback in the bench process answering 204 at once; the deliverer runs beside the workers with the configuration's defaults, as a deployed worker runs it (in P1 too, where no endpoint exists). Lag: an event's created_at to the receiver having the request.`,
+    `One webhook endpoint subscribed to ${run.enabledEvents.join(', ')}, its receiver an HTTP server on loopback in a process of its own answering 204 at once; the deliverer runs beside the workers with the configuration's defaults, as a deployed worker runs it (in P1 too, where no endpoint exists). Lag: an event's created_at to the receiver having the request.`,
     '',
     '| N | P1 charges/s (÷ bare) | with one endpoint (÷ bare) | endpoint ÷ P1, each over its bare | events delivered | duplicates | lag p50 | lag p99 | lag max |',
     '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
