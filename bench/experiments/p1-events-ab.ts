@@ -10,17 +10,20 @@
  * 1-minute load average before and after each run is printed beside it). Every figure is a run's
  * charges/s over the bare workflow of the same run (docs/bench.md); the summary gives, per N, the
  * medians of each side and their ratios, and each round's ratio to the A run next to it.
+ * `--summary <results folder>...` prints the summary again over the runs of earlier invocations
+ * (each folder's before/ and this/ runs, paired in the order they ran), without running anything.
  */
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { BenchResult } from '../report/result.js';
 
+const summaryOnly = process.argv[2] === '--summary';
 const beforeTree = process.argv[2];
-if (!beforeTree) throw new Error('usage: p1-events-ab.ts <worktree of the older commit> [rounds] [phase-seconds]');
-const rounds = Number(process.argv[3] ?? 3);
-const phaseSeconds = Number(process.argv[4] ?? 5);
+if (!beforeTree) throw new Error('usage: p1-events-ab.ts <worktree of the older commit> [rounds] [phase-seconds] | --summary <results folder>...');
+const rounds = summaryOnly ? 0 : Number(process.argv[3] ?? 3);
+const phaseSeconds = summaryOnly ? 0 : Number(process.argv[4] ?? 5);
 const outRoot = resolve('.data/p1-events-ab', new Date().toISOString().replace(/[-:]/g, '').slice(0, 13));
 
 interface Run {
@@ -61,7 +64,21 @@ const median = (values: number[]): number => {
 };
 const fixed = (value: number | undefined, digits = 2): string => (value === undefined || !Number.isFinite(value) ? 'n/a' : value.toFixed(digits));
 
-const runs: Run[] = [];
+/** The runs an earlier invocation wrote in `folder`, A and B alternating in the order they ran; its loads are in the results. */
+async function earlierRuns(folder: string): Promise<Run[]> {
+  const read = async (side: 'A' | 'B'): Promise<Run[]> => {
+    const dir = join(folder, side === 'A' ? 'before' : 'this');
+    const names = (await readdir(dir)).filter((name) => name.endsWith('.json')).sort();
+    return Promise.all(names.map(async (name) => {
+      const result = JSON.parse(await readFile(join(dir, name), 'utf8')) as BenchResult;
+      return { side, loadBefore: result.load.beforeRun1m.toFixed(2), loadAfter: result.load.afterRun1m.toFixed(2), result };
+    }));
+  };
+  const [a, b] = [await read('A'), await read('B')];
+  return a.flatMap((run, i) => (b[i] ? [run, b[i]] : []));
+}
+
+const runs: Run[] = summaryOnly ? (await Promise.all(process.argv.slice(3).map(earlierRuns))).flat() : [];
 for (let round = 1; round <= rounds; round += 1) {
   for (const side of ['A', 'B'] as const) {
     const loadBefore = load();
@@ -80,7 +97,7 @@ const p1Ratio = (run: Run, n: number) => run.result.p1?.points.find((p) => p.con
 const webhookPoint = (run: Run, n: number) => run.result.p1Webhook?.points.find((p) => p.concurrency === n);
 
 const lines: string[] = [];
-lines.push(`# P1 before events (A: ${sideRuns('A')[0]!.result.versions.gitCommit}) and this tree (B: ${sideRuns('B')[0]!.result.versions.gitCommit}), ${rounds} rounds A B, --phase-s ${phaseSeconds}`);
+lines.push(`# P1 before events (A: ${sideRuns('A')[0]!.result.versions.gitCommit}) and this tree (B: ${sideRuns('B')[0]!.result.versions.gitCommit}), ${runs.length / 2} rounds A B, ${sideRuns('A')[0]!.result.settings.durationMs / 1000} s phases`);
 lines.push('', '| round | side | 1-min load before / after | correct | P1 ÷ bare per N | one endpoint ÷ bare per N |', '|---:|---|---|---|---|---|');
 runs.forEach((run, index) => {
   lines.push(
@@ -108,5 +125,5 @@ for (const n of concurrencies) {
       `${fixed(median(points.map((p) => p?.deliveries.lag.p50Ms ?? Number.NaN)), 0)} / ${fixed(median(points.map((p) => p?.deliveries.lag.p99Ms ?? Number.NaN)), 0)} | ${delivered}/${events}, ${duplicates} |`,
   );
 }
-lines.push('', `results: ${outRoot}`);
+if (!summaryOnly) lines.push('', `results: ${outRoot}`);
 process.stdout.write(`${lines.join('\n')}\n`);
