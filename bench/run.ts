@@ -18,6 +18,7 @@ import { buildFigures, type BenchResult, type ServerRun } from './report/result.
 import { runM1 } from './scenarios/m1-memory.js';
 import { p1ProviderConcurrency, runP1Provider } from './scenarios/p1-provider.js';
 import { measureThroughputPoint, runP1 } from './scenarios/p1-throughput.js';
+import { runP1Webhook } from './scenarios/p1-webhook.js';
 import { runP2 } from './scenarios/p2-ledger.js';
 import { runP4EndToEnd, runP4Ledger } from './scenarios/p4-hot-payee.js';
 import { runLatencyScenarios } from './scenarios/p5-p3-latency.js';
@@ -25,7 +26,7 @@ import { runScaleOut } from './scenarios/scale-out.js';
 import { pgbenchVersion } from './scenarios/tpcb.js';
 import { defaultVariants, runVariants } from './scenarios/variants.js';
 
-export const scenarioIds = ['p1', 'p1-provider', 'p2', 'p3', 'p4', 'p5', 'm1', 'variants'] as const;
+export const scenarioIds = ['p1', 'p1-webhook', 'p1-provider', 'p2', 'p3', 'p4', 'p5', 'm1', 'variants'] as const;
 /**
  * Finer selectors for --only, for iterating on one layer: P4 has a ledger-only and an end-to-end
  * half; scale-out (cluster only) also runs whenever P1 does.
@@ -136,12 +137,16 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       servers.push(server);
 
       const e2e = primary && (has('p4') || has('p4-e2e'));
-      if (has('p1') || has('p3') || has('p5') || e2e) {
+      const webhook = primary && has('p1-webhook');
+      if (has('p1') || has('p3') || has('p5') || e2e || webhook) {
         const sessionOptions: SessionOptions = {
           ...base,
           placement: options.placement,
           chargeTaskQueue: `bench-${serverCtx.runId}-charges`,
           baselineTaskQueue: `bench-${serverCtx.runId}-baseline`,
+          // The deliverer runs beside the workers, as a deployed worker runs it: P1 and the others
+          // carry its polling with no endpoint, P1-webhook its deliveries.
+          webhookDelivery: true,
         };
         await settleDisk(serverCtx);
         const session = await step(`starting the workers (${options.placement}, ${kind})`, () => openTemporalSession(stack, sessionOptions));
@@ -157,6 +162,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
           }
           if (has('p1')) {
             server.p1 = await runP1(serverCtx, session, { scenario: 'p1', concurrency: settings.p1Concurrency, baselineLocalActivities: serverBaselineLocal });
+          }
+          if (webhook) {
+            partial.p1Webhook = await step(`P1 with one webhook endpoint (${kind})`, () =>
+              runP1Webhook(serverCtx, session, { concurrency: settings.p1Concurrency, baselineLocalActivities: serverBaselineLocal }),
+            );
           }
           if (has('p5') || has('p3')) {
             const peak = server.p1
@@ -240,6 +250,8 @@ async function probePeak(ctx: BenchContext, session: Awaited<ReturnType<typeof o
 function collectProblems(result: Omit<BenchResult, 'figures' | 'correct' | 'problems'>): string[] {
   const checks: [string, Pick<Verification, 'ok' | 'problems'> | undefined][] = [
     ['P1', result.p1?.verification],
+    ['P1-webhook', result.p1Webhook?.verification],
+    ['P1-webhook, deliveries', result.p1Webhook && { ok: result.p1Webhook.deliveryProblems.length === 0, problems: result.p1Webhook.deliveryProblems }],
     ['P1-provider, ledger', result.p1Provider?.verification],
     ['P1-provider, at the provider', result.p1Provider?.provider],
     ['P2', result.p2?.verification],
@@ -271,6 +283,7 @@ function collectProblems(result: Omit<BenchResult, 'figures' | 'correct' | 'prob
       ...(run.p5 ? [run.p5.idle, run.p5.halfLoad] : []),
     ].map((phase) => ({ phase, prefix: run.prefix }))),
     ...(result.p1Provider?.points ?? []).flatMap((p) => [p.charge, p.baseline]).map((phase) => ({ phase, prefix: '' })),
+    ...(result.p1Webhook?.points ?? []).flatMap((p) => [p.charge, p.baseline]).map((phase) => ({ phase, prefix: '' })),
     ...(result.p2?.points ?? []).map((p) => ({ phase: p.charge, prefix: '' })),
     ...(result.scaleOut ? [result.scaleOut.oneProcess, result.scaleOut.twoProcesses] : []).map((phase) => ({ phase, prefix: 'cluster: ' })),
   ].filter(({ phase }) => phase.failed > 0);

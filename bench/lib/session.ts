@@ -32,6 +32,8 @@ export interface SessionOptions {
   bundles: { chargeBundlePath: string; baselineBundlePath: string };
   /** The provider both workers talk to (P1-provider's simulator); absent: none. */
   stripeEndpoint?: StripeEndpoint;
+  /** The webhook deliverer beside the workers, as a deployed worker runs it (BenchWorkersConfig.webhookDelivery). */
+  webhookDelivery?: boolean;
 }
 
 /** Workers plus the clients that drive them: what a Temporal-facing scenario needs. */
@@ -54,6 +56,7 @@ export async function openTemporalSession(stack: BenchStack, options: SessionOpt
     ...options.bundles,
     tuning: options.tuning,
     ...(options.stripeEndpoint === undefined ? {} : { stripeEndpoint: options.stripeEndpoint }),
+    webhookDelivery: options.webhookDelivery ?? false,
   };
   const workers = options.placement === 'process'
     ? await startWorkerProcesses(config, options.workerProcesses ?? 1)

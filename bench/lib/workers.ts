@@ -10,6 +10,8 @@ import { createChargeWorker } from '../../src/worker/charge-worker.js';
 import { workerDataConverter } from '../../src/codec/data-converter.js';
 import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
 import { StripeConnector, type StripeEndpoint } from '../../src/providers/stripe/connector.js';
+import { loadConfig } from '../../src/config.js';
+import { startWebhookDeliverer } from '../../src/runtime/webhook-deliverer.js';
 import { baselineActivities, createProviderBaselineActivities } from '../baseline-activities.js';
 
 /** The worker knobs the bench varies; both the charge and the baseline worker get the same ones. */
@@ -36,6 +38,12 @@ export interface BenchWorkersConfig {
    * no provider, as in every scenario but P1-provider.
    */
   stripeEndpoint?: StripeEndpoint;
+  /**
+   * Run the webhook deliverer beside the workers, as `chargeguard worker` does by default (its own
+   * pool, the configuration's settings), with loopback http allowed so it can reach the bench's
+   * receiver. Absent or false: no deliverer.
+   */
+  webhookDelivery?: boolean;
 }
 
 /** The bench's connector: the SDK's default retries and timeouts, as `chargeguard start` builds it. */
@@ -115,6 +123,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
     );
   }
   const running = workers.map((worker) => worker.run());
+  const deliverer = config.webhookDelivery ? startBenchDeliverer(config.databaseUrl) : null;
   let stopping: Promise<void> | null = null;
   return {
     placement: 'in-process',
@@ -125,12 +134,24 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
     memoryUsage: async () => process.memoryUsage(),
     stop: () =>
       (stopping ??= (async () => {
+        // In the order the worker command stops: deliveries first, then the workers.
+        await deliverer?.stop();
         for (const worker of workers) worker.shutdown();
         await Promise.allSettled(running);
         await connection.close();
         await ledger.end();
       })()),
   };
+}
+
+/**
+ * The production deliverer (src/runtime/webhook-deliverer.ts) with the configuration's settings
+ * (WEBHOOK_* from the environment, defaults otherwise), loopback http allowed: the bench's receiver
+ * is on 127.0.0.1.
+ */
+function startBenchDeliverer(databaseUrl: string): { stop(): Promise<void> } | null {
+  const config = loadConfig({ ...process.env, WEBHOOK_DELIVERY: 'on', WEBHOOK_ALLOW_HTTP: 'on', WEBHOOK_ALLOW_LOOPBACK: 'on' });
+  return startWebhookDeliverer(config, databaseUrl, { log: (line) => process.stderr.write(`webhook deliverer: ${line}\n`) });
 }
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));

@@ -143,6 +143,27 @@ export function p1ProviderSection(result: BenchResult): string {
   return lines.join('\n');
 }
 
+/** P1-webhook beside P1 of the same run: throughput over each one's bare workflow, and the deliveries. */
+export function p1WebhookSection(result: BenchResult): string {
+  const run = result.p1Webhook;
+  if (!run) return '';
+  const lines = [
+    `One webhook endpoint subscribed to ${run.enabledEvents.join(', ')}, its receiver an HTTP server on loopback in a process of its own answering 204 at once; the deliverer runs beside the workers with the configuration's defaults, as a deployed worker runs it (in P1 too, where no endpoint exists). Lag: an event's created_at to the receiver having the request.`,
+    '',
+    '| N | P1 charges/s (÷ bare) | with one endpoint (÷ bare) | endpoint ÷ P1, each over its bare | events delivered | duplicates | lag p50 | lag p99 | lag max |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const p of run.points) {
+    const plain = result.p1?.points.find((q) => q.concurrency === p.concurrency);
+    const d = p.deliveries;
+    lines.push(
+      `| ${p.concurrency} | ${plain ? `${formatNumber(plain.charge.operationsPerSecond)} (${formatNumber(plain.ratio)})` : 'n/a'} | ${formatNumber(p.charge.operationsPerSecond)} (${formatNumber(p.ratio)}) | ${plain ? formatNumber(p.ratio / plain.ratio) : 'n/a'} | ${d.delivered}/${d.events} | ${d.duplicates} | ${formatNumber(d.lag.p50Ms, 'ms')} | ${formatNumber(d.lag.p99Ms, 'ms')} | ${formatNumber(d.lag.maxMs, 'ms')} |`,
+    );
+  }
+  if (run.deliveryProblems.length > 0) lines.push('', `**Problems**: ${run.deliveryProblems.join('; ')}.`);
+  return lines.join('\n');
+}
+
 function variantsTable(result: BenchResult): string {
   if (!result.variants || result.variants.length === 0) return '';
   const lines = [
@@ -161,6 +182,9 @@ function cpuTable(result: BenchResult): string {
   const rows: [string, Record<string, number>][] = [];
   for (const p of result.p1?.points ?? []) {
     rows.push([`P1 charges N=${p.concurrency}`, p.charge.cpuPercent], [`P1 baseline N=${p.concurrency}`, p.baseline.cpuPercent]);
+  }
+  for (const p of result.p1Webhook?.points ?? []) {
+    rows.push([`P1-webhook charges N=${p.concurrency}`, p.charge.cpuPercent], [`P1-webhook baseline N=${p.concurrency}`, p.baseline.cpuPercent]);
   }
   for (const p of result.p1Provider?.points ?? []) {
     rows.push([`P1-provider charges N=${p.concurrency}`, p.charge.cpuPercent], [`P1-provider baseline N=${p.concurrency}`, p.baseline.cpuPercent]);
@@ -196,6 +220,8 @@ export function renderMarkdown(result: BenchResult, chartFileName: string): stri
   if (servers) sections.push('## Both servers', servers);
   const scaleOut = scaleOutSection(result);
   if (scaleOut) sections.push('## Scale-out on the cluster', scaleOut);
+  const webhook = p1WebhookSection(result);
+  if (webhook) sections.push('## P1 with one webhook endpoint', webhook);
   const provider = p1ProviderSection(result);
   if (provider) sections.push('## P1 with a provider in the loop', provider);
   const variants = variantsTable(result);

@@ -4,6 +4,7 @@ import type { WorkerTuning } from '../lib/workers.js';
 import type { M1Result } from '../scenarios/m1-memory.js';
 import type { P1ProviderResult } from '../scenarios/p1-provider.js';
 import type { P1Result } from '../scenarios/p1-throughput.js';
+import type { P1WebhookResult } from '../scenarios/p1-webhook.js';
 import type { P2Result } from '../scenarios/p2-ledger.js';
 import type { HotPayeeEndToEnd, HotPayeeLedger } from '../scenarios/p4-hot-payee.js';
 import type { P3Result, P5Result } from '../scenarios/p5-p3-latency.js';
@@ -36,6 +37,8 @@ export interface BenchResult {
   };
   settings: BenchSettings;
   p1?: P1Result;
+  /** P1 with one webhook endpoint subscribed to every charge event (the primary server only). */
+  p1Webhook?: P1WebhookResult;
   /** P1 with a provider in the loop (dev server only). */
   p1Provider?: P1ProviderResult;
   p2?: P2Result;
@@ -109,6 +112,32 @@ export function buildFigures(result: Omit<BenchResult, 'figures' | 'correct' | '
         met: null,
       });
     }
+  }
+  for (const point of result.p1Webhook?.points ?? []) {
+    const plain = result.p1?.points.find((p) => p.concurrency === point.concurrency);
+    // Judged against P1 with no endpoint of the same run, each over its own bare workflow (the two
+    // are not interleaved with each other, so their raw charges/s would carry the run's drift).
+    const normalised = plain ? ratio(point.ratio, plain.ratio) : null;
+    figures.push({
+      id: 'P1-webhook',
+      measures: `new charges/s with one webhook endpoint (every charge event, loopback receiver), N=${point.concurrency}; ratio: (charges ÷ bare) ÷ P1's (charges ÷ bare)`,
+      value: point.charge.operationsPerSecond,
+      unit: 'charges/s',
+      baseline: plain ? { measures: `P1 with no endpoint, N=${point.concurrency}; bare workflows ${point.baseline.operationsPerSecond.toFixed(1)}/s and ${plain.baseline.operationsPerSecond.toFixed(1)}/s`, value: plain.charge.operationsPerSecond, unit: 'charges/s' } : null,
+      ratio: normalised,
+      target: '≥ 0.95',
+      met: normalised === null ? null : normalised >= 0.95,
+    });
+    figures.push({
+      id: 'P1-webhook',
+      measures: `delivery lag p99 (event created → receiver got it), N=${point.concurrency}`,
+      value: point.deliveries.lag.p99Ms,
+      unit: 'ms',
+      baseline: { measures: 'delivery lag p50', value: point.deliveries.lag.p50Ms, unit: 'ms' },
+      ratio: ratio(point.deliveries.lag.p99Ms, point.deliveries.lag.p50Ms),
+      target: '—',
+      met: null,
+    });
   }
   for (const point of result.p2?.points ?? []) {
     const baseline = point.pgbench ?? point.tpcbWithPg;
