@@ -74,7 +74,8 @@ describe('the Temporal server with mTLS on its frontend', () => {
         connection: workerConnection,
         namespace: 'default',
         ledger: pool,
-        workflowBundle: { codePath: inject('stack').workflowBundlePath },
+        // The cluster project's setup runs its workers as processes and bundles nothing here.
+        ...(inject('stack').workflowBundlePath ? { workflowBundle: { codePath: inject('stack').workflowBundlePath } } : {}),
         payloadProtection: testPayloadProtection(),
       });
       const running = worker.run();

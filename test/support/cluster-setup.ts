@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -12,9 +12,6 @@ import {
   type CliInvocation,
 } from '../../src/stack/chargeguard-processes.js';
 import { ensurePayloadKeyFile } from '../../src/codec/payload-key-file.js';
-import { workflowBundleHeader, workflowSourcesHash } from '../../src/cli/commands/worker-bundle.js';
-import { repoRoot } from '../../src/support/repo-root.js';
-import { bundleChargeWorkflows } from '../../src/worker/charge-worker.js';
 import { generousRateLimits } from './api.js';
 import { startChargeguardStack } from '../../src/runtime/local-stack.js';
 
@@ -38,7 +35,7 @@ declare module 'vitest' {
 
 const workerCount = 2;
 const apiCount = 2;
-/** A process compiles its TypeScript under tsx at start: seconds, tens of them on a busy 2-core machine. */
+/** A worker bundles the workflows with webpack at start: tens of seconds on a busy 2-core machine. */
 const processStartTimeoutMs = 120_000;
 const processStopTimeoutMs = 15_000;
 
@@ -54,13 +51,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await chmod(dataDir, 0o711);
   const logsDir = join(dataDir, 'logs');
   const log = (line: string): void => void process.stderr.write(`[cluster] ${line}\n`);
-  // The workers run a prebuilt workflow bundle, as the image's do (CHARGEGUARD_WORKFLOW_BUNDLE):
-  // made once here while the servers start, instead of by webpack in each worker process at once,
-  // tens of seconds of CPU before any test could run.
-  const bundlePath = join(dataDir, 'workflow-bundle.js');
-  const bundled = bundleForSourceWorkers(bundlePath);
-  // Settled here so that a failed start below leaves no rejection unheard; awaited before the workers start.
-  bundled.catch(() => undefined);
   const stack = await startChargeguardStack({ dataDir, temporalUiPort: null, temporal: 'cluster', log });
   const processes: ChargeguardProcess[] = [];
   const stopAll = async (): Promise<void> => {
@@ -82,7 +72,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
       TEMPORAL_ADDRESS: stack.temporalAddress,
       DATABASE_URL: stack.databaseUrl,
       MIGRATION_DATABASE_URL: stack.migrationDatabaseUrl,
-      CHARGEGUARD_WORKFLOW_BUNDLE: await bundled,
     };
     const common = { cli, startTimeoutMs: processStartTimeoutMs, stopTimeoutMs: processStopTimeoutMs };
     const workers = Array.from({ length: workerCount }, (_, i) =>
@@ -122,8 +111,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       migrationDatabaseUrl: stack.migrationDatabaseUrl,
       adminDatabaseUrl: stack.adminDatabaseUrl ?? stack.migrationDatabaseUrl,
       payloadKeysFile,
-      // The bundle the cluster's worker processes run, for workers that tests start themselves.
-      workflowBundlePath: bundlePath,
+      // No bundle here: the cluster's workers are the CLI's own processes, which bundle at start.
+      workflowBundlePath: '',
       dataDir,
     });
     project.provide('cluster', {
@@ -138,17 +127,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw error;
   }
   return stopAll;
-}
-
-/**
- * The workflows bundled from the TypeScript sources the cluster's workers run under tsx, named by
- * their hash as `npm run build` names its bundle, so `worker --bundle` checks it the same way. There
- * is no compiled form of this bundle: its JavaScript hash names none (a compiled worker refuses it).
- */
-async function bundleForSourceWorkers(path: string): Promise<string> {
-  const [{ code }, typescript] = await Promise.all([bundleChargeWorkflows(), workflowSourcesHash(repoRoot(), 'typescript')]);
-  await writeFile(path, workflowBundleHeader({ typescript, javascript: 'none (bundled from the TypeScript sources)' }) + code);
-  return path;
 }
 
 /**
