@@ -48,38 +48,20 @@ declare module 'vitest' {
  * payload encryption on as in every deployment.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The CLI tests run the CLI as `npm run cli` does, from dist/: built here, once, when the sources
+  // changed since it was built, rather than by the first test that calls it (inside its timeout).
+  await ensureCliBuilt();
   const dataDir = await mkdtemp(join(tmpdir(), 'chargeguard-test-'));
   // PostgreSQL refuses to run as root; the OS user it runs as must be able to enter this folder.
   await chmod(dataDir, 0o711);
-  const workflowBundlePath = join(dataDir, 'workflow-bundle.js');
-  // Three independent pieces of work, at once: the CLI build (tsc in a child process, when dist/ is
-  // stale, as on a fresh clone), the servers (child processes that mostly wait on initdb and their
-  // own start), and the workflow bundle (webpack in this process). One after the other they cost
-  // their sum on a 2-core machine that would sit half idle; together, little more than the longest.
-  // The CLI tests run the CLI as `npm run cli` does, from dist/: built here, once, rather than by
-  // the first test that calls it (inside its timeout).
-  const [cliBuilt, stackStarted, bundled] = await Promise.allSettled([
-    ensureCliBuilt(),
-    startChargeguardStack({ dataDir, temporalUiPort: null }).then(async (stack) => {
-      try {
-        // As a deployment does it: the owner migrates, everything else runs as the app role.
-        await migrateLedger(stack.migrationDatabaseUrl);
-        return stack;
-      } catch (error) {
-        await stack.stop();
-        throw error;
-      }
-    }),
-    bundleChargeWorkflows().then((bundle) => writeFile(workflowBundlePath, bundle.code)),
-  ]);
-  const failures = [cliBuilt, stackStarted, bundled].flatMap((result) => (result.status === 'rejected' ? [result.reason as Error] : []));
-  if (stackStarted.status === 'rejected' || failures.length > 0) {
-    if (stackStarted.status === 'fulfilled') await stackStarted.value.stop();
-    await rm(dataDir, { recursive: true, force: true });
-    throw failures.length === 1 ? failures[0] : new AggregateError(failures, failures.map((e) => e.message).join('\n\n'));
-  }
-  const stack = stackStarted.value;
+  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null });
+  // As a deployment does it: the owner migrates, everything else runs as the app role.
+  await migrateLedger(stack.migrationDatabaseUrl);
   const payloadKeysFile = stack.payloadKeysFilePath ?? (await ensurePayloadKeyFile(dataDir)).path;
+
+  const bundle = await bundleChargeWorkflows();
+  const workflowBundlePath = join(dataDir, 'workflow-bundle.js');
+  await writeFile(workflowBundlePath, bundle.code);
 
   const connection = await NativeConnection.connect({ address: stack.temporalAddress });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 20 });
