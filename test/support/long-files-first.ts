@@ -2,7 +2,7 @@ import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * The files that run longest, longest first, as measured (docs/testing.md, Where the time goes).
+ * The files that run longest, longest first, as measured (docs/testing.md, The longest files).
  * Vitest runs the files it has timings for longest first, but it keeps those timings under
  * node_modules/, which `npm ci` empties: a fresh clone, and every CI run, orders files by their size
  * in bytes instead, and a short file that runs for minutes (a chaos run, a worker killed at every
