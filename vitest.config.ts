@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongFilesFirstSequencer from './test/support/long-files-first.js';
 
 /**
  * CHARGEGUARD_TEST_FIXTURE=failing|passing|broken-suite runs one of test/fixtures/exit-status/
@@ -15,6 +16,8 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: the servers need one of them.
     maxWorkers: 2,
+    // Without recorded timings (a fresh clone, CI) the files that run for minutes start first, not last.
+    sequence: { sequencer: LongFilesFirstSequencer },
     testTimeout: 90_000,
     hookTimeout: 180_000,
     reporters: ['default', 'json'],

@@ -254,34 +254,25 @@ describe('limits hold across API processes', () => {
   });
 });
 
-describe('the limiter\'s cost', () => {
-  it('p50 of the hook over 500 requests (its Server-Timing), next to a bare round trip measured in the same loop', async () => {
+describe('the limiter on every request', () => {
+  it('every request through the hook takes a token and says what the hook took (Server-Timing ratelimit)', async () => {
     const tenant = await fundedTenant(h, { label: 'rl-cost' });
     // A burst no test reaches, refilled slowly: the bucket's count shows every request took a token.
     const burst = 1_000_000;
     const { key } = await keyWith(tenant, { ratePerSecond: 1, burst });
-    const hook: number[] = [];
-    const bare: number[] = [];
+    // What the hook costs is a benchmark's question (npm run bench:front-door measures the
+    // limiter's statement beside a bare round trip); here, that each request passed through it.
+    const requestCount = 50;
     const startedAt = Date.now();
-    for (let i = 0; i < 500; i++) {
+    for (let i = 0; i < requestCount; i++) {
       // GET of an unknown charge: the cheapest route, so the request is mostly the hooks.
       const answer = await api.request(`/v1/charges/${newKey('absent')}`, { apiKey: key });
       expect(answer.status).toBe(404);
-      const timing = /ratelimit;dur=([0-9.]+)/.exec(answer.headers.get('server-timing') ?? '');
-      expect(timing).not.toBeNull();
-      hook.push(Number(timing![1]) * 1000);
-      const roundTripAt = performance.now();
-      await h.pool.query('SELECT 1');
-      bare.push((performance.now() - roundTripAt) * 1000);
+      expect(answer.headers.get('server-timing') ?? '').toMatch(/ratelimit;dur=[0-9.]+/);
     }
-    const p = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.floor(values.length * q)]!;
-    console.log(
-      `rate limit hook over 500 requests: p50 ${p(hook, 0.5).toFixed(0)} µs, p90 ${p(hook, 0.9).toFixed(0)} µs, p99 ${p(hook, 0.99).toFixed(0)} µs; ` +
-        `a bare SELECT 1 round trip in the same loop: p50 ${p(bare, 0.5).toFixed(0)} µs`,
-    );
     const elapsedSeconds = (Date.now() - startedAt) / 1000;
     const remaining = fieldItems((await api.request('/v1/accounts/payer', { apiKey: key })).headers.get('ratelimit')).key!.r;
-    expect(remaining).toBeLessThanOrEqual(burst - 501 + Math.ceil(elapsedSeconds));
+    expect(remaining).toBeLessThanOrEqual(burst - (requestCount + 1) + Math.ceil(elapsedSeconds));
   });
 });
 

@@ -347,47 +347,33 @@ describe('signed requests (RFC 9421 hmac-sha256) for keys created with --require
     expect((await send(k, request, signedHeaders(k, request))).status).toBe(201);
   });
 
-  it('measures replays with and without signatures (printed, not asserted)', { timeout: 300_000 }, async () => {
-    const k = await signedKey('sig-bench');
+  it('replays and reads signed afresh, alternating with unsigned ones of the same tenant: every one answered 200, every signed one records its nonce', async () => {
+    const k = await signedKey('sig-many');
     const plainKey = await api.keyFor(k.tenant);
-    const requestCount = 300;
-    const request = chargeRequest(newKey('bench'));
+    // What signing costs a request is a benchmark's question (npm run bench:front-door: replays
+    // signed and unsigned in alternating rounds, and the verification with its nonce insert alone);
+    // here, enough requests that each signed one must have recorded a nonce of its own.
+    const requestCount = 30;
+    const request = chargeRequest(newKey('many'));
     expect((await send(k, request, signedHeaders(k, request))).status).toBe(201);
 
-    // Unsigned and signed alternate in rounds, so a machine that gets busier or quieter during the
-    // run does not favour one of them.
-    const rounds = 3;
-    const compare = async (unsigned: () => Promise<TestResponse>, signed: () => Promise<TestResponse>) => {
-      const elapsedMs = { unsigned: 0, signed: 0 };
-      for (let round = 0; round < rounds; round += 1) {
-        for (const [which, sendOne] of [['unsigned', unsigned], ['signed', signed]] as const) {
-          const started = performance.now();
-          for (let i = 0; i < requestCount / rounds; i += 1) {
-            const response = await sendOne();
-            if (response.status !== 200) throw new Error(`answered ${response.status}: ${response.text}`);
-          }
-          elapsedMs[which] += performance.now() - started;
+    const alternate = async (unsigned: () => Promise<TestResponse>, signed: () => Promise<TestResponse>) => {
+      for (let i = 0; i < requestCount; i += 1) {
+        for (const sendOne of [unsigned, signed]) {
+          const response = await sendOne();
+          if (response.status !== 200) throw new Error(`answered ${response.status}: ${response.text}`);
         }
       }
-      const rate = (ms: number) => (requestCount / (ms / 1000)).toFixed(0);
-      return [rate(elapsedMs.unsigned), rate(elapsedMs.signed)];
     };
-    const [replayUnsigned, replaySigned] = await compare(
+    await alternate(
       () => api.request(request.path, { rawBody: request.body!, headers: request.headers!, apiKey: plainKey }),
       () => send(k, request, signedHeaders(k, request)),
     );
-    // A read costs one query besides the key lookup: there the signature's share (verification and
-    // the nonce insert) shows more than behind a replay, which asks Temporal.
     const read = { method: 'GET', path: '/v1/accounts/payer' };
-    const [readUnsigned, readSigned] = await compare(
+    await alternate(
       () => api.request(read.path, { apiKey: plainKey }),
       () => send(k, read, signedHeaders(k, read)),
     );
-    console.log(
-      `${requestCount} sequential requests each, signing in the client included: ` +
-        `replays of one charge unsigned ${replayUnsigned} req/s, signed ${replaySigned} req/s; ` +
-        `account reads unsigned ${readUnsigned} req/s, signed ${readSigned} req/s`,
-    );
-    expect(await countSignatureNonces(h.pool, k.keyId)).toBeGreaterThanOrEqual(2 * requestCount + 1);
+    expect(await countSignatureNonces(h.pool, k.keyId)).toBe(2 * requestCount + 1);
   });
 });

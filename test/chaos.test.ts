@@ -4,18 +4,24 @@ import { runChaos } from '../chaos/run.js';
 import { chaosTemporalStarters } from '../chaos/temporal.js';
 
 /**
- * The short chaos runs (`npm run chaos` is the long one): their own PostgreSQL and Temporal, because
- * they restart them, two worker and two API processes, and every kind of fault at least once; the
- * second with the payment provider in the loop (`npm run chaos -- --provider`).
+ * The short chaos run (`npm run chaos` is the long one): its own PostgreSQL and Temporal, because it
+ * restarts them, two worker and two API processes, and every kind of fault at least once, with the
+ * payment provider in the loop (`npm run chaos -- --provider`): half the storm's keys are card
+ * charges at the Stripe simulator, the other half ledger charges, so one run gives both verdicts.
+ * Two runs (one without the provider) asserted the ledger's verdict twice, for a second stack's
+ * start-up, build and settling: the ledger charges of this run are held to the same verdict.
  */
-/** What both short runs share: 40 s on the cluster stack, every kind of fault at least once. */
 const shortRun = {
   durationMs: 40_000,
   workers: 2,
   apis: 2,
-  schedule: { workerKillEveryMs: 6_000, postgresRestartEveryMs: 24_000, temporalRestartEveryMs: 40_000 },
+  // Every kind of fault by +24 s (PostgreSQL fast at 8 s and immediate at 24 s, Temporal at 18 s,
+  // workers every 6 s): faults run one after another and none starts after the storm, so on a loaded
+  // machine a slow restart pushed the last kinds of a later plan past the 40 s and the run missed them.
+  schedule: { workerKillEveryMs: 6_000, postgresRestartEveryMs: 16_000, temporalRestartEveryMs: 24_000 },
   settleBudgetMs: 180_000,
   startTemporal: chaosTemporalStarters.cluster,
+  provider: { cardShare: 0.5, faultEveryMs: 2_000 },
 } as const;
 
 /** Runs chaos with its log kept: a run that throws (not only one that finds problems) shows what happened. */
@@ -29,25 +35,21 @@ async function runWithLog(options: Omit<Parameters<typeof runChaos>[0], 'log'>):
 }
 
 describe('chaos, short run', () => {
-  it('under worker SIGKILLs and PostgreSQL and Temporal restarts: no key debited twice, every key decided once, reconcile clean', async () => {
+  it('under worker SIGKILLs, PostgreSQL and Temporal restarts and a failing, answer-losing provider: no key debited twice, every key decided once, reconcile clean; one PaymentIntent per card charge, one capture, nothing left held, ledger equal to the provider', async () => {
     const { result, log } = await runWithLog(shortRun);
     const report = formatChaosReport(result);
     process.stdout.write(`${report}\n`);
     expect(result.problems, `${report}\n${log.join('\n')}`).toEqual([]);
+    // The ledger's verdict, over every key: the ledger charges as much as the card charges.
     expect(result.keysDebitedTwice).toBe(0);
     expect(result.undecidedKeys).toBe(0);
-    expect(result.keys).toBeGreaterThan(5);
+    expect(result.reconcileOk).toBe(true);
     const kinds = new Set(result.faults.map((fault) => fault.kind));
     expect([...kinds].sort()).toEqual(['PostgreSQL fast restart', 'PostgreSQL immediate restart', 'Temporal restart', 'worker SIGKILL']);
-  }, 600_000);
-
-  it('with the Stripe simulator as the provider, losing answers and failing: one PaymentIntent per charge, one capture, nothing left held, ledger equal to the provider', async () => {
-    const { result, log } = await runWithLog({ ...shortRun, provider: { cardShare: 0.5, faultEveryMs: 2_000 } });
-    const report = formatChaosReport(result);
-    process.stdout.write(`${report}\n`);
-    expect(result.problems, `${report}\n${log.join('\n')}`).toEqual([]);
     const provider = result.provider!;
+    // Both kinds of charge ran through every fault: enough of each for the verdict to mean something.
     expect(provider.cardKeys).toBeGreaterThan(5);
+    expect(result.keys - provider.cardKeys).toBeGreaterThan(5);
     expect(provider.paymentIntents).toBeGreaterThan(0);
     expect(provider.chargesWithTwoPaymentIntents).toBe(0);
     expect(provider.capturedTwice).toBe(0);
@@ -55,11 +57,7 @@ describe('chaos, short run', () => {
     expect(provider.authorizationsLeftHeld).toBe(0);
     expect(provider.payerActionsLeft).toBe(0);
     expect(provider.providerReconcileOk).toBe(true);
-    expect(result.reconcileOk).toBe(true);
-    expect(result.keysDebitedTwice).toBe(0);
-    expect(result.undecidedKeys).toBe(0);
-    // The provider's faults struck requests, and a worker was killed, so the verdict was earned under them.
+    // The provider's faults struck requests, so its verdict was earned under them.
     expect(Object.values(provider.faultsStruck).reduce((sum, n) => sum + n, 0)).toBeGreaterThan(0);
-    expect(result.faults.some((fault) => fault.kind === 'worker SIGKILL')).toBe(true);
   }, 600_000);
 });
