@@ -238,6 +238,10 @@ describe('reconcile --provider stripe', () => {
     const again = await reconcileProvider({ ledger: h.pool, connector: stripe, tenant, voidOrphans: true, nowMs: later() });
     expect(violationsOf(again)).toEqual({ provider_no_orphan_authorizations: 1 });
     expect(again.voided).toEqual([]);
+
+    // No workflow or sweeper owns this hold: released here, as the sweeper would, so a ledger-wide
+    // reconcile later in the run (test/reconcile.test.ts reads every tenant) finds no expired hold.
+    expect((await cancelHold(h.pool, expired, 'hold_expired')).holdState).toBe('CANCELLED');
   });
 
   it('refuses a window outside 1-720 hours before reading anything', async () => {
