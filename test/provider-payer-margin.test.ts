@@ -1,14 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHoldSweeperActivities } from '../activities/hold-sweeper-activities.js';
-import { createProviderActivities } from '../activities/provider-activities.js';
+import { patchMarkers } from '../scripts/workflow-histories.js';
 import type { Charge, ChargeIntent } from '../src/domain/charge.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
-import { cancelReasons } from '../src/domain/refusals.js';
 import { readCharge } from '../src/ledger/charges.js';
 import { StripeConnector } from '../src/providers/stripe/connector.js';
 import { StripeSimulator } from '../src/providers/stripe/simulator/server.js';
-import { chargeStatusQuery, chargeWorkflowType, type ChargePolicy, type ChargeWorkflowInput } from '../workflows/definitions.js';
+import {
+  captureChargeUpdate,
+  chargeStatusQuery,
+  chargeWorkflowType,
+  type ChargePolicy,
+  type ChargeWorkflowInput,
+} from '../workflows/definitions.js';
+import { providerCaptureMarginPatch } from '../workflows/patches.js';
 import { defaultProviderStepStartToCloseMs, payerActionCaptureMarginMs, payerActionLookEveryMs } from '../workflows/provider-steps.js';
 import { fundedTenant, newKey, providerIntent, startTestWorker, testPolicy, useHarness, waitFor } from './support/harness.js';
 
@@ -43,28 +48,22 @@ describe('payerActionCaptureMarginMs: the look before the hold expires leaves th
 });
 
 /**
- * A 3-D Secure charge whose payer authenticated and whose provider event was lost, end to end: the
- * real Temporal dev server and PostgreSQL, the Stripe SDK against the simulator. Before the margin
- * look, the last look was made at the hold's expiry, so the capture could only begin when the
- * ledger's hold had already expired; a worker down at that moment let the hold sweeper release it.
+ * 3-D Secure charges whose payer authenticated and whose provider event was lost, end to end: the
+ * real Temporal dev server and PostgreSQL, the Stripe SDK against the simulator (no webhook endpoint,
+ * so every event it emits reaches nobody, as when the receiver answered 503 during a restart and the
+ * sender gave up). Before the margin look, only the look at the hold's expiry could find such a
+ * payer: a manual hold then had no time left for its capture and was released `hold_expired`, its
+ * authorization voided; an automatic one was captured only after its hold's time was up.
  */
 const h = useHarness();
 const taskQueue = `provider-payer-margin-${randomBytes(4).toString('hex')}`;
 let sim: StripeSimulator;
-let connector: StripeConnector;
-let worker: Awaited<ReturnType<typeof startTestWorker>> | null = null;
-
-function startWorker() {
-  // The test sweeps itself, at the moment it chooses: no schedule.
-  return startTestWorker({ taskQueue, pool: h.pool, providers: { stripe: connector }, holdSweeper: false });
-}
+let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
 
 beforeAll(async () => {
-  // No webhook endpoint: every event the simulator emits is lost, as when the receiver answered 503
-  // during a restart and the sender gave up.
   sim = await StripeSimulator.start({ port: 0 });
-  connector = new StripeConnector({ apiKey: 'sk_test_chargeguard', webhookSecrets: ['whsec_test'], endpoint: sim.endpoint, maxNetworkRetries: 0, requestTimeoutMs: 2_000 });
-  worker = await startWorker();
+  const stripe = new StripeConnector({ apiKey: 'sk_test_chargeguard', webhookSecrets: ['whsec_test'], endpoint: sim.endpoint, maxNetworkRetries: 0, requestTimeoutMs: 2_000 });
+  worker = await startTestWorker({ taskQueue, pool: h.pool, providers: { stripe }, holdSweeper: false });
 });
 
 afterAll(async () => {
@@ -72,69 +71,105 @@ afterAll(async () => {
   await sim?.stop();
 });
 
+// A 10 s hold and 4 s provider attempts: the margin look comes 4 s before the hold expires.
+const holdTtlMs = 10_000;
+const policy: ChargePolicy = { ...testPolicy, holdTtlMs, providerStepStartToCloseMs: 4_000, providerAuthorizeBudgetMs: 8_000 };
+
+function start(intent: ChargeIntent) {
+  const input: ChargeWorkflowInput = { intent, policy };
+  return h.temporal.workflow.start(chargeWorkflowType, {
+    taskQueue,
+    workflowId: chargeWorkflowId(intent.tenant, intent.idempotencyKey),
+    args: [input],
+  });
+}
+
+/** The charge once it waits for its payer; the payer then authenticates, and the provider's event is lost. */
+async function payerAuthenticatesEventLost(handle: Awaited<ReturnType<typeof start>>): Promise<Charge> {
+  const waiting = await waitFor(async () => {
+    const charge: Charge = await handle.query(chargeStatusQuery);
+    return charge.status === 'requires_action' ? charge : null;
+  }, { what: 'requires_action' });
+  const paymentId = waiting.provider!.paymentId!;
+  // As the bank's page does when the payer completes 3-D Secure.
+  const response = await fetch(`${sim.url}/_simulator/payment_intents/${paymentId}/authenticate`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ outcome: 'succeed' }),
+  });
+  expect(response.status).toBe(200);
+  expect(sim.webhooks.events.map((event) => event.type)).toContain('payment_intent.amount_capturable_updated');
+  expect(sim.webhooks.deliveries, 'no event may reach the charge').toEqual([]);
+  return waiting;
+}
+
+function paymentStatuses(intent: ChargeIntent): string[] {
+  return [...sim.payments.paymentIntents.values()]
+    .filter((payment) => payment.metadata['tenant'] === intent.tenant && payment.metadata['charge_id'] === intent.chargeId)
+    .map((payment) => payment.status);
+}
+
 describe('3-D Secure, the payer authenticated, the provider event lost', () => {
-  it('the look before the capture margin captures while the hold is valid: a worker down across the expiry and a sweep after it cannot cancel the charge', async () => {
-    // 12 s hold, 6 s capture attempt: the margin look comes 6 s before the expiry (half the hold).
-    const holdTtlMs = 12_000;
-    const policy: ChargePolicy = { ...testPolicy, holdTtlMs, providerStepStartToCloseMs: 6_000, providerAuthorizeBudgetMs: 10_000 };
-    const marginMs = payerActionCaptureMarginMs(holdTtlMs, policy.providerStepStartToCloseMs!);
-    expect(marginMs).toBe(6_000);
-    // No periodic look falls inside this hold: before the fix only the look at the expiry could find the payer.
+  it('the margin look checks the bounds it is given: no periodic look falls inside this hold', () => {
+    expect(payerActionCaptureMarginMs(holdTtlMs, policy.providerStepStartToCloseMs!)).toBe(4_000);
+    // Without the margin look, only the look at the expiry could find the payer.
     expect(payerActionLookEveryMs(holdTtlMs)).toBeGreaterThan(holdTtlMs);
-    /** The worker is stopped this long before the expiry (well after the margin look): down across the expiry. */
-    const workerDownBeforeExpiryMs = 1_500;
+  });
 
-    const tenant = await fundedTenant(h, { label: 'pm-margin' });
-    const intent: ChargeIntent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
-    const input: ChargeWorkflowInput = { intent, policy };
-    const handle = await h.temporal.workflow.start(chargeWorkflowType, {
-      taskQueue,
-      workflowId: chargeWorkflowId(intent.tenant, intent.idempotencyKey),
-      args: [input],
-    });
-    const waiting = await waitFor(async () => {
+  it('manual capture: the look before the margin finds the authorization while the hold is valid; the caller captures and the charge succeeds, not hold_expired', async () => {
+    const tenant = await fundedTenant(h, { label: 'pm-manual' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required', { captureMode: 'manual' });
+    const handle = await start(intent);
+    await payerAuthenticatesEventLost(handle);
+    const held = await readCharge(h.pool, tenant, intent.idempotencyKey);
+    const expiresAtMs = Date.parse(held?.charge.holdExpiresAt ?? '');
+    expect(Number.isFinite(expiresAtMs), 'a manual hold has its expiry in the ledger').toBe(true);
+
+    // The caller polls as the docs say until the charge is held (or decided), then captures it.
+    const seen = await waitFor(async () => {
       const charge: Charge = await handle.query(chargeStatusQuery);
-      return charge.status === 'requires_action' ? charge : null;
-    }, { what: 'requires_action' });
-    const expiresAtMs = Date.parse(waiting.holdExpiresAt!);
-    const paymentId = waiting.provider!.paymentId!;
-
-    // The payer authenticates at once; the provider's event is emitted and reaches nobody.
-    sim.payments.authenticate(paymentId, true);
-    expect(sim.webhooks.events.map((event) => event.type)).toContain('payment_intent.amount_capturable_updated');
-    expect(sim.webhooks.deliveries).toEqual([]);
-
-    // Until the ledger has the capture, or the expiry is near: then the worker goes down, so no look
-    // at the expiry itself can run before the sweep (the chaos run's "worker down" at the expiry).
-    await waitFor(async () => {
-      const row = await readCharge(h.pool, tenant, intent.idempotencyKey);
-      return row?.holdState === 'CONFIRMED' || Date.now() >= expiresAtMs - workerDownBeforeExpiryMs;
-    }, { what: 'the capture, or the hold about to expire', timeoutMs: holdTtlMs + 10_000 });
-    await worker!.stop();
-    worker = null;
-
-    // Past the ledger's expiry (its own clock), the hold sweeper's sweep as it runs once its grace has
-    // passed with the capture not begun: every expired hold of the tenant released, its authorization voided.
-    const sweeper = createHoldSweeperActivities(h.pool, null, createProviderActivities(h.pool, { stripe: connector }).voidAtProvider);
-    await waitFor(async () => {
-      const row = await readCharge(h.pool, tenant, intent.idempotencyKey);
-      if (row?.holdState !== 'TRIED') return true;
-      const expired = await sweeper.findExpiredHolds({ graceMs: 0, limit: 10, tenant });
-      return expired.some((hold) => hold.idempotencyKey === intent.idempotencyKey);
-    }, { what: 'the hold to be captured or expired by the ledger', timeoutMs: holdTtlMs + 10_000 });
-    const released: boolean[] = [];
-    for (const hold of await sweeper.findExpiredHolds({ graceMs: 0, limit: 10, tenant })) {
-      released.push((await sweeper.releaseHold({ ...hold, reason: cancelReasons.holdExpired, onlyIfOrphaned: false })).released);
-    }
-
-    worker = await startWorker();
+      return charge.status === 'requires_action' ? null : charge;
+    }, { what: 'the charge to leave requires_action', timeoutMs: holdTtlMs + 20_000 });
+    const seenAtMs = Date.now();
+    const captured = seen.status === 'reserved' ? await handle.executeUpdate(captureChargeUpdate, { args: [{ amountMinor: null }] }).catch((error: unknown) => error) : null;
     const charge = (await handle.result()) as Charge;
-    expect(released, 'the sweep released the hold of a payer who had authenticated').toEqual([]);
+    expect(charge, 'the payer authenticated in time: the charge must not be released').toMatchObject({
+      status: 'succeeded',
+      amountCapturedMinor: 1_000,
+      failureReason: null,
+      provider: { state: 'captured' },
+    });
+    expect(captured).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
+    expect(seen).toMatchObject({ status: 'reserved', provider: { state: 'authorized' } });
+    expect(seenAtMs, 'found authorized while the hold was valid').toBeLessThan(expiresAtMs);
+    expect(Date.parse(charge.updatedAt), 'captured while the ledger still held the money').toBeLessThan(expiresAtMs);
+    expect(paymentStatuses(intent)).toEqual(['succeeded']);
+  });
+
+  it('automatic capture: captured before the hold expires, by the margin look, with one timer in its history', async () => {
+    const tenant = await fundedTenant(h, { label: 'pm-auto' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_threeDSecure2Required');
+    const handle = await start(intent);
+    await payerAuthenticatesEventLost(handle);
+    const charge = (await handle.result()) as Charge;
     expect(charge).toMatchObject({ status: 'succeeded', amountCapturedMinor: 1_000 });
-    expect(charge.provider).toMatchObject({ state: 'captured', paymentId });
-    // Captured while the ledger still held the money, not after its expiry.
-    expect(Date.parse(charge.updatedAt)).toBeLessThan(expiresAtMs);
-    const payments = [...sim.payments.paymentIntents.values()].filter((payment) => payment.metadata['charge_id'] === intent.chargeId);
-    expect(payments.map((payment) => payment.status)).toEqual(['succeeded']);
+    // An automatic hold's expiry is the workflow's (Try's time plus the TTL): the ledger records none.
+    const expiresAtMs = Date.parse(charge.createdAt) + holdTtlMs;
+    expect(Date.parse(charge.updatedAt), 'captured before the hold expired').toBeLessThan(expiresAtMs);
+    expect(paymentStatuses(intent)).toEqual(['succeeded']);
+    const history = await handle.fetchHistory();
+    expect(patchMarkers(history)).toContain(providerCaptureMarginPatch);
+    // The margin look's timer; the look found the payer, so no timer for the expiry.
+    expect((history.events ?? []).filter((event) => event.timerStartedEventAttributes)).toHaveLength(1);
+  });
+
+  it('a card charge that never waits for its payer carries no margin marker and starts no timer', async () => {
+    const tenant = await fundedTenant(h, { label: 'pm-plain' });
+    const intent = providerIntent(tenant, newKey(), 'pm_card_visa');
+    const handle = await start(intent);
+    expect(await handle.result()).toMatchObject({ status: 'succeeded' });
+    const history = await handle.fetchHistory();
+    expect(patchMarkers(history)).not.toContain(providerCaptureMarginPatch);
+    expect((history.events ?? []).filter((event) => event.timerStartedEventAttributes)).toEqual([]);
   });
 });
