@@ -144,10 +144,11 @@ export const providerPayerEventsPatch = 'provider-payer-events-counted-from-auth
  * expiry, at `expiresAt - payerActionCaptureMarginMs` (workflows/provider-steps.ts: one attempt of
  * the capture step, at most half the hold TTL), and still once more at the expiry itself. Without
  * it, a payer who authenticated but whose provider event was lost was found only by the look at the
- * expiry, so the capture could only begin when the ledger's hold had expired: a worker down or a
- * slow look at that moment let the hold sweeper release the hold first, and the charge ended
- * `hold_expired` with its authorization voided though the payer had done everything asked. A payer
- * found authorized by this look is captured at once, as an event would have made it. Executions
+ * expiry: a manual hold then had no time left for its capture and was released `hold_expired` at
+ * once, its authorization voided, though the payer had done everything asked; an automatic one was
+ * captured only after its hold's time was up. A payer found authorized by this look goes on as an
+ * event would have sent it: captured at once (automatic), or held for the caller's capture until
+ * the expiry, the margin at least (manual). Executions
  * without the marker (recorded histories up to v12) look only at the expiry, as they ran. Asked
  * right after `provider-payer-events-counted-from-authorize`, where the payer's wait begins, and
  * only there: charges that never wait for their payer carry no marker and start no extra timer.
