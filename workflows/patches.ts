@@ -139,6 +139,22 @@ export const providerVoidAlertPatch = 'provider-void-alerts';
  */
 export const providerPayerEventsPatch = 'provider-payer-events-counted-from-authorize';
 
+/**
+ * Provider charges started after this change look their payment up once more before the hold's
+ * expiry, at `expiresAt - payerActionCaptureMarginMs` (workflows/provider-steps.ts: one attempt of
+ * the capture step, at most half the hold TTL), and still once more at the expiry itself. Without
+ * it, a payer who authenticated but whose provider event was lost was found only by the look at the
+ * expiry: a manual hold then had no time left for its capture and was released `hold_expired` at
+ * once, its authorization voided, though the payer had done everything asked; an automatic one was
+ * captured only after its hold's time was up. A payer found authorized by this look goes on as an
+ * event would have sent it: captured at once (automatic), or held for the caller's capture until
+ * the expiry, the margin at least (manual). Executions
+ * without the marker (recorded histories up to v12) look only at the expiry, as they ran. Asked
+ * right after `provider-payer-events-counted-from-authorize`, where the payer's wait begins, and
+ * only there: charges that never wait for their payer carry no marker and start no extra timer.
+ */
+export const providerCaptureMarginPatch = 'provider-payer-look-before-capture-margin';
+
 /** RefundWorkflow. */
 
 /**

@@ -70,6 +70,24 @@ export function payerActionLookEveryMs(holdTtlMs: number): number {
   return Math.max(60_000, Math.floor(holdTtlMs / 20));
 }
 
+/**
+ * How long before the hold's expiry a charge waiting for its payer looks the payment up once more
+ * (provider-payer-look-before-capture-margin), so that a payer who authenticated but whose event was
+ * lost is found while the hold still has time for the capture, not at the expiry itself, where a
+ * manual hold has none left (docs/providers.md, "The look before the capture margin").
+ *
+ * Lower bound, `captureAttemptMs` (the policy's providerStepStartToCloseMs): one whole attempt of
+ * the capture step, which is the provider's capture and the ledger's Confirm in one activity; the
+ * look before it and the capture's first statement (after which the ledger's Cancel, and so the
+ * hold sweeper, refuses until the capture's answer is recorded) take milliseconds when all is well.
+ * Upper bound, half the hold TTL: a short hold still gives its payer most of its time before the
+ * look, and the final look at the expiry still finds a payer who finished within the margin.
+ * The upper bound wins when the two disagree.
+ */
+export function payerActionCaptureMarginMs(holdTtlMs: number, captureAttemptMs: number): number {
+  return Math.max(0, Math.min(captureAttemptMs, Math.floor(holdTtlMs / 2)));
+}
+
 /** When the charge's hold expires, by the ledger: its recorded expiry, else Try's time plus the TTL. */
 export function holdDeadlineMs(charge: Charge, holdTtlMs: number): number {
   const recorded = charge.holdExpiresAt === null ? Number.NaN : Date.parse(charge.holdExpiresAt);
