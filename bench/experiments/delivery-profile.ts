@@ -35,6 +35,8 @@ if (!olderTree) throw new Error('usage: delivery-profile.ts <checkout of the old
 const rounds = Number(process.argv[3] ?? 3);
 const ratePerSecond = Number(process.env.RATE ?? 60);
 const phaseMs = Number(process.env.PHASE_MS ?? 8_000);
+/** PROFILE=1: also the statements (nested ones included) that took the most server time per delivery, per phase; counting them slows the server a little. */
+const statementProfile = process.env.PROFILE === '1';
 /** A phase whose deliveries are not all made this long after its last event fails the run, milliseconds. */
 const drainBudgetMs = 60_000;
 
@@ -57,7 +59,18 @@ const settings: DelivererSettings = {
 
 const dir = await mkdtemp(join(tmpdir(), 'delivery-profile-'));
 await chmod(dir, 0o711);
-const server = await startLedgerPostgres({ dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') });
+const serverOptions = { dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') };
+let server = await startLedgerPostgres(serverOptions);
+if (statementProfile) {
+  // pg_stat_statements must be loaded at server start: set it, then restart on the same data dir.
+  const admin = new pg.Client({ connectionString: server.databaseUrl });
+  await admin.connect();
+  await admin.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
+  await admin.query(`ALTER SYSTEM SET pg_stat_statements.track = 'all'`);
+  await admin.end();
+  await server.stop();
+  server = await startLedgerPostgres(serverOptions);
+}
 const received = { count: 0 };
 const receiver = createServer((request, response) => {
   request.resume();
@@ -83,6 +96,7 @@ try {
       return query(...args);
     };
   });
+  if (statementProfile) await writer.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   await writer.query('ANALYZE');
 
   const insertEvent = (tenant: string, i: number) => {
@@ -107,6 +121,7 @@ try {
       const load = loadavg()[0]!.toFixed(2);
       deliverer?.start();
       statements = 0;
+      if (statementProfile) await writer.query('SELECT pg_stat_statements_reset()');
       const before = await takeCpuSnapshot({ temporal: null, postgres: server.pid, worker: null });
       const events = Math.round((ratePerSecond * phaseMs) / 1000);
       const started = performance.now();
@@ -138,6 +153,14 @@ try {
       });
       const r = results[side].at(-1)!;
       console.log(`round ${round} ${side.padEnd(4)} load ${load}: ${events} events in ${((performance.now() - started) / 1000).toFixed(1)} s, PostgreSQL ${r.pgMs.toFixed(0)} ms CPU, this process ${r.nodeMs.toFixed(0)} ms, deliverer statements ${r.statements}`);
+      if (statementProfile) {
+        const top = await writer.query<{ query: string; calls: string; us: number }>(
+          `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time * 1000 / $1 AS us
+             FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC LIMIT 12`,
+          [events],
+        );
+        for (const row of top.rows) console.log(`  ${row.us.toFixed(1).padStart(8)} us/event  calls/event ${(Number(row.calls) / events).toFixed(2)}  ${row.query.slice(0, 140)}`);
+      }
     }
   }
 
