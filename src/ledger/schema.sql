@@ -419,7 +419,6 @@ CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (p
 CREATE INDEX refunds_by_tenant ON public.refunds USING btree (tenant, created_at, id);
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
-CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
 CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at, id) WHERE (state = 'pending'::text);
 CREATE INDEX webhook_deliveries_finished ON public.webhook_deliveries USING btree (finished_at, id) WHERE (finished_at IS NOT NULL);
 CREATE INDEX webhook_deliveries_leased ON public.webhook_deliveries USING btree (endpoint_id) WHERE (lease_expires_at IS NOT NULL);
