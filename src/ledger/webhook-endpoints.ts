@@ -456,11 +456,15 @@ interface ClaimRow {
  */
 export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
   if (limits.max <= 0) return [];
-  const result = await pool.query<ClaimRow>({
-    name: 'webhook_deliveries_claim',
-    text: 'SELECT * FROM webhook_deliveries_claim($1, $2, $3, $4, $5)',
-    values: [limits.owner, limits.leaseMs, limits.perEndpointMax, limits.max, limits.onlyTenants ?? null],
-  });
+  // Unnamed: a prepared statement of `SELECT *` would fail for good on its connection once the
+  // function's columns change (a new release); the function's own statements keep their plans.
+  const result = await pool.query<ClaimRow>('SELECT * FROM webhook_deliveries_claim($1, $2, $3, $4, $5)', [
+    limits.owner,
+    limits.leaseMs,
+    limits.perEndpointMax,
+    limits.max,
+    limits.onlyTenants ?? null,
+  ]);
   return result.rows.map((row) => ({
     id: row.id,
     endpointId: row.endpoint_id,
@@ -513,19 +517,15 @@ export type DeliveredAttempt = Pick<AttemptOutcome, 'deliveryId' | 'endpointId' 
  */
 export async function recordDelivered(pool: LedgerPool, attempts: readonly DeliveredAttempt[]): Promise<void> {
   if (attempts.length === 0) return;
-  await pool.query({
-    name: 'webhook_deliveries_delivered',
-    text: 'SELECT webhook_deliveries_delivered($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[])',
-    values: [
-      attempts.map((a) => a.deliveryId),
-      attempts.map((a) => a.endpointId),
-      attempts.map((a) => a.eventId),
-      attempts.map((a) => a.attempt),
-      attempts.map((a) => a.startedAt),
-      attempts.map((a) => a.durationMs),
-      attempts.map((a) => a.statusCode),
-    ],
-  });
+  await pool.query('SELECT webhook_deliveries_delivered($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[])', [
+    attempts.map((a) => a.deliveryId),
+    attempts.map((a) => a.endpointId),
+    attempts.map((a) => a.eventId),
+    attempts.map((a) => a.attempt),
+    attempts.map((a) => a.startedAt),
+    attempts.map((a) => a.durationMs),
+    attempts.map((a) => a.statusCode),
+  ]);
 }
 
 /**
