@@ -104,6 +104,8 @@ async function inTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) 
  * or an attempt's record with its state change (the delivery is sent again, which at least once
  * allows, and an endpoint's disabling with its event, together). Deliveries themselves are made in
  * the event's transaction, which commits as the charge's does. Two flushes fewer per delivery.
+ * The claim and a success are single calls of ledger functions that set this for their own
+ * transaction; this is the failed attempt's transaction.
  */
 function inDelivererTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   return inTransaction(pool, work, { asyncCommit: true });
