@@ -419,7 +419,6 @@ CREATE INDEX provider_events_by_payment ON public.provider_events USING btree (p
 CREATE INDEX refunds_by_tenant ON public.refunds USING btree (tenant, created_at, id);
 CREATE INDEX refunds_provider_unsettled ON public.refunds USING btree (tenant, created_at) WHERE ((provider_refund_failure IS NOT NULL) AND (provider_refund_id IS NULL));
 CREATE INDEX signature_nonces_by_expiry ON public.signature_nonces USING btree (expires_at);
-CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
 CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at, id) WHERE (state = 'pending'::text);
 CREATE INDEX webhook_deliveries_finished ON public.webhook_deliveries USING btree (finished_at, id) WHERE (finished_at IS NOT NULL);
 CREATE INDEX webhook_deliveries_leased ON public.webhook_deliveries USING btree (endpoint_id) WHERE (lease_expires_at IS NOT NULL);
@@ -1651,6 +1650,73 @@ BEGIN
     RETURN NEXT r;
   END LOOP;
 END $function$;
+
+CREATE OR REPLACE FUNCTION public.webhook_deliveries_claim(p_owner text, p_lease_ms integer, p_per_endpoint_max integer, p_max integer, p_tenants text[])
+ RETURNS TABLE(id bigint, endpoint_id text, tenant text, url text, attempts integer, created_at timestamp with time zone, event_seq bigint, event_id text, event_type text, event_object_type text, event_object_id text, event_object_sequence integer, event_data jsonb, event_created_at timestamp with time zone, secrets text[])
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+BEGIN
+  IF p_max <= 0 THEN
+    RETURN;
+  END IF;
+  PERFORM set_config('synchronous_commit', 'off', true);
+  PERFORM pg_advisory_xact_lock(hashtextextended('webhook_deliveries:claim', 0));
+  -- Each enabled endpoint's due rows, at most its free slots, read through the (endpoint, due
+  -- time) index: a backlog of one endpoint costs this statement nothing beyond that endpoint's few
+  -- rows, and never hides another endpoint's.
+  RETURN QUERY
+  WITH chosen AS (
+    SELECT c.id FROM webhook_endpoints e
+     CROSS JOIN LATERAL (
+       SELECT count(*) AS n FROM webhook_deliveries l
+        WHERE l.endpoint_id = e.id AND l.lease_expires_at IS NOT NULL AND l.lease_expires_at > now() AND l.state = 'pending') busy
+     CROSS JOIN LATERAL (
+       SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
+        ORDER BY d.next_attempt_at, d.id LIMIT greatest(p_per_endpoint_max - busy.n, 0)) c
+     WHERE e.disabled_at IS NULL AND (p_tenants IS NULL OR e.tenant = ANY (p_tenants))
+     ORDER BY c.next_attempt_at, c.id LIMIT p_max),
+  locked AS (SELECT w.id FROM webhook_deliveries w WHERE w.id IN (SELECT chosen.id FROM chosen) FOR UPDATE SKIP LOCKED),
+  claimed AS (
+    UPDATE webhook_deliveries d
+       SET lease_owner = p_owner, lease_expires_at = now() + p_lease_ms * interval '1 millisecond', attempts = d.attempts + 1
+      FROM locked, webhook_endpoints e
+     WHERE d.id = locked.id AND e.id = d.endpoint_id
+    RETURNING d.id, d.endpoint_id, d.tenant, e.url, d.attempts, d.created_at, d.event_id)
+  SELECT c.id, c.endpoint_id, c.tenant, c.url, c.attempts, c.created_at,
+         ev.seq, ev.id, ev.type, ev.object_type, ev.object_id, ev.object_sequence, ev.data, ev.created_at,
+         ARRAY(SELECT s.secret FROM webhook_endpoint_secrets s
+                WHERE s.endpoint_id = c.endpoint_id AND (s.expires_at IS NULL OR s.expires_at > now())
+                ORDER BY s.created_at DESC, s.id DESC)
+    FROM claimed c JOIN events ev ON ev.id = c.event_id
+   ORDER BY c.id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.webhook_deliveries_delivered(p_delivery_id bigint[], p_endpoint_id text[], p_event_id text[], p_attempt integer[], p_started_at timestamp with time zone[], p_duration_ms integer[], p_status_code integer[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  moved integer;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  -- An endpoint deleted meanwhile took its deliveries with it: nothing to record for those.
+  INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
+  SELECT o.delivery_id, o.endpoint_id, o.event_id, o.attempt, o.started_at, o.duration_ms, o.status_code, NULL, true
+    FROM unnest(p_delivery_id, p_endpoint_id, p_event_id, p_attempt, p_started_at, p_duration_ms, p_status_code)
+         AS o (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code)
+   WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = o.endpoint_id);
+  UPDATE webhook_deliveries
+     SET state = 'delivered', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+   WHERE id = ANY (p_delivery_id) AND state = 'pending';
+  GET DIAGNOSTICS moved = ROW_COUNT;
+  UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ANY (p_endpoint_id) AND failing_since IS NOT NULL;
+  RETURN moved;
+END
+$function$;
 
 CREATE OR REPLACE FUNCTION public.webhook_endpoints_fan_out()
  RETURNS trigger

@@ -104,6 +104,8 @@ async function inTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) 
  * or an attempt's record with its state change (the delivery is sent again, which at least once
  * allows, and an endpoint's disabling with its event, together). Deliveries themselves are made in
  * the event's transaction, which commits as the charge's does. Two flushes fewer per delivery.
+ * The claim and a success are single calls of ledger functions that set this for their own
+ * transaction; this is the failed attempt's transaction.
  */
 function inDelivererTransaction<T>(pool: LedgerPool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   return inTransaction(pool, work, { asyncCommit: true });
@@ -429,62 +431,61 @@ export interface ClaimLimits {
   onlyTenants?: readonly string[];
 }
 
+interface ClaimRow {
+  id: number;
+  endpoint_id: string;
+  tenant: string;
+  url: string;
+  attempts: number;
+  created_at: Date;
+  event_seq: number;
+  event_id: string;
+  event_type: string;
+  event_object_type: string;
+  event_object_id: string;
+  event_object_sequence: number;
+  event_data: EventRow['data'];
+  event_created_at: Date;
+  secrets: string[];
+}
+
 /**
  * Claims up to `max` due deliveries of enabled endpoints, leasing them to `owner`, never more than
  * `perEndpointMax` in flight to one endpoint (leases not yet expired count, whoever holds them).
- * Claims of every process go one at a time (a transaction-scoped advisory lock, held for one short
- * statement), so two processes cannot both see an endpoint's last free slot.
+ * One round trip: the ledger function webhook_deliveries_claim takes the claims' advisory lock (so
+ * two processes cannot both see an endpoint's last free slot), leases the rows, and returns each
+ * with its event and its endpoint's live secrets.
  */
 export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
   if (limits.max <= 0) return [];
-  const claimed = await inDelivererTransaction(pool, async (client) => {
-    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('webhook_deliveries:claim', 0))");
-    // Each enabled endpoint's due rows, at most its free slots (perEndpointMax less its live
-    // leases), read through the (endpoint, due time) index: a backlog of one endpoint costs this
-    // statement nothing beyond that endpoint's few rows, and never hides another endpoint's.
-    const result = await client.query<{ id: number; endpoint_id: string; tenant: string; url: string; attempts: number; created_at: Date; event_id: string }>(
-      `WITH chosen AS (
-         SELECT c.id FROM webhook_endpoints e
-          CROSS JOIN LATERAL (
-            SELECT count(*) AS n FROM webhook_deliveries l
-             WHERE l.endpoint_id = e.id AND l.lease_expires_at IS NOT NULL AND l.lease_expires_at > now() AND l.state = 'pending') busy
-          CROSS JOIN LATERAL (
-            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-             WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= now()
-               AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
-             ORDER BY d.next_attempt_at, d.id LIMIT greatest($2 - busy.n, 0)) c
-          WHERE e.disabled_at IS NULL AND ($5::text[] IS NULL OR e.tenant = ANY ($5::text[]))
-          ORDER BY c.next_attempt_at, c.id LIMIT $3),
-       locked AS (SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM chosen) FOR UPDATE SKIP LOCKED)
-       UPDATE webhook_deliveries d
-          SET lease_owner = $1, lease_expires_at = now() + $4 * interval '1 millisecond', attempts = d.attempts + 1
-         FROM locked, webhook_endpoints e
-        WHERE d.id = locked.id AND e.id = d.endpoint_id
-       RETURNING d.id, d.endpoint_id, d.tenant, e.url, d.attempts, d.created_at, d.event_id`,
-      [limits.owner, limits.perEndpointMax, limits.max, limits.leaseMs, limits.onlyTenants ?? null],
-    );
-    return result.rows;
-  });
-  if (claimed.length === 0) return [];
-  const events = await pool.query<EventRow>(
-    'SELECT seq, id, tenant, type, object_type, object_id, object_sequence, data, created_at FROM events WHERE id = ANY($1)',
-    [claimed.map((row) => row.event_id)],
-  );
-  const secrets = await pool.query<{ endpoint_id: string; secret: string }>(
-    `SELECT endpoint_id, secret FROM webhook_endpoint_secrets
-      WHERE endpoint_id = ANY($1) AND (expires_at IS NULL OR expires_at > now()) ORDER BY created_at DESC, id DESC`,
-    [[...new Set(claimed.map((row) => row.endpoint_id))]],
-  );
-  const eventById = new Map(events.rows.map((row) => [row.id, row]));
-  return claimed.map((row) => ({
+  // Unnamed: a prepared statement of `SELECT *` would fail for good on its connection once the
+  // function's columns change (a new release); the function's own statements keep their plans.
+  const result = await pool.query<ClaimRow>('SELECT * FROM webhook_deliveries_claim($1, $2, $3, $4, $5)', [
+    limits.owner,
+    limits.leaseMs,
+    limits.perEndpointMax,
+    limits.max,
+    limits.onlyTenants ?? null,
+  ]);
+  return result.rows.map((row) => ({
     id: row.id,
     endpointId: row.endpoint_id,
     tenant: row.tenant,
     url: row.url,
     attempt: row.attempts,
     createdAt: row.created_at,
-    event: eventById.get(row.event_id)!,
-    secrets: secrets.rows.filter((s) => s.endpoint_id === row.endpoint_id).map((s) => s.secret),
+    event: {
+      seq: row.event_seq,
+      id: row.event_id,
+      tenant: row.tenant,
+      type: row.event_type,
+      object_type: row.event_object_type,
+      object_id: row.event_object_id,
+      object_sequence: row.event_object_sequence,
+      data: row.event_data,
+      created_at: row.event_created_at,
+    },
+    secrets: row.secrets,
   }));
 }
 
@@ -508,30 +509,47 @@ export interface AttemptOutcome {
   disableAfterFailingMs: number;
 }
 
+/** A successful attempt (a 2xx), as recordDelivered takes it. */
+export type DeliveredAttempt = Pick<AttemptOutcome, 'deliveryId' | 'endpointId' | 'eventId' | 'attempt' | 'startedAt' | 'durationMs'> & { statusCode: number };
+
 /**
- * Records an attempt and moves its delivery on, in one transaction: delivered; failed for good
- * (410, or no retry left), or due again at `retryAt`. A failure that ends the endpoint's patience
- * (410, or failing for `disableAfterFailingMs`) disables it and writes a `webhook_endpoint.disabled`
- * event in the same transaction. Only the lease's owner moves a pending delivery back to pending
- * (another process may hold it now); a success is recorded whoever holds it.
- * Returns whether this attempt disabled the endpoint.
+ * Records successful attempts, each with its delivery moved to delivered and its endpoint's run of
+ * failures ended, in one statement (the ledger function webhook_deliveries_delivered): one round
+ * trip for however many finished close together, all or none. Recorded whoever holds the lease now.
+ */
+export async function recordDelivered(pool: LedgerPool, attempts: readonly DeliveredAttempt[]): Promise<void> {
+  if (attempts.length === 0) return;
+  await pool.query('SELECT webhook_deliveries_delivered($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[])', [
+    attempts.map((a) => a.deliveryId),
+    attempts.map((a) => a.endpointId),
+    attempts.map((a) => a.eventId),
+    attempts.map((a) => a.attempt),
+    attempts.map((a) => a.startedAt),
+    attempts.map((a) => a.durationMs),
+    attempts.map((a) => a.statusCode),
+  ]);
+}
+
+/**
+ * Records an attempt and moves its delivery on, in one transaction: delivered (recordDelivered's
+ * single statement); failed for good (410, or no retry left), or due again at `retryAt`. A failure
+ * that ends the endpoint's patience (410, or failing for `disableAfterFailingMs`) disables it and
+ * writes a `webhook_endpoint.disabled` event in the same transaction. Only the lease's owner moves a
+ * pending delivery back to pending (another process may hold it now); a success is recorded whoever
+ * holds it. Returns whether this attempt disabled the endpoint.
  */
 export async function recordAttempt(pool: LedgerPool, outcome: AttemptOutcome, renderEndpoint: (endpoint: WebhookEndpoint) => unknown): Promise<{ disabled: EndpointDisabledReason | null }> {
+  if (outcome.delivered) {
+    if (outcome.statusCode === null) throw new Error(`attempt ${outcome.attempt} of delivery ${outcome.deliveryId} is delivered without a status code`);
+    await recordDelivered(pool, [{ ...outcome, statusCode: outcome.statusCode }]);
+    return { disabled: null };
+  }
   return inDelivererTransaction(pool, async (client) => {
     await client.query(
       `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $2)`,
-      [outcome.deliveryId, outcome.endpointId, outcome.eventId, outcome.attempt, outcome.startedAt, outcome.durationMs, outcome.statusCode, outcome.error?.slice(0, 500) ?? null, outcome.delivered],
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, false WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $2)`,
+      [outcome.deliveryId, outcome.endpointId, outcome.eventId, outcome.attempt, outcome.startedAt, outcome.durationMs, outcome.statusCode, outcome.error?.slice(0, 500) ?? null],
     );
-    if (outcome.delivered) {
-      await client.query(
-        `UPDATE webhook_deliveries SET state = 'delivered', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
-          WHERE id = $1 AND state = 'pending'`,
-        [outcome.deliveryId],
-      );
-      await client.query('UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL', [outcome.endpointId]);
-      return { disabled: null };
-    }
     const giveUp = outcome.gone || outcome.retryAt === null;
     await client.query(
       giveUp
