@@ -104,6 +104,19 @@ async function activitiesRun(ctx: RecordingContext, ref: WorkflowRef): Promise<s
   return activityTypesOf(history);
 }
 
+/** Waits until a remote activity of this type has completed in the execution (its answer is in the history). */
+async function untilActivityCompleted(ctx: RecordingContext, ref: WorkflowRef, activityType: string): Promise<void> {
+  const handle = ctx.temporal.workflow.getHandle(ref.workflowId, ref.runId, { followRuns: false });
+  const deadlineMs = Date.now() + 30_000;
+  for (;;) {
+    const events = (await handle.fetchHistory()).events ?? [];
+    const scheduled = new Set(events.filter((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === activityType).map((event) => String(event.eventId)));
+    if (events.some((event) => scheduled.has(String(event.activityTaskCompletedEventAttributes?.scheduledEventId ?? '')))) return;
+    if (Date.now() > deadlineMs) throw new Error(`${ref.workflowId}: no ${activityType} completed within 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** Throws unless the execution ran exactly these activities, in this order: the branch it took. */
 async function expectActivities(ctx: RecordingContext, ref: WorkflowRef, expected: string[]): Promise<WorkflowRef> {
   const ran = await activitiesRun(ctx, ref);
@@ -982,6 +995,31 @@ export const historyPaths: HistoryPath[] = [
       ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
       expectCharge(await handle.result(), { status: 'succeeded' });
       return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-requires-action-manual-margin-look',
+    about: 'manual 3-D Secure completed, no provider event: the look at the hold expiry less the capture margin finds the authorization, the charge is reserved in time and the caller captures it',
+    async record(ctx, key) {
+      // A 6 s hold: margin min(10 s attempt, 3 s), so the margin look is 3 s in and the hold valid 3 s more.
+      const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required', { captureMode: 'manual', policy: { holdTtlMs: 6_000 } });
+      const waiting = await untilStatus(ctx, key, (charge) => charge.status === 'requires_action');
+      ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
+      await untilStatus(ctx, key, (charge) => charge.status === 'reserved');
+      expectCharge(await handle.executeUpdate(captureChargeUpdate, { args: [{ amountMinor: null }] }), { status: 'succeeded' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'captureAtProvider']);
+    },
+  },
+  {
+    name: 'provider-charge-requires-action-found-at-last-look',
+    about: '3-D Secure completed inside the capture margin, no provider event: the margin look still finds the payer acting, the last look at the hold expiry finds the authorization and the charge is captured',
+    async record(ctx, key) {
+      const handle = await startProviderCharge(ctx, key, 'pm_card_threeDSecure2Required', { policy: { holdTtlMs: 6_000 } });
+      const waiting = await untilStatus(ctx, key, (charge) => charge.status === 'requires_action');
+      await untilActivityCompleted(ctx, chargeRef(ctx, key), 'refreshProviderPayment');
+      ctx.sim.payments.authenticate(waiting.provider!.paymentId!, true);
+      expectCharge(await handle.result(), { status: 'succeeded' });
+      return expectActivities(ctx, chargeRef(ctx, key), ['tryCharge', 'authorizeAtProvider', 'refreshProviderPayment', 'refreshProviderPayment', 'captureAtProvider']);
     },
   },
   {

@@ -27,6 +27,7 @@ import {
   chargeSearchAttributesPatch,
   localLedgerStepsPatch,
   providerPayerEventsPatch,
+  providerCaptureMarginPatch,
   providerVoidAlertPatch,
   providerWaitsPatch,
   stepBudgetTimerPatch,
@@ -168,7 +169,7 @@ describe('recorded workflow histories replay on the current code', () => {
     }
   });
 
-  it('the pre-patch generation carries no patch marker; the newest carries the generation-6 one, provider charges the provider-waits and void-alerts ones after it, and those whose payer must act the payer-events one last', () => {
+  it('the pre-patch generation carries no patch marker; the newest carries the generation-6 one, provider charges the provider-waits and void-alerts ones after it, and those whose payer must act the payer-events and capture-margin ones last', () => {
     const prePatch = loaded.filter((h) => h.generation.name === 'v1-remote-activities');
     expect(prePatch.length).toBeGreaterThan(0);
     for (const { history } of prePatch) expect(patchMarkers(history)).toEqual([]);
@@ -177,7 +178,7 @@ describe('recorded workflow histories replay on the current code', () => {
     for (const { entry, history } of newestCharges) {
       const provider = [chargeGeneration6Patch, providerWaitsPatch, providerVoidAlertPatch];
       // Asked when the wait for the payer begins, so only by a charge that waits for its payer (3-D Secure).
-      const payerActs = [...provider, providerPayerEventsPatch];
+      const payerActs = [...provider, providerPayerEventsPatch, providerCaptureMarginPatch];
       const expected = !entry.path.startsWith('provider-') ? [chargeGeneration6Patch] : entry.path.includes('requires-action') ? payerActs : provider;
       expect(patchMarkers(history), entry.file).toEqual(expected);
     }
