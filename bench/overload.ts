@@ -158,6 +158,8 @@ interface OverloadFigures {
   /** The open-loop caller's own event-loop delay, and how late it sent its arrivals (p99), ms. */
   callerLoopDelayMs: { p50: number; p99: number; max: number };
   callerLateP99Ms: number;
+  /** Refusals whose head came more than 100 ms after their send, and in how many distinct seconds (of their send) they fell: one stall or many. */
+  slowRefusals: { count: number; seconds: number };
   /** Per stage of a refusal (the API's Server-Timing, and what the caller saw beyond the API's total): p50 and p99, ms. */
   refusalStages: Array<{ stage: string; p50Ms: number; p99Ms: number }>;
   drainMs: number;
@@ -237,12 +239,19 @@ async function overloadPhase(
     refusalHeadP99Ms: percentile(refused.map((a) => a.headMs), 99),
     callerLoopDelayMs: report.loopDelayMs,
     callerLateP99Ms: percentile([...overAnswers, ...halfAnswers].map((a) => a.lateMs), 99),
+    slowRefusals: slowRefusalsOf(refused),
     refusalStages: refusalStagesOf(refused),
     drainMs: Math.max(0, lastOverloadDecision - dropAt),
     halfRatio: halfAnswers.length ? halfDecided / halfAnswers.length : NaN,
     lagP99MaxMs: lagP99Ms.length ? Math.max(...lagP99Ms) : NaN,
     load1m: [loadBefore, loadavg()[0]!],
   };
+}
+
+/** The refusal target's misses (head later than 100 ms), and the distinct seconds they were sent in. */
+function slowRefusalsOf(refused: Answer[]): OverloadFigures['slowRefusals'] {
+  const slow = refused.filter((a) => a.headMs > 100);
+  return { count: slow.length, seconds: new Set(slow.map((a) => Math.floor(a.sentAtMs / 1000))).size };
 }
 
 /**
@@ -393,6 +402,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       row('refusals / of them with a ledger row', runs.map((r) => `${r.refusals} / ${r.refusedWithRows}`)),
       row('refusal latency p50 / p99 (target p99 < 100 ms), to the last byte', runs.map((r) => `${fixed(r.refusalP50Ms)} / **${fixed(r.refusalP99Ms)}** ms`)),
       row('refusal latency p50 / p99, to the response\'s head', runs.map((r) => `${fixed(r.refusalHeadP50Ms)} / ${fixed(r.refusalHeadP99Ms)} ms`)),
+      row('refusals answered later than 100 ms (head) / in how many distinct seconds', runs.map((r) => `${r.slowRefusals.count} / ${r.slowRefusals.seconds}`)),
       row('caller (own process): event-loop delay p50 / p99 / max; arrivals sent late, p99', runs.map((r) => `${fixed(r.callerLoopDelayMs.p50)} / ${fixed(r.callerLoopDelayMs.p99)} / ${fixed(r.callerLoopDelayMs.max)} ms; ${fixed(r.callerLateP99Ms)} ms`)),
       row('drain: drop to half load → last overload charge decided (target ≤ 10 s)', runs.map((r) => `**${fixed(r.drainMs / 1000, 1)} s**`)),
       row('half load: share of its charges decided', runs.map((r) => fixed(r.halfRatio, 2))),
