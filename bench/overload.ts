@@ -35,6 +35,8 @@ import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
+import { runOpenLoops } from './lib/open-loop-caller.js';
+import { keyMaker, overloadPayees, overloadPayers, overloadWaitBudgetMs, sendCharge, type Answer, type Target } from './lib/overload-calls.js';
 
 interface Flags {
   quick?: boolean;
@@ -63,60 +65,11 @@ const program = new Command()
     process.stdout.write(`${(await runOverloadBench(flags)).join('\n')}\n`);
   });
 
-const waitBudgetMs = 10_000;
-const payers = 200;
-const payees = 50;
-const amountMinor = 100;
+const waitBudgetMs = overloadWaitBudgetMs;
+const payers = overloadPayers;
+const payees = overloadPayees;
 
-interface Answer {
-  key: string;
-  status: number;
-  type: string | null;
-  sentAtMs: number;
-  ms: number;
-  /** The API's Server-Timing stages (auth, ratelimit, admission, total), milliseconds. */
-  stages: Record<string, number>;
-}
-
-/** `name;dur=ms, …` as the API sends it; a stage named twice is summed. */
-function serverTimingOf(header: string | null): Record<string, number> {
-  const stages: Record<string, number> = {};
-  for (const match of (header ?? '').matchAll(/([A-Za-z-]+);dur=([0-9.]+)/g)) {
-    stages[match[1]!] = (stages[match[1]!] ?? 0) + Number(match[2]);
-  }
-  return stages;
-}
-
-interface Target {
-  url: string;
-  apiKey: string;
-  tenant: string;
-}
-
-async function sendCharge(target: Target, key: string): Promise<Answer> {
-  const payer = `payer-${Math.floor(Math.random() * payers)}`;
-  const payee = `payee-${Math.floor(Math.random() * payees)}`;
-  const sentAtMs = Date.now();
-  const startedAt = performance.now();
-  try {
-    const response = await fetch(`${target.url}/v1/charges`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${target.apiKey}`, 'content-type': 'application/json', 'idempotency-key': key },
-      body: JSON.stringify({ order_id: key, payer_account_id: payer, payee_account_id: payee, amount: amountMinor, currency: 'USD' }),
-      signal: AbortSignal.timeout(waitBudgetMs + 20_000),
-    });
-    const text = await response.text();
-    let type: string | null = null;
-    if (response.status >= 400) type = (JSON.parse(text) as { type?: string }).type ?? null;
-    const ms = performance.now() - startedAt;
-    return { key, status: response.status, type, sentAtMs, ms, stages: serverTimingOf(response.headers.get('server-timing')) };
-  } catch (error) {
-    return { key, status: 0, type: (error as Error).name, sentAtMs, ms: performance.now() - startedAt, stages: {} };
-  }
-}
-
-let keySequence = 0;
-const newKey = (phase: string): string => `${phase}-${(keySequence += 1)}-${Math.random().toString(36).slice(2, 8)}`;
+const newKey = keyMaker('');
 
 /**
  * `callers` closed loops for `durationMs`: charges decided per second within the phase, by the
@@ -140,20 +93,6 @@ async function closedLoop(
   const decided = await decidedAt(pool, target.tenant, answers.map((a) => a.key));
   const within = [...decided.values()].filter((at) => at >= from && at < until).length;
   return { perSecond: within / (durationMs / 1000), answers };
-}
-
-/** Arrivals at `ratePerSecond` for `durationMs`, each a new key, whatever the answers: every answer, once all came. */
-async function openLoop(target: Target, phase: string, ratePerSecond: number, durationMs: number): Promise<Answer[]> {
-  const pending: Promise<Answer>[] = [];
-  const startedAt = performance.now();
-  for (let i = 0; ; i += 1) {
-    const dueMs = (i * 1000) / ratePerSecond;
-    if (dueMs >= durationMs) break;
-    const lateBy = dueMs - (performance.now() - startedAt);
-    if (lateBy > 0) await new Promise((resolve) => setTimeout(resolve, lateBy));
-    pending.push(sendCharge(target, newKey(phase)));
-  }
-  return Promise.all(pending);
 }
 
 function percentile(values: number[], p: number): number {
@@ -213,6 +152,14 @@ interface OverloadFigures {
   refusedWithRows: number;
   refusalP50Ms: number;
   refusalP99Ms: number;
+  /** Send → the response's head, which is what a caller acts on; refusalP50Ms/P99Ms run to its last byte. */
+  refusalHeadP50Ms: number;
+  refusalHeadP99Ms: number;
+  /** The open-loop caller's own event-loop delay, and how late it sent its arrivals (p99), ms. */
+  callerLoopDelayMs: { p50: number; p99: number; max: number };
+  callerLateP99Ms: number;
+  /** Refusals whose head came more than 100 ms after their send, and in how many distinct seconds (of their send) they fell: one stall or many. */
+  slowRefusals: { count: number; seconds: number };
   /** Per stage of a refusal (the API's Server-Timing, and what the caller saw beyond the API's total): p50 and p99, ms. */
   refusalStages: Array<{ stage: string; p50Ms: number; p99Ms: number }>;
   drainMs: number;
@@ -235,17 +182,17 @@ async function overloadPhase(
   const loadBefore = loadavg()[0]!;
   const offered = 2 * peak;
   log(`${name}: ${fixed(offered)} charges/s open-loop for ${overloadMs / 1000} s, then ${fixed(peak / 2)} /s for ${halfMs / 1000} s`);
-  const overloadStart = Date.now();
-  const { value: [overAnswers, halfAnswers], lagP99Ms } = await sampleEventLoop(
+  const { value: report, lagP99Ms } = await sampleEventLoop(
     target.url,
-    (async () => {
-      const overload = openLoop(target, `${slug}-over`, offered, overloadMs);
+    runOpenLoops(target, [
+      { phase: `${slug}-over`, ratePerSecond: offered, durationMs: overloadMs },
       // The half load starts when the overload's arrivals end, not when its answers are all in.
-      await new Promise((resolve) => setTimeout(resolve, overloadMs));
-      const half = openLoop(target, `${slug}-half`, peak / 2, halfMs);
-      return Promise.all([overload, half]);
-    })(),
+      { phase: `${slug}-half`, ratePerSecond: peak / 2, durationMs: halfMs },
+    ]),
   );
+  const [overAnswers, halfAnswers] = report.answers as [Answer[], Answer[]];
+  // The caller process's first arrival: the ledger's times are compared with it.
+  const overloadStart = Math.min(...overAnswers.map((a) => a.sentAtMs));
   const dropAt = overloadStart + overloadMs;
   const admittedAnswers = overAnswers.filter((a) => a.status === 201 || a.status === 202 || a.status === 0);
   const admittedKeys = admittedAnswers.map((a) => a.key);
@@ -288,6 +235,11 @@ async function overloadPhase(
     refusedWithRows,
     refusalP50Ms: percentile(refused.map((a) => a.ms), 50),
     refusalP99Ms: percentile(refused.map((a) => a.ms), 99),
+    refusalHeadP50Ms: percentile(refused.map((a) => a.headMs), 50),
+    refusalHeadP99Ms: percentile(refused.map((a) => a.headMs), 99),
+    callerLoopDelayMs: report.loopDelayMs,
+    callerLateP99Ms: percentile([...overAnswers, ...halfAnswers].map((a) => a.lateMs), 99),
+    slowRefusals: slowRefusalsOf(refused),
     refusalStages: refusalStagesOf(refused),
     drainMs: Math.max(0, lastOverloadDecision - dropAt),
     halfRatio: halfAnswers.length ? halfDecided / halfAnswers.length : NaN,
@@ -296,7 +248,16 @@ async function overloadPhase(
   };
 }
 
-/** Where a refusal's time went: each Server-Timing stage, the API's total, and the rest (the caller's side, the network, the API before it read the request). */
+/** The refusal target's misses (head later than 100 ms), and the distinct seconds they were sent in. */
+function slowRefusalsOf(refused: Answer[]): OverloadFigures['slowRefusals'] {
+  const slow = refused.filter((a) => a.headMs > 100);
+  return { count: slow.length, seconds: new Set(slow.map((a) => Math.floor(a.sentAtMs / 1000))).size };
+}
+
+/**
+ * Where a refusal's time went: each Server-Timing stage, the API's total, and the rest up to the
+ * response's head (the caller's side, the network, the API before onRequest and after onSend).
+ */
 function refusalStagesOf(refused: Answer[]): OverloadFigures['refusalStages'] {
   const timed = refused.filter((a) => a.stages.total !== undefined);
   const stage = (name: string, of: (a: Answer) => number) => {
@@ -308,8 +269,9 @@ function refusalStagesOf(refused: Answer[]): OverloadFigures['refusalStages'] {
     stage('ratelimit', (a) => a.stages.ratelimit ?? 0),
     stage('admission', (a) => a.stages.admission ?? 0),
     stage('API total (onRequest → onSend)', (a) => a.stages.total!),
-    stage('outside the API total', (a) => a.ms - a.stages.total!),
-    stage('caller total', (a) => a.ms),
+    stage('outside the API total (to the response\'s head)', (a) => a.headMs - a.stages.total!),
+    stage('caller, to the response\'s head', (a) => a.headMs),
+    stage('caller, to the last byte', (a) => a.ms),
   ];
 }
 
@@ -438,7 +400,10 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       row('admitted decided later than wait budget + 10 s', runs.map((r) => String(r.admittedLate))),
       row('decided latency p50 / p99 (admitted)', runs.map((r) => `${fixed(r.decidedP50Ms / 1000, 2)} / ${fixed(r.decidedP99Ms / 1000, 2)} s`)),
       row('refusals / of them with a ledger row', runs.map((r) => `${r.refusals} / ${r.refusedWithRows}`)),
-      row('refusal latency p50 / p99 (target p99 < 100 ms)', runs.map((r) => `${fixed(r.refusalP50Ms)} / **${fixed(r.refusalP99Ms)}** ms`)),
+      row('refusal latency p50 / p99 (target p99 < 100 ms), to the last byte', runs.map((r) => `${fixed(r.refusalP50Ms)} / **${fixed(r.refusalP99Ms)}** ms`)),
+      row('refusal latency p50 / p99, to the response\'s head', runs.map((r) => `${fixed(r.refusalHeadP50Ms)} / ${fixed(r.refusalHeadP99Ms)} ms`)),
+      row('refusals answered later than 100 ms (head) / in how many distinct seconds', runs.map((r) => `${r.slowRefusals.count} / ${r.slowRefusals.seconds}`)),
+      row('caller (own process): event-loop delay p50 / p99 / max; arrivals sent late, p99', runs.map((r) => `${fixed(r.callerLoopDelayMs.p50)} / ${fixed(r.callerLoopDelayMs.p99)} / ${fixed(r.callerLoopDelayMs.max)} ms; ${fixed(r.callerLateP99Ms)} ms`)),
       row('drain: drop to half load → last overload charge decided (target ≤ 10 s)', runs.map((r) => `**${fixed(r.drainMs / 1000, 1)} s**`)),
       row('half load: share of its charges decided', runs.map((r) => fixed(r.halfRatio, 2))),
       row('API event-loop delay p99, worst second', runs.map((r) => `${fixed(r.lagP99MaxMs)} ms`)),

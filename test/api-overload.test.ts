@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { buildApi } from '../src/api/app.js';
-import { principalForApiKey } from '../src/auth/api-keys.js';
+import { createApiKey, principalForApiKey } from '../src/auth/api-keys.js';
 import { loadConfig } from '../src/config.js';
 import { chargeWorkflowId } from '../src/domain/charge.js';
 import { readCharge } from '../src/ledger/charges.js';
@@ -377,6 +377,114 @@ describe('a full process decides from the ledger alone (by default)', () => {
     } finally {
       await worker?.stop();
       other.close();
+      await api.close();
+    }
+  });
+});
+
+describe('a full process refuses a new key before taking its rate-limit token, and records nothing', () => {
+  /** Fills the process's one place with a charge no worker serves yet (202 pending); its key. */
+  async function fillTheOnePlace(baseUrl: string, apiKey: string): Promise<string> {
+    const key = newKey('ov-fill');
+    const filled = await send(baseUrl, '/v1/charges', {
+      method: 'POST',
+      apiKey,
+      body: chargeBody({ amount: 100 }),
+      headers: { 'idempotency-key': key, prefer: 'wait=1' },
+    });
+    expect(filled.status, JSON.stringify(filled.body)).toBe(202);
+    return key;
+  }
+
+  async function tokenConsumedAt(token: string): Promise<Date | null> {
+    const hash = createHash('sha256').update(token, 'utf8').digest('hex');
+    const result = await h.pool.query<{ consumed_at: Date | null }>('SELECT consumed_at FROM idempotency_tokens WHERE token_hash = $1', [hash]);
+    expect(result.rows).toHaveLength(1);
+    return result.rows[0]!.consumed_at;
+  }
+
+  it('an Idempotency-Token create refused 503 overloaded leaves its token unused (over HTTP and in the service); once there is room the same token makes one charge, whose key it is', { timeout: 120_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'overload-token', payerMinor: 100_000 });
+    const api = await apiOnOwnQueue(1);
+    const apiKey = await apiKeyFor(h.pool, tenant);
+    let worker: Awaited<ReturnType<typeof startTestWorker>> | null = null;
+    try {
+      const issued = await send(api.baseUrl, '/v1/idempotency-tokens', { method: 'POST', apiKey, body: {} });
+      expect(issued.status).toBe(201);
+      const token = String(issued.body.token);
+      const filler = await fillTheOnePlace(api.baseUrl, apiKey);
+      const body = chargeBody({ amount: 100 });
+      const create = () => send(api.baseUrl, '/v1/charges', { method: 'POST', apiKey, body, headers: { 'idempotency-token': token, prefer: 'wait=5' } });
+
+      const refused = await create();
+      expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+      expect(refused.body).toMatchObject({ type: 'overloaded' });
+      expect(await tokenConsumedAt(token)).toBeNull();
+      expect(await readCharge(h.pool, tenant, token)).toBeNull();
+      expect(await workflowExists(h, chargeWorkflowId(tenant, token))).toBe(false);
+
+      // The service's own check (a surface that did not ask first): refused before the redemption runs.
+      let redeemed = false;
+      await expect(
+        api.charges.charge(tenant, token, body, {
+          admission: {
+            ledgerKnowsKey: false,
+            beforeStart: async () => {
+              redeemed = true;
+            },
+          },
+        }),
+      ).rejects.toBeInstanceOf(OverloadedError);
+      expect(redeemed).toBe(false);
+      expect(await tokenConsumedAt(token)).toBeNull();
+
+      worker = await startTestWorker({ taskQueue: api.taskQueue, pool: h.pool });
+      await waitFor(async () => (await readCharge(h.pool, tenant, filler))?.charge.status === 'succeeded', { timeoutMs: 60_000, what: 'the filler decided' });
+      await waitFor(async () => api.charges.admission!.chargesInFlight === 0, { timeoutMs: 30_000, what: 'its place given back' });
+
+      const created = await create();
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect(created.body).toMatchObject({ status: 'succeeded', idempotency_key: token });
+      expect(await tokenConsumedAt(token)).not.toBeNull();
+      const replayed = await create();
+      expect(replayed.status).toBe(200);
+      expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+      expect(await captureCount(h.pool, tenant, token)).toBe(1);
+      await expectLedgerInvariants(h.pool, tenant);
+    } finally {
+      await worker?.stop();
+      await api.close();
+    }
+  });
+
+  it('its refusals still spend the key\'s tokens (taken after the answer): a caller that keeps sending to a full process is refused 429 once its bucket is empty, and nothing is recorded', { timeout: 120_000 }, async () => {
+    const tenant = await fundedTenant(h, { label: 'overload-hammer', payerMinor: 100_000 });
+    const api = await apiOnOwnQueue(1);
+    const filler = await apiKeyFor(h.pool, tenant);
+    const burst = 3;
+    const hammer = (await createApiKey(h.pool, tenant, 'hammer', 'agent', undefined, {}, { ratePerSecond: 1, burst, maxOpenHolds: null })).key;
+    try {
+      await fillTheOnePlace(api.baseUrl, filler);
+      const keys: string[] = [];
+      const statuses: number[] = [];
+      // The bucket refills 1 token a second: each refusal is answered in far less, so the bucket empties.
+      for (let i = 0; i < 30 && !statuses.includes(429); i += 1) {
+        const key = newKey('ov-hammer');
+        keys.push(key);
+        const answer = await send(api.baseUrl, '/v1/charges', {
+          method: 'POST',
+          apiKey: hammer,
+          body: chargeBody({ amount: 100 }),
+          headers: { 'idempotency-key': key },
+        });
+        statuses.push(answer.status);
+        if (answer.status === 429) expect(answer.body).toMatchObject({ type: 'rate_limited', scope: 'key' });
+        else expect(answer.body, JSON.stringify(answer.body)).toMatchObject({ type: 'overloaded' });
+      }
+      expect(statuses.slice(0, burst)).toEqual(Array(burst).fill(503));
+      expect(statuses).toContain(429);
+      for (const key of keys) expect(await readCharge(h.pool, tenant, key), key).toBeNull();
+    } finally {
       await api.close();
     }
   });

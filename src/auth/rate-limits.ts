@@ -7,7 +7,7 @@ import {
   type BucketState,
   type LimitScope,
 } from '../domain/rate-limits.js';
-import { deleteFullAddressBuckets, takeChainedTokens, takeRequestTokens, type ChainedBucket } from '../ledger/rate-limits.js';
+import { deleteFullAddressBuckets, peekRequestTokens, takeChainedTokens, takeRequestTokens, type ChainedBucket, type PeekResult } from '../ledger/rate-limits.js';
 import type { LedgerPool } from '../ledger/pool.js';
 import { RateLimitedError } from '../domain/errors.js';
 import type { Principal } from './principal.js';
@@ -100,6 +100,28 @@ export async function admitRequest(
     refusal: refusal ? new RateLimitedError(refusal.type, refusal.scope, refusal.retryAfterSeconds, refusal.detail) : null,
     knownCharges: taken.knownCharges,
   };
+}
+
+/**
+ * What admitRequest would find, read without taking anything or waiting for any other request's
+ * take: whether the key's and the tenant's buckets hold `cost` tokens, and how many of
+ * `chargeKeys` the ledger knows. For a request that a full process may refuse before it does
+ * anything (src/http/rate-limit-hook.ts).
+ */
+export async function peekRequest(
+  pool: LedgerPool,
+  settings: RateLimitSettings,
+  principal: Principal,
+  request: { cost: number; chargeKeys: readonly string[] },
+): Promise<PeekResult> {
+  return peekRequestTokens(pool, {
+    tenant: principal.tenant,
+    keyId: principal.keyId,
+    cost: request.cost,
+    keyDefaults: settings.keyDefaults,
+    tenantLimits: settings.tenant,
+    chargeKeys: [...new Set(request.chargeKeys)],
+  });
 }
 
 /** The configured limits of callers without a valid API key (docs/limits.md, Callers without a key). */

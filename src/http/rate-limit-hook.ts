@@ -14,6 +14,7 @@ import {
 import { ProvenKeys, provenKeysMax } from '../auth/proven-keys.js';
 import { idempotencyKeyPattern } from '../domain/limits.js';
 import { providerPattern } from '../domain/identifiers.js';
+import { chargeWorkflowId } from '../domain/charge.js';
 import { limitSubjectOf } from './source-address.js';
 import { addServerTiming } from './server-timing.js';
 
@@ -38,8 +39,21 @@ export interface RateLimitedApp {
   config: RateLimitConfig & AddressLimitConfig;
   limits: {
     admitRequest(settings: RateLimitSettings, principal: Principal, what: { cost: number; chargeKeys?: readonly string[] }): Promise<Admission>;
+    peekRequest(
+      settings: RateLimitSettings,
+      principal: Principal,
+      what: { cost: number; chargeKeys: readonly string[] },
+    ): Promise<{ tokensThere: boolean; knownCharges: number }>;
     admitByAddress(settings: AddressLimitSettings, request: AddressAdmissionRequest): Promise<Admission>;
   };
+  /** This process's bound on new charges in flight (src/service/admission.ts); null: none. */
+  charges: { readonly admission: FullProcess | null };
+}
+
+/** What the hook asks of the admission bound: whether a new charge would be refused now, and that refusal. */
+export interface FullProcess {
+  refusesNew(workflowId: string): boolean;
+  refusal(): Error;
 }
 
 /**
@@ -87,9 +101,41 @@ export function rateLimitHook(context: RateLimitedApp): (request: FastifyRequest
   const settings = rateLimitSettingsFrom(context.config);
   return async (request, reply) => {
     const chargeKeys = chargeKeyOf(request);
+    if (chargeKeys.length === 1) await refuseAtFullProcess(context, settings, request, reply, chargeKeys[0]!);
     const admission = await admit(context, settings, request, reply, { cost: 1, chargeKeys });
     if (chargeKeys.length === 1) request.chargeKeyInLedger = { key: chargeKeys[0]!, known: admission.knownCharges > 0 };
   };
+}
+
+/**
+ * A charge create with a key this process has not admitted, while every admission place is taken
+ * (docs/limits.md, Overload): decided from a read that locks and writes nothing, instead of the
+ * take, whose row locks every request of the key and the tenant waits for. Refused 503
+ * `overloaded` when the ledger does not know the key and the key's and tenant's buckets hold a
+ * token; the request's token is then taken after the answer, so a caller that keeps sending to a
+ * full service drains its bucket as before and is refused 429 once it is empty. A known key (a
+ * replay, admitted first) and a caller out of tokens go on to the take as any request does. Timed
+ * as Server-Timing `admission`.
+ */
+async function refuseAtFullProcess(
+  context: RateLimitedApp,
+  settings: RateLimitSettings,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  key: string,
+): Promise<void> {
+  const admission = context.charges.admission;
+  if (admission === null || !admission.refusesNew(chargeWorkflowId(request.principal.tenant, key))) return;
+  const startedAt = performance.now();
+  const peek = await context.limits.peekRequest(settings, request.principal, { cost: 1, chargeKeys: [key] });
+  addServerTiming(reply, 'admission', startedAt);
+  if (peek.knownCharges > 0 || !peek.tokensThere) return;
+  const principal = request.principal;
+  void context.limits.admitRequest(settings, principal, { cost: 1 }).then(
+    () => undefined,
+    (error: unknown) => request.log.warn({ err: error }, 'taking the token of a request refused as overloaded failed'),
+  );
+  throw admission.refusal();
 }
 
 /** The settings the hook judges by, for the MCP route's extra calls. */

@@ -139,6 +139,58 @@ export async function takeRequestTokens(pool: LedgerPool, request: TakeRequest):
   };
 }
 
+/** What a peek found, having written nothing. */
+export interface PeekResult {
+  /** Whether the key's and the tenant's buckets, refilled to now, each hold the request's tokens. */
+  tokensThere: boolean;
+  /** How many of chargeKeys the ledger already has a charge for. */
+  knownCharges: number;
+}
+
+/**
+ * The take's questions without the take: a read of the two buckets (refilled to now, as the take
+ * would) and of the charge keys, with no row lock and no write, so that it waits for no other
+ * request of the same key or tenant (their takes lock the same two rows) and commits nothing. A
+ * bucket without a row is full, as a new one starts.
+ */
+const peekSql = `
+WITH key_limits AS (
+  SELECT coalesce(k.rate_limit_per_second, $4::int) AS rate, coalesce(k.rate_limit_burst, $5::int) AS burst
+    FROM api_keys k WHERE k.id = $2
+)
+SELECT coalesce((
+         SELECT least(l.burst, b.tokens + l.rate * greatest(extract(epoch FROM now() - b.refilled_at), 0)) >= $3
+           FROM rate_limit_buckets b, key_limits l WHERE b.scope = 'key' AND b.subject = $2
+       ), (SELECT burst >= $3 FROM key_limits), true)
+       AND coalesce((
+         SELECT least($7::int, b.tokens + $6::int * greatest(extract(epoch FROM now() - b.refilled_at), 0)) >= $3
+           FROM rate_limit_buckets b WHERE b.scope = 'tenant' AND b.subject = $1
+       ), $7::int >= $3) AS tokens_there,
+       (SELECT count(*) FROM charges WHERE tenant = $1 AND idempotency_key = ANY ($8::text[]))::int AS known_charges`;
+
+/** Reads what takeRequestTokens would find (tokens there? charge keys known?) and writes nothing. */
+export async function peekRequestTokens(pool: LedgerPool, request: Omit<TakeRequest, 'keyDefaults' | 'tenantLimits'> & {
+  keyDefaults: { ratePerSecond: number; burst: number };
+  tenantLimits: { ratePerSecond: number; burst: number };
+}): Promise<PeekResult> {
+  const result = await pool.query<{ tokens_there: boolean; known_charges: number }>({
+    name: 'rate_limits_peek',
+    text: peekSql,
+    values: [
+      request.tenant,
+      request.keyId,
+      request.cost,
+      request.keyDefaults.ratePerSecond,
+      request.keyDefaults.burst,
+      request.tenantLimits.ratePerSecond,
+      request.tenantLimits.burst,
+      request.chargeKeys,
+    ],
+  });
+  const row = result.rows[0]!;
+  return { tokensThere: row.tokens_there, knownCharges: row.known_charges };
+}
+
 /**
  * The buckets of callers without a valid API key (rate_limit_buckets.scope): per source address
  * for /v1 and /mcp requests, per address and per provider for webhooks, per address for health checks.

@@ -1,3 +1,5 @@
+import { OverloadedError } from '../domain/errors.js';
+
 /**
  * Admission of new charges: one process starts a new charge only while fewer than
  * `maxChargesInFlight` of the charges it started are undecided. Beyond that a new key is refused at
@@ -96,8 +98,21 @@ export class ChargeAdmission {
     };
   }
 
-  /** Counts a refusal (for /metrics). */
-  noteRefusal(): void {
+  /**
+   * Whether a new charge under `workflowId` would find every place taken now: a key already
+   * admitted here joins its place and is not refused. Takes nothing.
+   */
+  refusesNew(workflowId: string): boolean {
+    return !this.places.has(workflowId) && this.places.size >= this.options.maxChargesInFlight;
+  }
+
+  /** The refusal of a new charge at a full process (503 overloaded with Retry-After), counted for /metrics. */
+  refusal(): OverloadedError {
     this.refusedCount += 1;
+    return new OverloadedError(
+      this.options.retryAfterSeconds,
+      `this process is deciding as many new charges as it can (${this.options.maxChargesInFlight} in flight); ` +
+        'this request recorded and started nothing: retry with the same idempotency key after Retry-After seconds',
+    );
   }
 }

@@ -1,7 +1,6 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { ChargeMemo } from '../../workflows/definitions.js';
 import type { ReleaseSlot } from './admission.js';
-import { OverloadedError } from '../domain/errors.js';
 import { grpcCodeOf, grpcStatus } from './unavailable.js';
 import type { Charge, ChargeIntent } from '../domain/charge.js';
 import { chargeWorkflowId, decidedStatuses } from '../domain/charge.js';
@@ -40,6 +39,12 @@ export interface AdmissionHints {
   ledgerKnowsKey?: boolean;
   /** Called once the admission check has decided, with when it began (performance.now()): Server-Timing `admission`. */
   onAdmitted?: (startedAtMs: number) => void;
+  /**
+   * What must be written before the charge may start, and only once it has been admitted: an
+   * Idempotency-Token's redemption, so that a refused request leaves its token unused. Its failure
+   * is the request's answer, and the place is given back.
+   */
+  beforeStart?: () => Promise<void>;
 }
 
 /** Starts the charge or attaches to it, and waits at most `waitMs` for its outcome. */
@@ -49,6 +54,7 @@ export async function charge(ctx: ServiceContext, intent: ChargeIntent, waitMs: 
   // The slot stays taken after the answer only for a charge this call started and left undecided.
   let undecided: ChargeHandle | null = null;
   try {
+    await hints.beforeStart?.();
     const attached = await startOrAttachKnowingTheOutcome(ctx, intent);
     if ('settled' in attached) return { charge: attached.settled, replayed: true, completed: true };
     const { handle, started } = attached;
@@ -77,6 +83,7 @@ export async function startCharge(ctx: ServiceContext, intent: ChargeIntent, hin
   const release = await admitCharge(ctx, intent, hints);
   let undecided: ChargeHandle | null = null;
   try {
+    await hints.beforeStart?.();
     const attached = await startOrAttachKnowingTheOutcome(ctx, intent);
     if ('settled' in attached) return { handle: chargeHandle(ctx, intent.tenant, intent.idempotencyKey), replayed: true };
     if (attached.started) undecided = attached.handle;
@@ -107,12 +114,7 @@ async function admitCharge(ctx: ServiceContext, intent: ChargeIntent, hints: Adm
   const known = await keyKnown(ctx, intent, hints.ledgerKnowsKey);
   hints.onAdmitted?.(startedAtMs);
   if (known) return nothingToRelease;
-  admission.noteRefusal();
-  throw new OverloadedError(
-    admission.options.retryAfterSeconds,
-    `this process is deciding as many new charges as it can (${admission.options.maxChargesInFlight} in flight); ` +
-      'this request recorded and started nothing: retry with the same idempotency key after Retry-After seconds',
-  );
+  throw admission.refusal();
 }
 
 /**

@@ -1,4 +1,4 @@
-import { admitByAddress, admitRequest, deleteFullAddressBuckets } from '../auth/rate-limits.js';
+import { admitByAddress, admitRequest, deleteFullAddressBuckets, peekRequest } from '../auth/rate-limits.js';
 import type { LedgerPool } from '../ledger/pool.js';
 
 /**
@@ -12,6 +12,11 @@ export class RateLimitService {
   /** One request (or the extra calls of an MCP batch) against its key's and tenant's limits. */
   admitRequest(...args: Parameters<typeof admitRequest> extends [LedgerPool, ...infer Rest] ? Rest : never): ReturnType<typeof admitRequest> {
     return admitRequest(this.ledger, ...args);
+  }
+
+  /** What admitRequest would find (tokens there, charge keys known), taking and writing nothing. */
+  peekRequest(...args: Parameters<typeof peekRequest> extends [LedgerPool, ...infer Rest] ? Rest : never): ReturnType<typeof peekRequest> {
+    return peekRequest(this.ledger, ...args);
   }
 
   /** A request without a proven key, a webhook delivery or a health probe, against its source address's bucket. */

@@ -104,12 +104,17 @@ function registerCreateCharge(app: FastifyInstance, deps: ApiDeps): void {
       const { waitMs, applied } = preferredWaitMs(request, deps.waitBudgetMs);
       const actor = chargeActorOf(request.principal);
       let key: string;
+      let beforeStart: (() => Promise<void>) | undefined;
       if ('key' in source) key = source.key;
       else {
-        // The body and the mandate are judged before the token is marked used, so a refused
-        // request leaves the token as it was; from the redeem on it is simply the charge's key.
-        context.charges.buildIntent(request.tenant, tokens.assertWellFormed(source.token), request.body, actor);
-        key = await tokens.redeem(request.tenant, source.token);
+        // A token is marked used only once the charge is admitted, its body and mandate judged
+        // first: a request refused for any of them (400, 403, 503 overloaded) leaves the token as
+        // it was. From the redeem on the token is simply the charge's key.
+        key = tokens.assertWellFormed(source.token);
+        context.charges.buildIntent(request.tenant, key, request.body, actor);
+        beforeStart = async () => {
+          await tokens.redeem(request.tenant, key);
+        };
       }
       const inLedger = request.chargeKeyInLedger;
       const answer = await context.charges.charge(request.tenant, key, request.body, {
@@ -119,6 +124,7 @@ function registerCreateCharge(app: FastifyInstance, deps: ApiDeps): void {
         admission: {
           ...(inLedger?.key === key ? { ledgerKnowsKey: inLedger.known } : {}),
           onAdmitted: (startedAtMs) => addServerTiming(reply, 'admission', startedAtMs),
+          ...(beforeStart ? { beforeStart } : {}),
         },
       });
       metrics.chargeAnswered(answer);
