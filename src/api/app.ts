@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { IdempotencyConflictError, ValidationError } from '../domain/errors.js';
+import { IdempotencyConflictError, OverloadedError, ValidationError } from '../domain/errors.js';
 import { asUnavailable } from '../service/unavailable.js';
 import type { AppContext } from '../runtime/app-context.js';
 import type { ApiDeps, ApiRoutes } from './deps.js';
@@ -161,7 +161,9 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.setErrorHandler((error, request, reply) => {
     const found = problemFor(asUnavailable(error), deps.retryAfterSeconds);
     if (error instanceof IdempotencyConflictError) deps.metrics.idempotencyConflict();
-    if (found.body.status >= 500) request.failure = error;
+    // A refusal under overload is the answer chosen on purpose, many a second: its line names it
+    // without a stack (the chargeguard_charges_refused_overloaded counter counts them).
+    if (found.body.status >= 500 && !(error instanceof OverloadedError)) request.failure = error;
     return sendProblem(reply, { ...found, body: { ...found.body, instance: request.url } });
   });
   // Every 5xx, whoever answered it (error handler, readiness probe, fastify itself), gets one line
