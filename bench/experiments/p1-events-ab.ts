@@ -13,11 +13,11 @@
  * `--summary <results folder>...` prints the summary again over the runs of earlier invocations
  * (each folder's before/ and this/ runs, paired in the order they ran), without running anything.
  */
-import { spawn } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { BenchResult } from '../report/result.js';
+import { benchRun } from './bench-run.js';
 
 const summaryOnly = process.argv[2] === '--summary';
 const beforeTree = process.argv[2];
@@ -31,29 +31,6 @@ interface Run {
   loadBefore: string;
   loadAfter: string;
   result: BenchResult;
-}
-
-/** One bench run in `cwd`; its stderr goes to ours, and the results path it names is read back. */
-function benchRun(cwd: string, only: string, outDir: string, label: string): Promise<BenchResult> {
-  const args = ['tsx', 'bench/main.ts', '--only', only, '--temporal', 'dev', '--phase-s', String(phaseSeconds), '--max-load', '1000', '--load-wait-s', '1', '--no-docs', '--out', outDir, '--label', label];
-  process.stderr.write(`\n$ (cd ${cwd} && npx ${args.join(' ')})\n`);
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn('npx', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
-    let jsonPath: string | null = null;
-    child.stderr.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      process.stderr.write(text);
-      jsonPath = /results: (\S+\.json)/.exec(text)?.[1] ?? jsonPath;
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      if (jsonPath === null) {
-        reject(new Error(`bench run in ${cwd} exited ${code} without results`));
-        return;
-      }
-      readFile(jsonPath, 'utf8').then((text) => resolvePromise(JSON.parse(text) as BenchResult), reject);
-    });
-  });
 }
 
 const load = (): string => loadavg().map((value) => value.toFixed(2)).join(' ');
@@ -83,8 +60,8 @@ for (let round = 1; round <= rounds; round += 1) {
   for (const side of ['A', 'B'] as const) {
     const loadBefore = load();
     const result = side === 'A'
-      ? await benchRun(resolve(beforeTree), 'p1', join(outRoot, 'before'), `p1-events-ab round ${round}: before events`)
-      : await benchRun(process.cwd(), 'p1,p1-webhook', join(outRoot, 'this'), `p1-events-ab round ${round}: this tree`);
+      ? await benchRun(resolve(beforeTree), { only: 'p1', phaseSeconds, outDir: join(outRoot, 'before'), label: `p1-events-ab round ${round}: before events` })
+      : await benchRun(process.cwd(), { only: 'p1,p1-webhook', phaseSeconds, outDir: join(outRoot, 'this'), label: `p1-events-ab round ${round}: this tree` });
     const run = { side, loadBefore, loadAfter: load(), result };
     runs.push(run);
     process.stderr.write(`round ${round} ${side}: commit ${result.versions.gitCommit}, load ${run.loadBefore} -> ${run.loadAfter}, correct ${result.correct}\n`);

@@ -9,11 +9,10 @@
  * printed beside it). Every figure is a run's charges/s over its own baseline workflow of the same run
  * (docs/bench.md); the summary gives, per N, each side's median and their ratio, and each round's.
  */
-import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { BenchResult } from '../report/result.js';
+import { benchRun } from './bench-run.js';
 
 const scenarios = { p1: 'p1', 'p1-provider': 'p1Provider' } as const;
 type Scenario = keyof typeof scenarios;
@@ -41,29 +40,6 @@ interface Run {
   result: BenchResult;
 }
 
-/** One bench run in `cwd`; its stderr goes to ours, and the results path it names is read back. */
-function benchRun(cwd: string, outDir: string, label: string): Promise<BenchResult> {
-  const args = ['tsx', 'bench/main.ts', '--only', scenario, '--temporal', 'dev', '--phase-s', String(phaseSeconds), '--max-load', '1000', '--load-wait-s', '1', '--no-docs', '--out', outDir, '--label', label];
-  process.stderr.write(`\n$ (cd ${cwd} && npx ${args.join(' ')})\n`);
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn('npx', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
-    let jsonPath: string | null = null;
-    child.stderr.on('data', (chunk: Buffer) => {
-      const text = chunk.toString();
-      process.stderr.write(text);
-      jsonPath = /results: (\S+\.json)/.exec(text)?.[1] ?? jsonPath;
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      if (jsonPath === null) {
-        reject(new Error(`bench run in ${cwd} exited ${code} without results`));
-        return;
-      }
-      readFile(jsonPath, 'utf8').then((text) => resolvePromise(JSON.parse(text) as BenchResult), reject);
-    });
-  });
-}
-
 const load = (): string => loadavg().map((value) => value.toFixed(2)).join(' ');
 const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -79,8 +55,8 @@ for (let round = 1; round <= rounds; round += 1) {
   for (const side of ['A', 'B'] as const) {
     const loadBefore = load();
     const result = side === 'A'
-      ? await benchRun(resolve(beforeTree), join(outRoot, 'before'), `scenario-ab ${scenario} round ${round}: before`)
-      : await benchRun(process.cwd(), join(outRoot, 'this'), `scenario-ab ${scenario} round ${round}: this tree`);
+      ? await benchRun(resolve(beforeTree), { only: scenario, phaseSeconds, outDir: join(outRoot, 'before'), label: `scenario-ab ${scenario} round ${round}: before` })
+      : await benchRun(process.cwd(), { only: scenario, phaseSeconds, outDir: join(outRoot, 'this'), label: `scenario-ab ${scenario} round ${round}: this tree` });
     const run = { side, loadBefore, loadAfter: load(), result };
     runs.push(run);
     process.stderr.write(`round ${round} ${side}: commit ${result.versions.gitCommit}, load ${run.loadBefore} -> ${run.loadAfter}, correct ${result.correct}\n`);
