@@ -6,7 +6,28 @@
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import type { BenchResult } from '../report/result.js';
+
+/** One side's run of a round: A the older checkout, B this tree, with the 1-minute loads around it. */
+export interface Run {
+  side: 'A' | 'B';
+  loadBefore: string;
+  loadAfter: string;
+  result: BenchResult;
+}
+
+/** The machine's load averages (1, 5, 15 min), printed beside every run. */
+export const load = (): string => loadavg().map((value) => value.toFixed(2)).join(' ');
+
+export const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+/** A figure with `digits` decimals, or n/a when a run did not give it. */
+export const fixed = (value: number | undefined, digits = 2): string => (value === undefined || !Number.isFinite(value) ? 'n/a' : value.toFixed(digits));
 
 export function benchRun(cwd: string, run: { only: string; phaseSeconds: number; outDir: string; label: string }): Promise<BenchResult> {
   const args = ['tsx', 'bench/main.ts', '--only', run.only, '--temporal', 'dev', '--phase-s', String(run.phaseSeconds), '--max-load', '1000', '--load-wait-s', '1', '--no-docs', '--out', run.outDir, '--label', run.label];

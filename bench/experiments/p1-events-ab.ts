@@ -14,10 +14,9 @@
  * (each folder's before/ and this/ runs, paired in the order they ran), without running anything.
  */
 import { readdir, readFile } from 'node:fs/promises';
-import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { BenchResult } from '../report/result.js';
-import { benchRun } from './bench-run.js';
+import { benchRun, fixed, load, median, type Run } from './bench-run.js';
 
 const summaryOnly = process.argv[2] === '--summary';
 const beforeTree = process.argv[2];
@@ -26,20 +25,7 @@ const rounds = summaryOnly ? 0 : Number(process.argv[3] ?? 3);
 const phaseSeconds = summaryOnly ? 0 : Number(process.argv[4] ?? 5);
 const outRoot = resolve('.data/p1-events-ab', new Date().toISOString().replace(/[-:]/g, '').slice(0, 13));
 
-interface Run {
-  side: 'A' | 'B';
-  loadBefore: string;
-  loadAfter: string;
-  result: BenchResult;
-}
 
-const load = (): string => loadavg().map((value) => value.toFixed(2)).join(' ');
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
-const fixed = (value: number | undefined, digits = 2): string => (value === undefined || !Number.isFinite(value) ? 'n/a' : value.toFixed(digits));
 
 /** The runs an earlier invocation wrote in `folder`, A and B alternating in the order they ran; its loads are in the results. */
 async function earlierRuns(folder: string): Promise<Run[]> {

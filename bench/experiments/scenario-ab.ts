@@ -9,10 +9,9 @@
  * printed beside it). Every figure is a run's charges/s over its own baseline workflow of the same run
  * (docs/bench.md); the summary gives, per N, each side's median and their ratio, and each round's.
  */
-import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { BenchResult } from '../report/result.js';
-import { benchRun } from './bench-run.js';
+import { benchRun, fixed, load, median, type Run } from './bench-run.js';
 
 const scenarios = { p1: 'p1', 'p1-provider': 'p1Provider' } as const;
 type Scenario = keyof typeof scenarios;
@@ -33,20 +32,7 @@ interface Point {
   ratio: number | null;
   charge: { operationsPerSecond: number };
 }
-interface Run {
-  side: 'A' | 'B';
-  loadBefore: string;
-  loadAfter: string;
-  result: BenchResult;
-}
 
-const load = (): string => loadavg().map((value) => value.toFixed(2)).join(' ');
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
-const fixed = (value: number | undefined, digits = 2): string => (value === undefined || !Number.isFinite(value) ? 'n/a' : value.toFixed(digits));
 const pointsOf = (run: Run): Point[] => ((run.result as unknown as Record<string, { points: Point[] } | undefined>)[scenarios[scenario]]?.points ?? []);
 const pointAt = (run: Run, n: number): Point | undefined => pointsOf(run).find((p) => p.concurrency === n);
 
