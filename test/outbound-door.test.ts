@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKind, addressRefusal, embeddedIpv4 } from '../src/outbound/address-rules.js';
 import { checkedAddress, postThroughDoor, urlFormProblem, type DoorSettings } from '../src/outbound/door.js';
+import { DoorConnections } from '../src/outbound/door-connections.js';
 
 const strict: DoorSettings = { allowHttp: false, allowLoopback: false, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 2_000, responseMaxBytes: 1_024 };
 const local: DoorSettings = { ...strict, allowHttp: true, allowLoopback: true };
@@ -75,9 +76,18 @@ describe('URL form', () => {
 describe('the door against real servers on loopback', () => {
   let port = 0;
   const seen: Array<{ host: string | undefined; path: string | undefined }> = [];
+  /** TCP connections the server accepted. */
+  let connections = 0;
+  /** Requests each accepted socket has served, to drop a reused one on /drop-reused. */
+  const servedBy = new WeakMap<object, number>();
   const server = createServer((request, response) => {
     seen.push({ host: request.headers.host, path: request.url });
-    if (request.url === '/big') {
+    const served = (servedBy.get(request.socket) ?? 0) + 1;
+    servedBy.set(request.socket, served);
+    if (request.url === '/drop-reused' && served > 1) {
+      // As a receiver closing a kept-alive connection just as a request goes on it: no answer.
+      request.socket.destroy();
+    } else if (request.url === '/big') {
       response.writeHead(200);
       response.end('x'.repeat(100_000));
     } else if (request.url === '/slow') {
@@ -88,6 +98,7 @@ describe('the door against real servers on loopback', () => {
       response.end();
     }
   });
+  server.on('connection', () => (connections += 1));
   beforeAll(async () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as { port: number }).port;
@@ -132,5 +143,68 @@ describe('the door against real servers on loopback', () => {
     expect(await postThroughDoor(`http://127.0.0.1:${port}/x`, {}, '{}', { ...local, allowLoopback: false })).toMatchObject({ statusCode: null, error: expect.stringMatching(/loopback/) });
     expect(await postThroughDoor(`http://127.0.0.1:${port}/x`, {}, '{}', { ...local, allowHttp: false })).toMatchObject({ statusCode: null, error: expect.stringMatching(/https/) });
     expect(seen.length).toBe(before);
+  });
+
+  const pooled = () => new DoorConnections({ idleMs: 4_000, maxOrigins: 8, maxSocketsPerOrigin: 2 });
+
+  it('kept-alive connections: deliveries one after another to one endpoint go on one TCP connection', async () => {
+    const pool = pooled();
+    try {
+      const before = connections;
+      for (let i = 0; i < 5; i += 1) expect(await postThroughDoor(`http://127.0.0.1:${port}/x`, {}, '{}', local, pool)).toMatchObject({ statusCode: 204, error: null });
+      expect(connections - before).toBe(1);
+      // Without a pool, a connection each.
+      const unpooled = connections;
+      for (let i = 0; i < 2; i += 1) await postThroughDoor(`http://127.0.0.1:${port}/x`, {}, '{}', local);
+      expect(connections - unpooled).toBe(2);
+    } finally {
+      pool.close();
+    }
+  });
+
+  it('a pooled connection is reused only to the address checked now: a host rebound to a refused address is refused, nothing is sent', async () => {
+    const pool = pooled();
+    try {
+      let answer = '127.0.0.1';
+      const resolve = async () => [{ address: answer, family: 4 }];
+      const settings = { ...local, resolve };
+      expect(await postThroughDoor(`http://rebind.test:${port}/hook`, {}, '{}', settings, pool)).toMatchObject({ statusCode: 204 });
+      const before = { seen: seen.length, connections };
+      answer = '10.9.9.9';
+      expect(await postThroughDoor(`http://rebind.test:${port}/hook`, {}, '{}', settings, pool)).toMatchObject({ statusCode: null, error: expect.stringMatching(/10\.9\.9\.9 is a private network address/) });
+      // The operator's rules are what they were: loopback refused now refuses the kept-alive one too.
+      answer = '127.0.0.1';
+      expect(await postThroughDoor(`http://rebind.test:${port}/hook`, {}, '{}', { ...settings, allowLoopback: false }, pool)).toMatchObject({ statusCode: null, error: expect.stringMatching(/loopback/) });
+      expect(seen.length).toBe(before.seen);
+      expect(connections).toBe(before.connections);
+    } finally {
+      pool.close();
+    }
+  });
+
+  it('a kept-alive connection the receiver dropped: the request goes once more on a new connection, within the same attempt', async () => {
+    const pool = pooled();
+    try {
+      const before = { seen: seen.length, connections };
+      expect(await postThroughDoor(`http://127.0.0.1:${port}/drop-reused`, {}, '{}', local, pool)).toMatchObject({ statusCode: 204, error: null });
+      expect(await postThroughDoor(`http://127.0.0.1:${port}/drop-reused`, {}, '{}', local, pool)).toMatchObject({ statusCode: 204, error: null });
+      // The second request reached the reused connection (dropped there) and then a new one.
+      expect(seen.length - before.seen).toBe(3);
+      expect(connections - before.connections).toBe(2);
+    } finally {
+      pool.close();
+    }
+  });
+
+  it('the time bound holds on a kept-alive connection', async () => {
+    const pool = pooled();
+    try {
+      expect(await postThroughDoor(`http://127.0.0.1:${port}/x`, {}, '{}', local, pool)).toMatchObject({ statusCode: 204 });
+      const slow = await postThroughDoor(`http://127.0.0.1:${port}/slow`, {}, '{}', { ...local, responseTimeoutMs: 300 }, pool);
+      expect(slow).toMatchObject({ statusCode: null, error: expect.stringMatching(/no complete response within 300 ms/) });
+      expect(slow.durationMs).toBeLessThan(5_000);
+    } finally {
+      pool.close();
+    }
   });
 });

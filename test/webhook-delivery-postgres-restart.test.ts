@@ -69,6 +69,8 @@ describe('webhook deliveries across a PostgreSQL restart', () => {
           pollIntervalMs: 50,
           // The held requests last as long as the database takes to stop; the response timeout covers that.
           door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 1_000, responseTimeoutMs: 10_000, responseMaxBytes: 4_096 },
+          claimCoalesceMs: 20,
+          keepAlive: { idleMs: 4_000, maxOrigins: 256 },
         },
         render: (row) => renderEvent(row),
         renderEndpoint: webhookEndpointToWire,

@@ -54,6 +54,8 @@ async function deliverAll(tenant: string, endpointId: string): Promise<void> {
       perEndpointConcurrency: 4,
       pollIntervalMs: 20,
       door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 5_000, responseMaxBytes: 4_096 },
+      claimCoalesceMs: 20,
+      keepAlive: { idleMs: 4_000, maxOrigins: 256 },
     },
     render: (row) => renderEvent(row),
     renderEndpoint: webhookEndpointToWire,

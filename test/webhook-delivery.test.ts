@@ -29,6 +29,8 @@ const fast: DelivererSettings = {
   perEndpointConcurrency: 2,
   pollIntervalMs: 20,
   door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 5_000, responseMaxBytes: 4_096 },
+  claimCoalesceMs: 20,
+  keepAlive: { idleMs: 4_000, maxOrigins: 256 },
 };
 
 const running: Array<{ stop(): Promise<void> }> = [];

@@ -56,6 +56,8 @@ const settings: DelivererSettings = {
   perEndpointConcurrency: 4,
   pollIntervalMs: 250,
   door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 5_000, responseTimeoutMs: 15_000, responseMaxBytes: 65_536 },
+  claimCoalesceMs: 20,
+  keepAlive: { idleMs: 4_000, maxOrigins: 256 },
 };
 
 const dir = await mkdtemp(join(tmpdir(), 'delivery-profile-'));

@@ -5,6 +5,7 @@ import type { LedgerPool } from '../ledger/pool.js';
 import { claimDeliveries, recordAttempt, type ClaimedDelivery, type EventRow, type WebhookEndpoint } from '../ledger/webhook-endpoints.js';
 import { DeliveredRecorder } from './delivered-recorder.js';
 import { postThroughDoor, type DoorResponse, type DoorSettings } from './door.js';
+import { DoorConnections } from './door-connections.js';
 
 /**
  * The deliverer (docs/webhook-endpoints.md): sends the webhook deliveries the events table's
@@ -44,7 +45,16 @@ export interface DelivererSettings {
   perEndpointConcurrency: number;
   /** How often the deliverer looks for due deliveries while it has free slots, milliseconds. */
   pollIntervalMs: number;
+  /**
+   * After an attempt finishes, the next claim waits until this long after the previous one,
+   * milliseconds: attempts finishing close together free their slots for one claim of several rows
+   * instead of a claim each. It bounds one endpoint's rate at perEndpointConcurrency per this many
+   * ms when its receiver answers at once (4 per 20 ms: 200 a second). 0 claims after every attempt.
+   */
+  claimCoalesceMs: number;
   door: DoorSettings;
+  /** Kept-alive connections to receivers (door-connections.ts); at most perEndpointConcurrency per endpoint address. */
+  keepAlive: { idleMs: number; maxOrigins: number };
 }
 
 /** The body of a delivery: the event as GET /v1/events/{id} shows it. */
@@ -85,7 +95,7 @@ export function nextAttemptAt(schedule: RetrySchedule, attempt: number, createdA
 /** The Standard Webhooks headers of one delivery: one `v1,` signature per live secret, space-separated. */
 export function signedHeaders(eventId: string, secrets: readonly string[], body: string, at: Date): Record<string, string> {
   if (secrets.length === 0) throw new Error('an endpoint without a live signing secret cannot be delivered to');
-  const signatures = secrets.map((secret) => new Webhook(secret).sign(eventId, at, body));
+  const signatures = secrets.map((secret) => signer(secret).sign(eventId, at, body));
   return {
     'content-type': 'application/json',
     'user-agent': 'chargeguard-webhooks/1',
@@ -95,13 +105,31 @@ export function signedHeaders(eventId: string, secrets: readonly string[], body:
   };
 }
 
+/** Signers by secret: making one decodes its secret, which every delivery to an endpoint would repeat. */
+const signers = new Map<string, Webhook>();
+/** Signers kept at most (live secrets of the endpoints delivered to lately); past it the cache starts over. */
+const signersMax = 1_024;
+
+function signer(secret: string): Webhook {
+  let webhook = signers.get(secret);
+  if (webhook === undefined) {
+    if (signers.size >= signersMax) signers.clear();
+    webhook = new Webhook(secret);
+    signers.set(secret, webhook);
+  }
+  return webhook;
+}
+
 export class WebhookDeliverer {
   private readonly owner: string;
   private readonly delivered: DeliveredRecorder;
   private readonly inFlight = new Set<Promise<void>>();
   private running = false;
   private loop: Promise<void> | null = null;
-  private wake: (() => void) | null = null;
+  /** Ends the loop's wait: at once, or (an attempt finished) no sooner than claimCoalesceMs after the last claim. */
+  private wake: ((coalesce: boolean) => void) | null = null;
+  private lastClaimAt = Number.NEGATIVE_INFINITY;
+  private readonly connections: DoorConnections;
 
   constructor(private readonly options: DelivererOptions) {
     const { settings } = options;
@@ -111,6 +139,7 @@ export class WebhookDeliverer {
     }
     this.owner = options.owner ?? `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.delivered = new DeliveredRecorder(options.pool);
+    this.connections = new DoorConnections({ ...settings.keepAlive, maxSocketsPerOrigin: settings.perEndpointConcurrency });
   }
 
   start(): void {
@@ -122,9 +151,10 @@ export class WebhookDeliverer {
   /** Stops claiming, and waits for the attempts in flight (each bounded by the door's timeouts). */
   async stop(): Promise<void> {
     this.running = false;
-    this.wake?.();
+    this.wake?.(false);
     await this.loop;
     await Promise.allSettled([...this.inFlight]);
+    this.connections.close();
   }
 
   private async run(): Promise<void> {
@@ -133,6 +163,7 @@ export class WebhookDeliverer {
       const free = settings.concurrency - this.inFlight.size;
       let claimed: ClaimedDelivery[] = [];
       if (free > 0) {
+        this.lastClaimAt = performance.now();
         try {
           claimed = await claimDeliveries(this.options.pool, {
             owner: this.owner,
@@ -152,7 +183,7 @@ export class WebhookDeliverer {
         });
         const tracked = attempt.finally(() => {
           this.inFlight.delete(tracked);
-          this.wake?.();
+          this.wake?.(true);
         });
         this.inFlight.add(tracked);
       }
@@ -160,14 +191,23 @@ export class WebhookDeliverer {
       // interval, or for a slot to free up when every slot is taken.
       if (claimed.length > 0 && claimed.length === free) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, settings.pollIntervalMs);
+        let dueAt = performance.now() + settings.pollIntervalMs;
+        let timer = setTimeout(done, settings.pollIntervalMs);
         const self = this;
         function done() {
           clearTimeout(timer);
           self.wake = null;
           resolve();
         }
-        this.wake = done;
+        this.wake = (coalesce) => {
+          const at = coalesce ? this.lastClaimAt + settings.claimCoalesceMs : 0;
+          const now = performance.now();
+          if (at <= now) return done();
+          if (at >= dueAt) return;
+          dueAt = at;
+          clearTimeout(timer);
+          timer = setTimeout(done, at - now);
+        };
       });
     }
   }
@@ -177,7 +217,7 @@ export class WebhookDeliverer {
     const startedAt = new Date();
     const body = JSON.stringify(this.options.render(delivery.event));
     const headers = signedHeaders(delivery.event.id, delivery.secrets, body, startedAt);
-    const response = await postThroughDoor(delivery.url, headers, body, settings.door);
+    const response = await postThroughDoor(delivery.url, headers, body, settings.door, this.connections);
     const delivered = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
     const gone = response.statusCode === 410;
     const error = response.error ?? (delivered ? null : response.statusCode !== null && response.statusCode >= 300 && response.statusCode < 400 ? `redirect (${response.statusCode}) not followed` : null);

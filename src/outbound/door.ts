@@ -3,6 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { addressRefusal, type AddressPolicy } from './address-rules.js';
+import type { DoorConnections } from './door-connections.js';
 
 /**
  * The outbound door (docs/webhook-endpoints.md): every request the service makes to a URL a tenant
@@ -109,8 +110,12 @@ export interface DoorResponse {
   bodyBytes: number;
 }
 
-/** POSTs `body` to `url` through the door. Never throws: a refusal or failure is an answer without a status. */
-export async function postThroughDoor(url: string, headers: Record<string, string>, body: string, settings: DoorSettings): Promise<DoorResponse> {
+/**
+ * POSTs `body` to `url` through the door. Never throws: a refusal or failure is an answer without a
+ * status. With `connections`, the request may go on a kept-alive connection to the address just
+ * checked (door-connections.ts); without, on a connection of its own.
+ */
+export async function postThroughDoor(url: string, headers: Record<string, string>, body: string, settings: DoorSettings, connections?: DoorConnections): Promise<DoorResponse> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
   let target: { address: string; family: number };
@@ -120,22 +125,50 @@ export async function postThroughDoor(url: string, headers: Record<string, strin
     return { statusCode: null, error: (error as Error).message, durationMs: elapsed(), bodyBytes: 0 };
   }
   const parsed = new URL(url);
+  const protocol = parsed.protocol === 'https:' ? 'https:' : 'http:';
+  const agent = connections?.agentFor(protocol, parsed.origin, target.address) ?? false;
+  const first = await sendOnce(parsed, target, headers, body, settings, agent, settings.responseTimeoutMs);
+  // A kept-alive connection the receiver closed while it sat idle fails before any answer: that is
+  // the pool's doing, not the receiver's, so the request goes once more, on a new connection, within
+  // what is left of the attempt's time (connect + response timeouts, which the lease outlasts).
+  const left = settings.responseTimeoutMs - first.durationMs;
+  if (first.staleSocket && left > 0) {
+    const second = await sendOnce(parsed, target, headers, body, settings, agent, left);
+    return { statusCode: second.statusCode, error: second.error, durationMs: elapsed(), bodyBytes: second.bodyBytes };
+  }
+  return { statusCode: first.statusCode, error: first.error, durationMs: elapsed(), bodyBytes: first.bodyBytes };
+}
+
+/** One request on one connection; `staleSocket` when it failed on a reused connection before any response. */
+function sendOnce(
+  parsed: URL,
+  target: { address: string; family: number },
+  headers: Record<string, string>,
+  body: string,
+  settings: DoorSettings,
+  agent: http.Agent | false,
+  responseTimeoutMs: number,
+): Promise<DoorResponse & { staleSocket: boolean }> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
   // The socket connects to the checked address: the lookup answers it whatever the host's name.
   const pinned: LookupFunction = (_hostname, options, callback) => {
     if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: Array<{ address: string; family: number }>) => void)(null, [target]);
     else callback(null, target.address, target.family);
   };
   const transport = parsed.protocol === 'https:' ? https : http;
-  return new Promise<DoorResponse>((resolve) => {
+  return new Promise((resolve) => {
     let settled = false;
     let bodyBytes = 0;
+    let answered = false;
     const finish = (statusCode: number | null, error: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(connectTimer);
       clearTimeout(responseTimer);
-      resolve({ statusCode, error, durationMs: elapsed(), bodyBytes });
+      resolve({ statusCode, error, durationMs: elapsed(), bodyBytes, staleSocket: error !== null && !answered && request.reusedSocket && !timedOut });
     };
+    let timedOut = false;
     const request = transport.request(
       {
         protocol: parsed.protocol,
@@ -145,10 +178,11 @@ export async function postThroughDoor(url: string, headers: Record<string, strin
         method: 'POST',
         headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         lookup: pinned,
-        // A fresh connection per attempt: a pooled socket would outlive the address check it passed.
-        agent: false,
+        // false: a connection of its own. An agent: a pool whose sockets all went to this checked address.
+        agent,
       },
       (response) => {
+        answered = true;
         const statusCode = response.statusCode ?? null;
         response.on('data', (chunk: Buffer) => {
           bodyBytes += chunk.length;
@@ -164,16 +198,21 @@ export async function postThroughDoor(url: string, headers: Record<string, strin
       },
     );
     let responseTimer: NodeJS.Timeout | undefined;
+    const startResponseTimer = () => {
+      clearTimeout(connectTimer);
+      responseTimer = setTimeout(() => {
+        timedOut = true;
+        request.destroy(new Error(`no complete response within ${responseTimeoutMs} ms`));
+      }, responseTimeoutMs);
+    };
     const connectTimer = setTimeout(() => {
+      timedOut = true;
       request.destroy(new Error(`no connection within ${settings.connectTimeoutMs} ms`));
     }, settings.connectTimeoutMs);
     request.on('socket', (socket) => {
-      socket.once(parsed.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
-        clearTimeout(connectTimer);
-        responseTimer = setTimeout(() => {
-          request.destroy(new Error(`no complete response within ${settings.responseTimeoutMs} ms`));
-        }, settings.responseTimeoutMs);
-      });
+      // A pooled socket is connected already: its response time starts now.
+      if (request.reusedSocket) startResponseTimer();
+      else socket.once(parsed.protocol === 'https:' ? 'secureConnect' : 'connect', startResponseTimer);
     });
     request.on('error', (error) => finish(null, error.message));
     request.end(body);

@@ -34,7 +34,9 @@ export function delivererSettingsFromConfig(config: ChargeguardConfig): Delivere
     concurrency: config.WEBHOOK_DELIVERY_CONCURRENCY,
     perEndpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
     pollIntervalMs: config.WEBHOOK_DELIVERY_POLL_MS,
+    claimCoalesceMs: config.WEBHOOK_DELIVERY_CLAIM_COALESCE_MS,
     door: doorSettingsFromConfig(config),
+    keepAlive: { idleMs: config.WEBHOOK_KEEP_ALIVE_IDLE_MS, maxOrigins: config.WEBHOOK_KEEP_ALIVE_MAX_ORIGINS },
   };
 }
 
