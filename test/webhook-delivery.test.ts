@@ -153,6 +153,25 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     expect(slowMaxInFlight).toBeGreaterThan(0);
   });
 
+  it('coalesced claims (two deliverers, claimCoalesceMs 50) keep the per-endpoint bound: never more than 2 in flight, every event delivered', async () => {
+    const tenant = newTenant('wd-coalesce');
+    let maxInFlight = 0;
+    // Each answer takes 15 ms, so attempts finish while others are in flight and their slots are refilled by coalesced claims.
+    const busy: Receiver = await receiver(() => {
+      maxInFlight = Math.max(maxInFlight, busy.inFlight());
+      return { status: 200, hold: new Promise((done) => setTimeout(done, 15)) };
+    });
+    const endpoint = await endpointFor(tenant, busy.url);
+    startDeliverer(tenant, { claimCoalesceMs: 50 });
+    startDeliverer(tenant, { claimCoalesceMs: 50 });
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i += 1) ids.push(await insertEvent(tenant));
+    await deliveredCount(endpoint.endpoint.id, 20, 'all 20 events delivered');
+    expect(new Set(busy.received.map((r) => r.headers['webhook-id']))).toEqual(new Set(ids));
+    expect(maxInFlight).toBeLessThanOrEqual(fast.perEndpointConcurrency);
+    expect(maxInFlight).toBeGreaterThan(0);
+  });
+
   it('410 Gone disables the endpoint and writes webhook_endpoint.disabled in the same transaction; later events make no delivery for it', async () => {
     const tenant = newTenant('wd-gone');
     const gone = await receiver(() => ({ status: 410 }));

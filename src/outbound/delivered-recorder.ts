@@ -6,23 +6,50 @@ export const deliveredBatchMax = 64;
 
 /**
  * Records the deliverer's successful attempts, several per statement when they finish close
- * together: the first success is written at once, and those that finish while a statement is in
- * flight wait for it and go together in the next one. No success waits for a timer, so recording
- * never adds delay on a quiet endpoint; under load a burst of 2xx answers costs one round trip
- * instead of one each. A statement that fails fails all of its attempts (none is recorded), and each
- * delivery's lease expires and is claimed again, as for any attempt whose record is lost.
+ * together. A success is written at once when none of the deliverer's other requests is still being
+ * sent, so recording never adds delay on a quiet endpoint. While some are, it waits for them to end
+ * (the requests of one claim are sent together and answer together), or `holdMs` at most, and they
+ * all go in one statement; those that finish while a statement is in flight go in the next one. A
+ * success only waits to be recorded: the receiver already has it, and the delivery's lease (so its
+ * endpoint's slot) is held a few milliseconds longer. A statement that fails fails all of its
+ * attempts (none is recorded), and each delivery's lease expires and is claimed again, as for any
+ * attempt whose record is lost.
  */
 export class DeliveredRecorder {
   private queue: Array<{ attempt: DeliveredAttempt; settle: (error?: unknown) => void }> = [];
   private flushing = false;
+  private holdTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly pool: LedgerPool) {}
+  /**
+   * @param sending how many of the deliverer's requests are being sent now (not yet answered)
+   * @param holdMs the longest a success waits for the others' answers before it is written, milliseconds
+   */
+  constructor(
+    private readonly pool: LedgerPool,
+    private readonly sending: () => number = () => 0,
+    private readonly holdMs = 0,
+  ) {}
 
   record(attempt: DeliveredAttempt): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ attempt, settle: (error) => (error === undefined ? resolve() : reject(error as Error)) });
-      if (!this.flushing) void this.flush();
+      this.nudge();
     });
+  }
+
+  /** Says that a request has been answered (or failed): the waiting successes go now if it was the last being sent. */
+  nudge(): void {
+    if (this.flushing || this.queue.length === 0) return;
+    if (this.sending() === 0 || this.holdMs <= 0 || this.queue.length >= deliveredBatchMax) {
+      clearTimeout(this.holdTimer);
+      this.holdTimer = undefined;
+      void this.flush();
+    } else if (this.holdTimer === undefined) {
+      this.holdTimer = setTimeout(() => {
+        this.holdTimer = undefined;
+        if (!this.flushing) void this.flush();
+      }, this.holdMs);
+    }
   }
 
   private async flush(): Promise<void> {

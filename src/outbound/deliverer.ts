@@ -129,6 +129,8 @@ export class WebhookDeliverer {
   /** Ends the loop's wait: at once, or (an attempt finished) no sooner than claimCoalesceMs after the last claim. */
   private wake: ((coalesce: boolean) => void) | null = null;
   private lastClaimAt = Number.NEGATIVE_INFINITY;
+  /** Requests being sent now (their answers not in yet). */
+  private sending = 0;
   private readonly connections: DoorConnections;
 
   constructor(private readonly options: DelivererOptions) {
@@ -138,7 +140,8 @@ export class WebhookDeliverer {
       throw new Error(`the delivery lease (${settings.leaseMs} ms) must outlast an attempt (connect + response timeouts: ${attemptMaxMs} ms)`);
     }
     this.owner = options.owner ?? `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
-    this.delivered = new DeliveredRecorder(options.pool);
+    // Successes wait for the other answers of their claim at most as long as the next claim does.
+    this.delivered = new DeliveredRecorder(options.pool, () => this.sending, settings.claimCoalesceMs);
     this.connections = new DoorConnections({ ...settings.keepAlive, maxSocketsPerOrigin: settings.perEndpointConcurrency });
   }
 
@@ -217,7 +220,13 @@ export class WebhookDeliverer {
     const startedAt = new Date();
     const body = JSON.stringify(this.options.render(delivery.event));
     const headers = signedHeaders(delivery.event.id, delivery.secrets, body, startedAt);
-    const response = await postThroughDoor(delivery.url, headers, body, settings.door, this.connections);
+    this.sending += 1;
+    let response: DoorResponse;
+    try {
+      response = await postThroughDoor(delivery.url, headers, body, settings.door, this.connections);
+    } finally {
+      this.sending -= 1;
+    }
     const delivered = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
     const gone = response.statusCode === 410;
     const error = response.error ?? (delivered ? null : response.statusCode !== null && response.statusCode >= 300 && response.statusCode < 400 ? `redirect (${response.statusCode}) not followed` : null);
@@ -235,6 +244,8 @@ export class WebhookDeliverer {
       this.options.onAttempt?.(delivery, response, null);
       return;
     }
+    // This answer may have been the last the waiting successes waited for.
+    this.delivered.nudge();
     const { disabled } = await recordAttempt(
       this.options.pool,
       {
