@@ -21,8 +21,10 @@ import { DoorConnections } from './door-connections.js';
  * Concurrency is bounded twice: `concurrency` attempts in flight in this process, and
  * `perEndpointConcurrency` in flight to one endpoint across every process (the claim counts live
  * leases), so a slow or dead endpoint holds at most that many slots and never the others'. The
- * HTTP work runs on this process's event loop and its own small pool of connections, apart from the
- * charges' activities.
+ * HTTP work runs on this process's event loop, on kept-alive connections of its own
+ * (door-connections.ts), apart from the charges' activities. What a delivery costs is mostly fixed
+ * per statement, so statements are shared: a finished attempt's claim waits claimCoalesceMs after
+ * the last one so that it refills several slots, and the successes of one claim are recorded together.
  */
 export interface RetrySchedule {
   /** The first retry's delay bound, milliseconds; each next one doubles it, up to maxDelayMs. */
