@@ -89,7 +89,7 @@ try {
       perEndpointConcurrency: 4,
       pollIntervalMs: 250,
       door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 5_000, responseTimeoutMs: 15_000, responseMaxBytes: 65_536 },
-      claimCoalesceMs: 20,
+      claimCoalesceMs: 50,
       keepAlive: { idleMs: 4_000, maxOrigins: 256 },
     },
     // The bench's events are written by hand (no charge behind them): their stored data is the body.

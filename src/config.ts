@@ -196,8 +196,8 @@ const configSchema = z.object({
   WEBHOOK_DELIVERY_LEASE_MS: positiveMs.default(60_000),
   /** How often a worker looks for due deliveries. */
   WEBHOOK_DELIVERY_POLL_MS: positiveMs.max(60_000).default(250),
-  /** After an attempt finishes, the next claim waits until this long after the last one, so one claim takes the slots several attempts freed (0: claim after each). */
-  WEBHOOK_DELIVERY_CLAIM_COALESCE_MS: z.coerce.number().int().min(0).max(1_000).default(20),
+  /** After an attempt finishes, the next claim waits until this long after the last one (unless that one filled an endpoint's slots), so one claim takes several rows (0: claim after each). */
+  WEBHOOK_DELIVERY_CLAIM_COALESCE_MS: z.coerce.number().int().min(0).max(1_000).default(50),
   /** Kept-alive connections to receivers: closed after this long idle, and pools (origin and checked address) kept at most. */
   WEBHOOK_KEEP_ALIVE_IDLE_MS: positiveMs.max(60_000).default(4_000),
   WEBHOOK_KEEP_ALIVE_MAX_ORIGINS: z.coerce.number().int().min(1).max(10_000).default(256),

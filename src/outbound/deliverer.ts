@@ -50,8 +50,9 @@ export interface DelivererSettings {
   /**
    * After an attempt finishes, the next claim waits until this long after the previous one,
    * milliseconds: attempts finishing close together free their slots for one claim of several rows
-   * instead of a claim each. It bounds one endpoint's rate at perEndpointConcurrency per this many
-   * ms when its receiver answers at once (4 per 20 ms: 200 a second). 0 claims after every attempt.
+   * instead of a claim each, and a steady trickle of events is claimed a few at a time. Not when the
+   * previous claim filled some endpoint's every slot (a backlog): then the freed slots are refilled
+   * at once, so this never bounds an endpoint's rate. 0 claims after every attempt.
    */
   claimCoalesceMs: number;
   door: DoorSettings;
@@ -131,6 +132,8 @@ export class WebhookDeliverer {
   /** Ends the loop's wait: at once, or (an attempt finished) no sooner than claimCoalesceMs after the last claim. */
   private wake: ((coalesce: boolean) => void) | null = null;
   private lastClaimAt = Number.NEGATIVE_INFINITY;
+  /** The last claim took perEndpointConcurrency rows of some endpoint: it may have more due, so no coalescing. */
+  private lastClaimFilledAnEndpoint = false;
   /** Requests being sent now (their answers not in yet). */
   private sending = 0;
   private readonly connections: DoorConnections;
@@ -181,6 +184,9 @@ export class WebhookDeliverer {
           this.log(`claiming webhook deliveries failed (${(error as Error).message}); trying again in ${settings.pollIntervalMs} ms`);
         }
       }
+      const perEndpoint = new Map<string, number>();
+      for (const delivery of claimed) perEndpoint.set(delivery.endpointId, (perEndpoint.get(delivery.endpointId) ?? 0) + 1);
+      this.lastClaimFilledAnEndpoint = [...perEndpoint.values()].some((n) => n >= settings.perEndpointConcurrency);
       for (const delivery of claimed) {
         const attempt = this.attempt(delivery).catch((error: unknown) => {
           // The lease expires and another claim retries it.
@@ -205,7 +211,7 @@ export class WebhookDeliverer {
           resolve();
         }
         this.wake = (coalesce) => {
-          const at = coalesce ? this.lastClaimAt + settings.claimCoalesceMs : 0;
+          const at = coalesce && !this.lastClaimFilledAnEndpoint ? this.lastClaimAt + settings.claimCoalesceMs : 0;
           const now = performance.now();
           if (at <= now) return done();
           if (at >= dueAt) return;
