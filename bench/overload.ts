@@ -20,7 +20,10 @@
  * competing for the CPU; with `--unbounded`, once more with the bound out of the way, for the
  * before/after; with `--compare-env`, against a second bounded API process with other settings
  * (before the default one, or after it with `--compare-last`). Each overload also says where its
- * refusals' time went, from the API's Server-Timing stages.
+ * refusals' time went, from the API's Server-Timing stages, and what the API process was doing
+ * while its slow refusals waited (the stall probe, lib/stall-probe.mjs, preloaded into every API
+ * process). With `--worker-nice-ab n`, step 3 runs once more at the end with the worker's threads
+ * at niceness n.
  *
  * Figures, not pass/fail: the machine may be shared, so each run prints its load average.
  */
@@ -36,7 +39,7 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
-import { setProcessNiceness } from '../src/support/process-priority.js';
+import { setProcessNiceness } from './lib/process-priority.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { runOpenLoops } from './lib/open-loop-caller.js';
@@ -473,7 +476,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       '',
       '## What the API process was doing while its slow refusals waited (the stall probe)',
       '',
-      'Each refusal answered later than 100 ms is put down to what the probe recorded in the API process between the caller\'s send and the API\'s onRequest, whichever covered most of that wait: a GC pause, a synchronous log write, a loop gap split by how the main thread spent it (on a CPU, waiting in the run queue, blocked off CPU), a new connection slow to its first request; "nothing recorded" when they cover less than a fifth of it.',
+      'Each refusal answered later than 100 ms is put down to what the probe recorded in the API process between the caller\'s send and the API\'s onRequest, whichever covered most of that wait: a GC pause, a synchronous log write, a loop gap split by how the main thread spent it (on a CPU, waiting in the run queue, blocked off CPU); "nothing recorded" when they cover less than a fifth of it.',
       '',
       '| | ' + runs.map((r) => r.name).join(' | ') + ' |',
       '|---|' + runs.map(() => '---|').join(''),
@@ -485,6 +488,10 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       ),
       row('log lines written per refusal; slow log writes; write errors', runs.map((r) => (r.stalls ? `${fixed(r.stalls.linesPerRefusal, 2)}; ${r.stalls.slowWrites}; ${r.stalls.writeErrors}` : '–'))),
       row('new TCP connections during the overload', runs.map((r) => (r.stalls ? String(r.stalls.newConnections) : '–'))),
+      row(
+        'slow refusals that opened a new connection; their send → accepted, median',
+        runs.map((r) => (r.stalls ? `${r.stalls.onNewConnections.count}; ${fixed(r.stalls.onNewConnections.acceptedAfterP50Ms, 0)} ms` : '–')),
+      ),
     );
     return out;
   } finally {

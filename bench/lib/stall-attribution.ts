@@ -33,7 +33,6 @@ export const stallCauses = [
   'loop busy on its CPU (not GC)',
   'loop waiting for a CPU (run queue)',
   'loop blocked off CPU (system call)',
-  'new connection slow to its first request',
   'nothing recorded in the API process',
 ] as const;
 export type StallCause = (typeof stallCauses)[number];
@@ -48,6 +47,8 @@ export interface StallReport {
   /** Lines the API wrote to stdout/stderr during the phase, per refusal. */
   linesPerRefusal: number;
   newConnections: number;
+  /** Slow refusals whose request opened a new connection, and the median of their send → accept, ms. */
+  onNewConnections: { count: number; acceptedAfterP50Ms: number };
   /** One line per slow refusal: its wait and how much of it each cause covers, for the log. */
   details: string[];
 }
@@ -72,10 +73,10 @@ export function attributeStalls(records: ProbeRecord[], fromMs: number, toMs: nu
   const gaps = of('gap');
   const gcs = of('gc');
   const writes = [...of('write'), ...of('async-write')];
-  const firsts = of('first-request');
   const parsed = new Map(of('request').map((r) => [r.key, r]));
   const causes = Object.fromEntries(stallCauses.map((c) => [c, 0])) as Record<StallCause, number>;
   const details: string[] = [];
+  const acceptedAfter: number[] = [];
   const sumOver = <R extends { from: number; ms: number }>(rs: R[], start: number, end: number, weight: (r: R) => number = () => 1) =>
     rs.reduce((sum, r) => sum + covered(r, start, end) * weight(r), 0);
   for (const answer of refused.filter((a) => a.headMs > slowMs && a.stages.total !== undefined)) {
@@ -89,7 +90,6 @@ export function attributeStalls(records: ProbeRecord[], fromMs: number, toMs: nu
       'loop busy on its CPU (not GC)': Math.max(0, sumOver(gaps, start, end, (g) => g.cpuMs / g.ms) - gcMs),
       'loop waiting for a CPU (run queue)': sumOver(gaps, start, end, (g) => g.runQueueMs / g.ms),
       'loop blocked off CPU (system call)': sumOver(gaps, start, end, (g) => Math.max(0, g.ms - g.cpuMs - g.runQueueMs) / g.ms),
-      'new connection slow to its first request': sumOver(firsts, start, end),
       'nothing recorded in the API process': 0,
     };
     const [top, topMs] = Object.entries(share).sort((a, b) => b[1] - a[1])[0] as [StallCause, number];
@@ -97,6 +97,7 @@ export function attributeStalls(records: ProbeRecord[], fromMs: number, toMs: nu
     causes[cause] += 1;
     const parts = Object.entries(share).filter(([, ms]) => ms >= 1).map(([c, ms]) => `${c} ${ms.toFixed(0)}`);
     const request = parsed.get(answer.key);
+    if (request?.connectedAt !== undefined) acceptedAfter.push(request.connectedAt - start);
     const seen = request
       ? `parser had it ${(request.at - start).toFixed(0)} ms after the send${request.connectedAt !== undefined ? ` (new connection, accepted at +${(request.connectedAt - start).toFixed(0)} ms)` : ''}`
       : 'parser time not recorded';
@@ -123,5 +124,6 @@ export function attributeStalls(records: ProbeRecord[], fromMs: number, toMs: nu
     writeErrors: inPhase(of('write-error')).length,
     linesPerRefusal: refused.length ? (after.lines - before.lines) / refused.length : NaN,
     newConnections: after.connections - before.connections,
+    onNewConnections: { count: acceptedAfter.length, acceptedAfterP50Ms: acceptedAfter.sort((a, b) => a - b)[Math.floor(acceptedAfter.length / 2)] ?? NaN },
   };
 }
