@@ -6,7 +6,10 @@
  * 1. Concurrency sweep: closed-loop callers (8, 16, 32, 64), each sending a new charge as soon as
  *    the last was answered: decided charges per second against charges in flight, which is what
  *    the admission bound (CHARGE_ADMISSION_MAX_IN_FLIGHT) is chosen from.
- * 2. P1 peak: 32 closed-loop callers.
+ * 2. P1 peak: 32 closed-loop callers, measured again after each overload phase: a phase's goodput
+ *    is divided by the mean of the peaks on either side of it (the peak drifts within a run as the
+ *    ledger and Temporal's store grow and neighbours come and go; one reading taken before could
+ *    be off by a third). The offered load is twice the first reading.
  * 3. Overload: open-loop arrivals at twice the peak for 60 s (a new key each; a refused one is not
  *    resent, so the offered load stays what it is), then half the peak for 30 s. Reported: goodput
  *    (charges decided per second during the overload, by the ledger's clock) ÷ peak; every admitted
@@ -17,7 +20,10 @@
  * competing for the CPU; with `--unbounded`, once more with the bound out of the way, for the
  * before/after; with `--compare-env`, against a second bounded API process with other settings
  * (before the default one, or after it with `--compare-last`). Each overload also says where its
- * refusals' time went, from the API's Server-Timing stages.
+ * refusals' time went, from the API's Server-Timing stages, and what the API process was doing
+ * while its slow refusals waited (the stall probe, lib/stall-probe.mjs, preloaded into every API
+ * process). With `--worker-nice-ab n`, step 3 runs once more at the end with the worker's threads
+ * at niceness n.
  *
  * Figures, not pass/fail: the machine may be shared, so each run prints its load average.
  */
@@ -33,9 +39,11 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
+import { setProcessNiceness } from './lib/process-priority.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { runOpenLoops } from './lib/open-loop-caller.js';
+import { attributeStalls, readProbe, stallCauses, stallProbeUrl, type StallReport } from './lib/stall-attribution.js';
 import { keyMaker, overloadPayees, overloadPayers, overloadWaitBudgetMs, sendCharge, type Answer, type Target } from './lib/overload-calls.js';
 
 interface Flags {
@@ -46,6 +54,7 @@ interface Flags {
   overloadS?: string;
   compareEnv?: string;
   compareLast?: boolean;
+  workerNiceAb?: string;
 }
 
 const program = new Command()
@@ -59,6 +68,10 @@ const program = new Command()
   .option(
     '--compare-env <settings>',
     'also run the overload against a second bounded API process with these settings (NAME=value,NAME=value), first: a same-run A/B',
+  )
+  .option(
+    '--worker-nice-ab <n>',
+    'after the bounded overload, set the worker process\'s niceness to n (every thread) and run it again: is a front door that sheds load kept responsive by a worker of lower priority',
   )
   .option('--compare-last', 'run the --compare-env overload after the default one instead of before (swap the order between runs)')
   .action(async (flags: Flags) => {
@@ -162,8 +175,12 @@ interface OverloadFigures {
   slowRefusals: { count: number; seconds: number };
   /** Per stage of a refusal (the API's Server-Timing, and what the caller saw beyond the API's total): p50 and p99, ms. */
   refusalStages: Array<{ stage: string; p50Ms: number; p99Ms: number }>;
+  /** What the API process was doing while the slow refusals waited (the stall probe's records). */
+  stalls: StallReport | null;
   drainMs: number;
   halfRatio: number;
+  /** The P1 peak measured just before and just after this phase; goodput is divided by their mean. */
+  peaks: [number, number];
   lagP99MaxMs: number;
   load1m: [number, number];
 }
@@ -178,7 +195,9 @@ async function overloadPhase(
   overloadMs: number,
   halfMs: number,
   log: (line: string) => void,
-): Promise<OverloadFigures> {
+  /** The stall probe's file of the API process `target` names. */
+  probeFile: string | null,
+): Promise<Omit<OverloadFigures, 'peaks'>> {
   const loadBefore = loadavg()[0]!;
   const offered = 2 * peak;
   log(`${name}: ${fixed(offered)} charges/s open-loop for ${overloadMs / 1000} s, then ${fixed(peak / 2)} /s for ${halfMs / 1000} s`);
@@ -220,6 +239,9 @@ async function overloadPhase(
     const label = a.status === 0 ? `timeout/${a.type}` : a.type ? `${a.status} ${a.type}` : String(a.status);
     answers[label] = (answers[label] ?? 0) + 1;
   }
+  // The probe appends once a second: its last second of the overload is in by now (the settling wait above).
+  const stalls = probeFile ? attributeStalls(await readProbe(probeFile), overloadStart, dropAt, refused) : null;
+  for (const line of stalls?.details ?? []) log(`${name}: slow refusal ${line}`);
   return {
     name,
     offeredPerSecond: offered,
@@ -241,6 +263,7 @@ async function overloadPhase(
     callerLateP99Ms: percentile([...overAnswers, ...halfAnswers].map((a) => a.lateMs), 99),
     slowRefusals: slowRefusalsOf(refused),
     refusalStages: refusalStagesOf(refused),
+    stalls,
     drainMs: Math.max(0, lastOverloadDecision - dropAt),
     halfRatio: halfAnswers.length ? halfDecided / halfAnswers.length : NaN,
     lagP99MaxMs: lagP99Ms.length ? Math.max(...lagP99Ms) : NaN,
@@ -308,10 +331,10 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       // Limits out of the way: any refusal is the service protecting itself.
       ...unthrottledLimits,
     };
-    const start = async (name: string, args: string[], extraEnv: Record<string, string>, readyLine: RegExp) => {
+    const start = async (name: string, args: string[], extraEnv: Record<string, string>, readyLine: RegExp, nodeArgs: string[] = []) => {
       const started = await startChargeguardProcess({
         name,
-        cli: { command: process.execPath, args: [cliEntry] },
+        cli: { command: process.execPath, args: [...nodeArgs, cliEntry] },
         commandArgs: args,
         env: { ...env, ...extraEnv },
         logFilePath: join(dataDir, `${name}.log`),
@@ -322,16 +345,22 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       processes.push(started);
       return started;
     };
-    await start('worker', ['worker'], {}, /worker polling task queue/);
-    const apiWith = async (name: string, maxInFlight: string, settings: Record<string, string> = {}): Promise<{ target: Target; process: ChargeguardProcess }> => {
+    const worker = await start('worker', ['worker'], {}, /worker polling task queue/);
+    const apiWith = async (
+      name: string,
+      maxInFlight: string,
+      settings: Record<string, string> = {},
+    ): Promise<{ target: Target; process: ChargeguardProcess; probeFile: string }> => {
       const port = await findFreePort();
+      const probeFile = join(dataDir, `${name}.stalls.jsonl`);
       const api = await start(
         name,
         ['api', '--port', String(port), '--log-level', 'warn'],
-        { ...(maxInFlight ? { CHARGE_ADMISSION_MAX_IN_FLIGHT: maxInFlight } : {}), ...settings },
+        { ...(maxInFlight ? { CHARGE_ADMISSION_MAX_IN_FLIGHT: maxInFlight } : {}), ...settings, STALL_PROBE_FILE: probeFile },
         /API listening on/,
+        ['--import', stallProbeUrl],
       );
-      return { target: { url: `http://127.0.0.1:${port}`, apiKey, tenant }, process: api };
+      return { target: { url: `http://127.0.0.1:${port}`, apiKey, tenant }, process: api, probeFile };
     };
     // The sweep and the peak run with the bound out of the way: they measure what the machine can do.
     const unbounded = await apiWith('api-unbounded', '10000');
@@ -353,28 +382,52 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       });
       log(`sweep: ${callers} callers → ${fixed(perSecond)} decided/s`);
     }
-    const peakRun = await closedLoop(unbounded.target, pool, 'peak', 32, peakMs);
-    const peak = peakRun.perSecond;
-    log(`P1 peak (32 closed-loop callers): ${fixed(peak)} decided/s`);
+    let peakCount = 0;
+    const measurePeak = async (): Promise<number> => {
+      const { perSecond } = await closedLoop(unbounded.target, pool, `peak${(peakCount += 1)}`, 32, peakMs);
+      log(`P1 peak (32 closed-loop callers), reading ${peakCount}: ${fixed(perSecond)} decided/s`);
+      return perSecond;
+    };
+    const peaks = [await measurePeak()];
+    const peak = peaks[0]!;
 
     const runs: OverloadFigures[] = [];
+    /** One overload phase, then the peak again: the phase's goodput is read against the peaks either side of it. */
+    const bracketed = async (phase: () => Promise<Omit<OverloadFigures, 'peaks'>>): Promise<void> => {
+      const before = peaks.at(-1)!;
+      const figures = await phase();
+      peaks.push(await measurePeak());
+      runs.push({ ...figures, peaks: [before, peaks.at(-1)!] });
+    };
     const comparePhase = async () => {
       if (!compared) return;
       const name = `bounded, ${Object.entries(compareSettings!).map(([k, v]) => `${k}=${v}`).join(' ')}`;
-      runs.push(await overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log));
+      await bracketed(() => overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log, compared.probeFile));
     };
     if (!flags.compareLast) await comparePhase();
-    runs.push(await overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log));
+    await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
     if (flags.compareLast) await comparePhase();
     if (flags.cpuHog) {
-      const hogs = startCpuHogs();
-      try {
-        runs.push(await overloadPhase('bounded + CPU hog', 'hog', bounded.target, pool, peak, overloadMs, halfMs, log));
-      } finally {
-        hogs.stop();
-      }
+      // The hogs run during the overload only: the peaks either side are the machine's own.
+      await bracketed(async () => {
+        const hogs = startCpuHogs();
+        try {
+          return await overloadPhase('bounded + CPU hog', 'hog', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile);
+        } finally {
+          hogs.stop();
+        }
+      });
     }
-    if (flags.unbounded) runs.push(await overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log));
+    if (flags.unbounded) {
+      await bracketed(() => overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log, unbounded.probeFile));
+    }
+    if (flags.workerNiceAb !== undefined) {
+      const niceness = Number(flags.workerNiceAb);
+      if (!Number.isInteger(niceness) || niceness < 1 || niceness > 19) throw new Error('--worker-nice-ab: a whole number from 1 to 19');
+      // One way only: an unprivileged process cannot give the priority back, so this phase comes last.
+      log(`worker: niceness ${niceness} on ${setProcessNiceness(worker.pid, niceness)} threads`);
+      await bracketed(() => overloadPhase(`bounded, worker nice ${niceness}`, 'nice', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
+    }
 
     out.push(
       `# Overload (${quick ? 'quick: a smoke run, not a measurement' : 'full'}), ${new Date().toISOString()}`,
@@ -387,7 +440,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       '|---|---|---|---|---|',
       ...sweep.map((s) => `| ${s.callers} | ${fixed(s.perSecond)} | ${fixed(s.p50Ms, 0)} ms | ${s.answered202} | ${s.refused} |`),
       '',
-      `P1 peak, 32 closed-loop callers: **${fixed(peak)} decided/s**.`,
+      `P1 peak, 32 closed-loop callers, ${peakMs / 1000} s each, before the first overload and after each: **${peaks.map((p) => fixed(p)).join(' → ')} decided/s** (the overloads are offered twice the first).`,
       '',
       '## Twice the peak open-loop, then half',
       '',
@@ -395,7 +448,11 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       '|---|' + runs.map(() => '---|').join(''),
       row('offered during the overload (/s)', runs.map((r) => `${fixed(r.offeredPerSecond)} for ${r.overloadS} s`)),
       row('answers during the overload', runs.map((r) => Object.entries(r.answers).sort().map(([k, v]) => `${v} × ${k}`).join(', '))),
-      row('goodput ÷ peak (target ≥ 0.9)', runs.map((r) => `**${fixed(r.goodputPerSecond / peak, 2)}** (${fixed(r.goodputPerSecond)}/s)`)),
+      row('P1 peak just before / just after the phase (decided/s)', runs.map((r) => `${fixed(r.peaks[0])} / ${fixed(r.peaks[1])}`)),
+      row(
+        'goodput ÷ mean of those peaks (target ≥ 0.9); ÷ each',
+        runs.map((r) => `**${fixed(r.goodputPerSecond / ((r.peaks[0] + r.peaks[1]) / 2), 2)}** (${fixed(r.goodputPerSecond)}/s); ${fixed(r.goodputPerSecond / r.peaks[0], 2)} / ${fixed(r.goodputPerSecond / r.peaks[1], 2)}`),
+      ),
       row('admitted charges / undecided after settling', runs.map((r) => `${r.admitted} / **${r.admittedUndecided}**`)),
       row('admitted decided later than wait budget + 10 s', runs.map((r) => String(r.admittedLate))),
       row('decided latency p50 / p99 (admitted)', runs.map((r) => `${fixed(r.decidedP50Ms / 1000, 2)} / ${fixed(r.decidedP99Ms / 1000, 2)} s`)),
@@ -415,6 +472,25 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       '|---|' + runs.map(() => '---|').join(''),
       ...(runs[0]?.refusalStages ?? []).map((_, i) =>
         row(runs[0]!.refusalStages[i]!.stage, runs.map((r) => `${fixed(r.refusalStages[i]!.p50Ms)} / ${fixed(r.refusalStages[i]!.p99Ms)}`)),
+      ),
+      '',
+      '## What the API process was doing while its slow refusals waited (the stall probe)',
+      '',
+      'Each refusal answered later than 100 ms is put down to what the probe recorded in the API process between the caller\'s send and the API\'s onRequest, whichever covered most of that wait: a GC pause, a synchronous log write, a loop gap split by how the main thread spent it (on a CPU, waiting in the run queue, blocked off CPU); "nothing recorded" when they cover less than a fifth of it.',
+      '',
+      '| | ' + runs.map((r) => r.name).join(' | ') + ' |',
+      '|---|' + runs.map(() => '---|').join(''),
+      ...stallCauses.map((cause) => row(`slow refusals: ${cause}`, runs.map((r) => (r.stalls ? String(r.stalls.causes[cause]) : '–')))),
+      row('GC pauses > 5 ms during the overload: count / total / max', runs.map((r) => (r.stalls ? `${r.stalls.gcPauses.count} / ${fixed(r.stalls.gcPauses.totalMs, 0)} / ${fixed(r.stalls.gcPauses.maxMs)} ms` : '–'))),
+      row(
+        'loop gaps > 50 ms: count / max; their time on a CPU / in the run queue / off CPU',
+        runs.map((r) => (r.stalls ? `${r.stalls.loopGaps.count} / ${fixed(r.stalls.loopGaps.maxMs)} ms; ${fixed(r.stalls.loopGaps.cpuMs, 0)} / ${fixed(r.stalls.loopGaps.runQueueMs, 0)} / ${fixed(r.stalls.loopGaps.offCpuMs, 0)} ms` : '–')),
+      ),
+      row('log lines written per refusal; slow log writes; write errors', runs.map((r) => (r.stalls ? `${fixed(r.stalls.linesPerRefusal, 2)}; ${r.stalls.slowWrites}; ${r.stalls.writeErrors}` : '–'))),
+      row('new TCP connections during the overload', runs.map((r) => (r.stalls ? String(r.stalls.newConnections) : '–'))),
+      row(
+        'slow refusals that opened a new connection; their send → accepted, median',
+        runs.map((r) => (r.stalls ? `${r.stalls.onNewConnections.count}; ${fixed(r.stalls.onNewConnections.acceptedAfterP50Ms, 0)} ms` : '–')),
       ),
     );
     return out;
