@@ -11,17 +11,12 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { bundleChargeWorkflows, quietBundlerLogger } from '../../src/worker/charge-worker.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { startBenchStack } from '../lib/bench-stack.js';
-import { chargeBody } from '../lib/charging.js';
-import { openPopulation, spreadPicker } from '../lib/population.js';
-import { openTemporalSession } from '../lib/session.js';
+import { openPopulation } from '../lib/population.js';
+import { mean, openInProcessSession, quantile, timedCharges } from './in-process-charges.js';
 import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
 
 const olderCommit = process.argv[2];
@@ -35,41 +30,14 @@ const functionsOf = {
 };
 const warmup = 30;
 
-const quantile = (xs: number[], q: number): number => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-};
-const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-
 const dataDir = join(tmpdir(), `chargeguard-charge-sql-ab-${process.pid}`);
 const stack = await startBenchStack({ dataDir, sqlitePragmas: [...defaultSqlitePragmas], keepData: false, log: (l) => console.error(l) });
 try {
-  const chargeBundlePath = join(dataDir, 'charge.js');
-  const baselineBundlePath = join(dataDir, 'baseline.js');
-  await writeFile(chargeBundlePath, (await bundleChargeWorkflows()).code);
-  const baselinePath = fileURLToPath(new URL('../baseline-workflow.ts', import.meta.url));
-  await writeFile(baselineBundlePath, (await bundleWorkflowCode({ workflowsPath: baselinePath, logger: quietBundlerLogger })).code);
-  const session = await openTemporalSession(stack, {
-    placement: 'in-process',
-    tuning: { maxConcurrentWorkflowTaskExecutions: 100, maxConcurrentActivityTaskExecutions: 100, maxCachedWorkflows: 100, ledgerPoolMaxConnections: 20 },
-    eagerStart: true,
-    chargeTaskQueue: 'ab-charges',
-    baselineTaskQueue: 'ab-baseline',
-    bundles: { chargeBundlePath, baselineBundlePath },
-  });
+  const session = await openInProcessSession(stack, dataDir, 'ab');
   const ledger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 2 });
   try {
     const population = await openPopulation(ledger, { tenant: 'ab', payers: 2_000, payees: 200 });
-    const payer = spreadPicker(population.payers);
-    const payee = spreadPicker(population.payees);
-    let n = 0;
-    const oneCharge = async (): Promise<number> => {
-      const key = `c-${n++}`;
-      const startedAt = performance.now();
-      const reply = await session.charges.charge(population.tenant, key, chargeBody(key, payer(n), payee(n)));
-      if (reply.charge.status !== 'succeeded') throw new Error(`charge ${key}: ${reply.charge.status}`);
-      return performance.now() - startedAt;
-    };
+    const oneCharge = timedCharges(session, population);
     const useFunctions = async (side: 'older' | 'tree'): Promise<void> => {
       for (const sql of functionsOf[side]) await ledger.query(sql);
     };

@@ -14,12 +14,8 @@
  * them, and whether the server took the eager start), recorded by wrapping the client's
  * workflowService and a ledger pool here, so the product code runs unchanged.
  */
-import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { fileURLToPath } from 'node:url';
-import { bundleChargeWorkflows, quietBundlerLogger } from '../../src/worker/charge-worker.js';
 import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
 import { confirmHold, readCharge, tryHold } from '../../src/ledger/charges.js';
 import { getAccountCurrencies } from '../../src/ledger/accounts.js';
@@ -29,7 +25,8 @@ import { baselineWorkflowType, emptyWorkflowType, type BaselineInput } from '../
 import { startBenchStack } from '../lib/bench-stack.js';
 import { chargeBody } from '../lib/charging.js';
 import { openPopulation, spreadPicker } from '../lib/population.js';
-import { benchPolicy, openTemporalSession } from '../lib/session.js';
+import { benchPolicy } from '../lib/session.js';
+import { openInProcessSession } from './in-process-charges.js';
 import { summariseLatencies } from '../lib/stats.js';
 import { takeCpuSnapshot } from '../lib/cpu.js';
 import { ledgerIntent } from '../scenarios/ledger-only.js';
@@ -133,19 +130,7 @@ const rows: { step: string; p50Ms: number; p90Ms: number; p99Ms: number; cpuMs: 
 const stageRows: { step: string; stages: Map<string, number[]> }[] = [];
 const trace = new WireTrace();
 try {
-  const chargeBundlePath = join(dataDir, 'charge.js');
-  const baselineBundlePath = join(dataDir, 'baseline.js');
-  await writeFile(chargeBundlePath, (await bundleChargeWorkflows()).code);
-  const baselinePath = fileURLToPath(new URL('../baseline-workflow.ts', import.meta.url));
-  await writeFile(baselineBundlePath, (await bundleWorkflowCode({ workflowsPath: baselinePath, logger: quietBundlerLogger })).code);
-  const session = await openTemporalSession(stack, {
-    placement: 'in-process',
-    tuning: { maxConcurrentWorkflowTaskExecutions: 100, maxConcurrentActivityTaskExecutions: 100, maxCachedWorkflows: 100, ledgerPoolMaxConnections: 20 },
-    eagerStart: true,
-    chargeTaskQueue: 'profile-charges',
-    baselineTaskQueue: 'profile-baseline',
-    bundles: { chargeBundlePath, baselineBundlePath },
-  });
+  const session = await openInProcessSession(stack, dataDir, 'profile');
   const ledger = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 4 });
   try {
     const population = await openPopulation(ledger, { tenant: 'profile', payers: 2_000, payees: 200 });
