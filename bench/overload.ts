@@ -22,8 +22,11 @@
  * (before the default one, or after it with `--compare-last`). Each overload also says where its
  * refusals' time went, from the API's Server-Timing stages, and what the API process was doing
  * while its slow refusals waited (the stall probe, lib/stall-probe.mjs, preloaded into every API
- * process). With `--worker-nice-ab n`, step 3 runs once more at the end with the worker's threads
- * at niceness n.
+ * process). The worker runs at the niceness the product gives it (CHARGEGUARD_WORKER_NICENESS);
+ * with `--worker-niceness-ab a,b` the bounded overload of step 3 runs once per niceness, in the
+ * order given (swap it between runs), each with a worker process started at that niceness and
+ * bracketed by peak readings taken with that worker. Every phase is named with the niceness its
+ * worker's threads were found at (/proc).
  *
  * Figures, not pass/fail: the machine may be shared, so each run prints its load average.
  */
@@ -39,7 +42,7 @@ import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
-import { setProcessNiceness } from './lib/process-priority.js';
+import { threadNiceness } from '../src/runtime/process-niceness.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { runOpenLoops } from './lib/open-loop-caller.js';
@@ -54,7 +57,7 @@ interface Flags {
   overloadS?: string;
   compareEnv?: string;
   compareLast?: boolean;
-  workerNiceAb?: string;
+  workerNicenessAb?: string;
 }
 
 const program = new Command()
@@ -70,8 +73,8 @@ const program = new Command()
     'also run the overload against a second bounded API process with these settings (NAME=value,NAME=value), first: a same-run A/B',
   )
   .option(
-    '--worker-nice-ab <n>',
-    'after the bounded overload, set the worker process\'s niceness to n (every thread) and run it again: is a front door that sheds load kept responsive by a worker of lower priority',
+    '--worker-niceness-ab <a,b>',
+    'run the bounded overload once per worker niceness (CHARGEGUARD_WORKER_NICENESS, 0-19), in the order given, each with a worker started at it: does a worker of lower priority keep the refusing front door responsive',
   )
   .option('--compare-last', 'run the --compare-env overload after the default one instead of before (swap the order between runs)')
   .action(async (flags: Flags) => {
@@ -301,6 +304,7 @@ function refusalStagesOf(refused: Answer[]): OverloadFigures['refusalStages'] {
 async function runOverloadBench(flags: Flags): Promise<string[]> {
   const log = (line: string): void => void process.stderr.write(`[overload] ${line}\n`);
   const quick = Boolean(flags.quick);
+  const nicenessAb = flags.workerNicenessAb === undefined ? null : nicenessListOf(flags.workerNicenessAb);
   const overloadMs = Number(flags.overloadS ?? (quick ? 10 : 60)) * 1000;
   const halfMs = quick ? 5_000 : 30_000;
   const sweepMs = quick ? 3_000 : 10_000;
@@ -345,7 +349,8 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       processes.push(started);
       return started;
     };
-    const worker = await start('worker', ['worker'], {}, /worker polling task queue/);
+    let worker = await start('worker', ['worker'], {}, /worker polling task queue/);
+    const defaultWorkerNiceness = nicenessOf(worker.pid);
     const apiWith = async (
       name: string,
       maxInFlight: string,
@@ -395,9 +400,10 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     /** One overload phase, then the peak again: the phase's goodput is read against the peaks either side of it. */
     const bracketed = async (phase: () => Promise<Omit<OverloadFigures, 'peaks'>>): Promise<void> => {
       const before = peaks.at(-1)!;
+      const niceness = nicenessOf(worker.pid);
       const figures = await phase();
       peaks.push(await measurePeak());
-      runs.push({ ...figures, peaks: [before, peaks.at(-1)!] });
+      runs.push({ ...figures, name: `${figures.name} (worker niceness ${niceness})`, peaks: [before, peaks.at(-1)!] });
     };
     const comparePhase = async () => {
       if (!compared) return;
@@ -405,7 +411,20 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       await bracketed(() => overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log, compared.probeFile));
     };
     if (!flags.compareLast) await comparePhase();
-    await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
+    if (nicenessAb) {
+      // A worker process per niceness, started at it: a niceness once raised cannot be lowered
+      // without privilege, so this is what lets either order run.
+      for (const [i, niceness] of nicenessAb.entries()) {
+        await worker.stop();
+        worker = await start(`worker-niceness-${niceness}-${i + 1}`, ['worker'], { CHARGEGUARD_WORKER_NICENESS: String(niceness) }, /worker polling task queue/);
+        log(`worker (pid ${worker.pid}) started at niceness ${niceness}; threads at ${nicenessOf(worker.pid)}`);
+        // The peak before the phase is read with the same worker as the one after it.
+        peaks.push(await measurePeak());
+        await bracketed(() => overloadPhase('bounded', `bounded-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
+      }
+    } else {
+      await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
+    }
     if (flags.compareLast) await comparePhase();
     if (flags.cpuHog) {
       // The hogs run during the overload only: the peaks either side are the machine's own.
@@ -421,18 +440,11 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     if (flags.unbounded) {
       await bracketed(() => overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log, unbounded.probeFile));
     }
-    if (flags.workerNiceAb !== undefined) {
-      const niceness = Number(flags.workerNiceAb);
-      if (!Number.isInteger(niceness) || niceness < 1 || niceness > 19) throw new Error('--worker-nice-ab: a whole number from 1 to 19');
-      // One way only: an unprivileged process cannot give the priority back, so this phase comes last.
-      log(`worker: niceness ${niceness} on ${setProcessNiceness(worker.pid, niceness)} threads`);
-      await bracketed(() => overloadPhase(`bounded, worker nice ${niceness}`, 'nice', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
-    }
 
     out.push(
       `# Overload (${quick ? 'quick: a smoke run, not a measurement' : 'full'}), ${new Date().toISOString()}`,
       '',
-      `Machine: ${availableParallelism()} cores, load average (1 min) ${fixed(loadavg()[0]!, 2)} at the end. One API process, one worker process (compiled CLI), Temporal dev server, PostgreSQL; wait budget ${waitBudgetMs / 1000} s; admission bound ${flags.maxInFlight || 'the default'}.`,
+      `Machine: ${availableParallelism()} cores, load average (1 min) ${fixed(loadavg()[0]!, 2)} at the end. One API process, one worker process (compiled CLI; threads at niceness ${defaultWorkerNiceness}${nicenessAb ? `, then a worker per niceness of ${nicenessAb.join(', ')}` : ''}), Temporal dev server, PostgreSQL; wait budget ${waitBudgetMs / 1000} s; admission bound ${flags.maxInFlight || 'the default'}.`,
       '',
       '## Charges in flight against throughput (closed loop)',
       '',
@@ -440,7 +452,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       '|---|---|---|---|---|',
       ...sweep.map((s) => `| ${s.callers} | ${fixed(s.perSecond)} | ${fixed(s.p50Ms, 0)} ms | ${s.answered202} | ${s.refused} |`),
       '',
-      `P1 peak, 32 closed-loop callers, ${peakMs / 1000} s each, before the first overload and after each: **${peaks.map((p) => fixed(p)).join(' → ')} decided/s** (the overloads are offered twice the first).`,
+      `P1 peak, 32 closed-loop callers, ${peakMs / 1000} s each, before the first overload, after each${nicenessAb ? ' and before each phase with a worker of its own' : ''}: **${peaks.map((p) => fixed(p)).join(' → ')} decided/s** (the overloads are offered twice the first).`,
       '',
       '## Twice the peak open-loop, then half',
       '',
@@ -500,6 +512,21 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     await stack.stop();
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** `a,b`: worker nicenesses, each a whole number from 0 to 19, checked before anything starts. */
+function nicenessListOf(list: string): number[] {
+  const values = list.split(',').map((item) => Number(item.trim()));
+  if (values.length < 2 || values.some((n) => !Number.isInteger(n) || n < 0 || n > 19)) {
+    throw new Error(`--worker-niceness-ab: ${JSON.stringify(list)} is not two or more whole numbers from 0 to 19, comma-separated (e.g. 0,5)`);
+  }
+  return values;
+}
+
+/** The niceness the threads of process `pid` run at, as read from /proc ("?" where there is none). */
+function nicenessOf(pid: number): string {
+  const values = threadNiceness(pid);
+  return values && values.length ? [...new Set(values)].sort((a, b) => a - b).join('/') : '?';
 }
 
 /** `NAME=value,NAME=value` as environment settings. */

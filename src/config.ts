@@ -87,6 +87,12 @@ const configSchema = z.object({
   HOLD_TTL_MS: positiveMs.default(7 * 24 * 60 * 60 * 1000),
   LEDGER_POOL_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(500).default(20),
   /**
+   * The niceness every thread of a `worker` process runs at (0-19; Linux niceness, higher yields
+   * the CPU sooner): on a host shared with an API process the API's refusals go first for the CPU
+   * (docs/limits.md, Worker priority). 0 leaves the priority as the process was started with.
+   */
+  CHARGEGUARD_WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(5),
+  /**
    * How long an API process believes an API key it verified without looking it up again: a key
    * revoked in the database stops authenticating within this (0: looked up on every request).
    * At most a minute, the granularity of a key's recorded last use (src/auth/verified-keys.ts).

@@ -9,6 +9,7 @@ import {
 import { connectWorkerWhenReachable } from '../../runtime/local-runtime.js';
 import { configuredProviderConnectors } from '../../providers/configured.js';
 import { installProcessSafetyNet } from '../../runtime/process-safety.js';
+import { applyWorkerNiceness } from '../../runtime/process-niceness.js';
 import { temporalConnectionSecurity } from '../../runtime/temporal-connection.js';
 import { createChargeWorker } from '../../worker/charge-worker.js';
 import { assertPayloadKeysMatchWorkers } from '../../codec/key-advertisement.js';
@@ -32,6 +33,9 @@ export function registerWorkerCommand(program: Command): void {
       if (!config.TEMPORAL_ADDRESS || !config.DATABASE_URL) {
         throw new Error('worker needs TEMPORAL_ADDRESS and DATABASE_URL; for everything on one machine use `start`');
       }
+      // First, before the Temporal runtime, the connection, the worker or the webhook deliverer start
+      // any thread of their own: the threads they start inherit the niceness set here.
+      applyWorkerNiceness(config.CHARGEGUARD_WORKER_NICENESS, (line) => process.stderr.write(`${line}\n`));
       // Checked before any server is waited for: a wrong bundle is a deployment mistake, not a delay.
       const workflowBundle = options.bundle === undefined ? undefined : await checkedWorkflowBundle(options.bundle);
       // Before anything is opened: a certificate file or a key file that cannot be read, or no payload
