@@ -516,8 +516,9 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
 
 /** `a,b`: worker nicenesses, each a whole number from 0 to 19, checked before anything starts. */
 function nicenessListOf(list: string): number[] {
-  const values = list.split(',').map((item) => Number(item.trim()));
-  if (values.length < 2 || values.some((n) => !Number.isInteger(n) || n < 0 || n > 19)) {
+  const items = list.split(',').map((item) => item.trim());
+  const values = items.map(Number);
+  if (values.length < 2 || items.some((item) => !/^\d{1,2}$/.test(item)) || values.some((n) => n > 19)) {
     throw new Error(`--worker-niceness-ab: ${JSON.stringify(list)} is not two or more whole numbers from 0 to 19, comma-separated (e.g. 0,5)`);
   }
   return values;
