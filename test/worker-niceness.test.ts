@@ -1,26 +1,9 @@
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { testPayloadSettings, waitFor } from './support/harness.js';
-
-/**
- * The niceness of every thread of `pid`, read here from /proc (field 19 of each task's stat) rather
- * than through the product's own reader, so that a mistake in one is not confirmed by the other.
- */
-function nicenessOfEveryThread(pid: number): number[] {
-  return readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    } catch {
-      return []; // the thread ended since the listing
-    }
-    const afterName = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return [Number(afterName[19 - 3])];
-  });
-}
+import { nicenessOfEveryThread } from './support/thread-niceness.js';
 
 /** `chargeguard worker` in a child process with `env` added; resolves once it polls, with its threads' niceness then. */
 async function workerThreadsOncePolling(env: Record<string, string>): Promise<{ niceness: number[]; output: string }> {

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { access, chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { getPriority, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import { findFreePort, findFreePorts } from '../../src/support/free-port.js';
 import { isPortAccepting } from '../../src/support/wait.js';
 import { isMissingFile } from '../../src/support/files.js';
 import { waitFor } from '../support/harness.js';
+import { nicenessOfEveryThread } from '../support/thread-niceness.js';
 import { isProcessAlive } from '../../src/support/child-process.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import { createAccount, deposit } from '../../src/ledger/accounts.js';
@@ -52,6 +53,8 @@ function ownServersEnv(dataDir: string): NodeJS.ProcessEnv {
   delete env.TEMPORAL_ADDRESS;
   delete env.DATABASE_URL;
   delete env.MIGRATION_DATABASE_URL;
+  // The workers' niceness checked below is the default's.
+  delete env.CHARGEGUARD_WORKER_NICENESS;
   return env;
 }
 
@@ -130,6 +133,11 @@ describe('`chargeguard start --cluster`', () => {
         expect(workerPids, output).toHaveLength(2);
         expect(apiPids, output).toHaveLength(2);
         for (const pid of [...workerPids, ...apiPids]) expect(isProcessAlive(pid)).toBe(true);
+        // The workers take CHARGEGUARD_WORKER_NICENESS (5 unless set) from the environment they inherit;
+        // the APIs stay at the niceness this test runs at (a worker already nicer keeps its own).
+        const parentNiceness = getPriority(0);
+        for (const pid of workerPids) expect(new Set(nicenessOfEveryThread(pid)), `worker ${pid}`).toEqual(new Set([Math.max(5, parentNiceness)]));
+        for (const pid of apiPids) expect(new Set(nicenessOfEveryThread(pid)), `api ${pid}`).toEqual(new Set([parentNiceness]));
         const temporalAddress = /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1];
         const databasePort = /export DATABASE_URL=postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)\//.exec(output)?.[1];
         expect(temporalAddress, output).toBeDefined();
