@@ -23,7 +23,8 @@ import { DoorConnections } from './door-connections.js';
  * HTTP work runs on this process's event loop, on kept-alive connections of its own
  * (door-connections.ts), apart from the charges' activities. What a delivery costs is mostly fixed
  * per statement, so statements are shared: a finished attempt's claim waits claimCoalesceMs after
- * the last one so that it refills several slots, and the successes of one claim are recorded together.
+ * the last one so that it refills several slots, and the successes answered since the last claim are
+ * recorded by the next one, in its transaction.
  */
 export interface RetrySchedule {
   /** The first retry's delay bound, milliseconds; each next one doubles it, up to maxDelayMs. */
