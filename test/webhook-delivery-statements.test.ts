@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { deposit } from '../src/ledger/accounts.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
-import { claimDeliveries, createEndpoint, deleteEndpoint, recordDelivered, rotateSecret, type ClaimedDelivery, type DeliveredAttempt } from '../src/ledger/webhook-endpoints.js';
+import { claimDeliveries, createEndpoint, deleteEndpoint, recordDelivered, requestRedelivery, rotateSecret, type ClaimedDelivery, type DeliveredAttempt } from '../src/ledger/webhook-endpoints.js';
 import { newTenant, openAccount, useHarness } from './support/harness.js';
 
 /**
@@ -187,5 +187,23 @@ describe("the deliverer's statements", () => {
     // A success answered after the deletion records nothing (its delivery is gone), and fails nothing.
     await recordDelivered(h.pool, [success(claimed[1]!)]);
     expect(await count()).toBe(0);
+  });
+
+  it("a delivery's event always exists without a key to it: the fan-out and a redelivery take it from events, which refuse deletion", async () => {
+    const { tenant, endpointId } = await tenantWithEndpoint('wds-event');
+    const other = await tenantWithEndpoint('wds-event-other');
+    const eventId = await depositEvent(tenant);
+    const otherEvent = await depositEvent(other.tenant);
+    expect(await requestRedelivery(h.pool, tenant, endpointId, otherEvent)).toBe('event');
+    expect(await requestRedelivery(h.pool, tenant, endpointId, 'evt_nosuchevent')).toBe('event');
+    expect(await requestRedelivery(h.pool, tenant, endpointId, eventId)).toMatchObject({ deliveryId: expect.any(Number) });
+    const orphans = await h.pool.query(
+      'SELECT count(*)::int AS n FROM webhook_deliveries d WHERE d.tenant = ANY ($1) AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.tenant = d.tenant)',
+      [[tenant, other.tenant]],
+    );
+    expect(orphans.rows[0]).toEqual({ n: 0 });
+    const made = await h.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1', [endpointId]);
+    expect(made.rows[0]!.n).toBe(2);
+    await expect(h.pool.query('DELETE FROM events WHERE id = $1', [eventId])).rejects.toThrow(/append-only/);
   });
 });

@@ -286,7 +286,6 @@ CREATE TABLE webhook_deliveries (
   CONSTRAINT webhook_deliveries_attempts_check CHECK (attempts >= 0),
   CONSTRAINT webhook_deliveries_check CHECK ((state = 'pending'::text) = (finished_at IS NULL)),
   CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
-  CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES events(id),
   CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id),
   CONSTRAINT webhook_deliveries_state_check CHECK (state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text]))
 );
