@@ -155,7 +155,7 @@ describe("the deliverer's statements", () => {
       { id: claimed[1]!.id, state: 'delivered', leased: false },
       { id: next[0]!.id, state: 'pending', leased: true },
     ]);
-    const attempts = await h.pool.query('SELECT delivery_id, delivered FROM webhook_delivery_attempts WHERE endpoint_id = $1 ORDER BY id', [endpointId]);
+    const attempts = await h.pool.query('SELECT delivery_id, delivered FROM webhook_delivery_attempts WHERE endpoint_id = $1 ORDER BY delivery_id', [endpointId]);
     expect(attempts.rows).toEqual(claimed.map((d) => ({ delivery_id: d.id, delivered: true })));
 
     // All or none: a success the ledger refuses fails the claim too, and nothing is claimed or recorded.

@@ -185,7 +185,8 @@ export class WebhookDeliverer {
       const carried = this.delivered.takeWaiting();
       const free = settings.concurrency - this.inFlight.size + carried.attempts.length;
       let claimed: ClaimedDelivery[] = [];
-      if (free > 0) {
+      // Carried successes are in inFlight, so free >= their number; the claim runs for them in any case.
+      if (free > 0 || carried.attempts.length > 0) {
         this.lastClaimAt = performance.now();
         try {
           claimed = await claimDeliveries(
@@ -194,7 +195,7 @@ export class WebhookDeliverer {
               owner: this.owner,
               leaseMs: settings.leaseMs,
               perEndpointMax: settings.perEndpointConcurrency,
-              max: free,
+              max: Math.max(free, 0),
               ...(this.options.onlyTenants ? { onlyTenants: this.options.onlyTenants } : {}),
             },
             carried.attempts,
