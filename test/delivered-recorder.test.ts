@@ -66,4 +66,32 @@ describe('the delivered recorder (how successes are grouped into statements)', (
     await recorder.record(success(1));
     expect(batches).toEqual([1]);
   });
+
+  it('while carried, successes wait for the claim that takes them (no statement of their own), and settle with its outcome', async () => {
+    const { pool, batches } = countingPool();
+    let carried = true;
+    const recorder = new DeliveredRecorder(pool, () => 0, 0, () => carried);
+    const first = recorder.record(success(1));
+    const second = recorder.record(success(2));
+    recorder.nudge();
+    expect(batches).toEqual([]);
+    expect(recorder.waiting()).toBe(2);
+    const taken = recorder.takeWaiting();
+    expect(taken.attempts.map((a) => a.deliveryId)).toEqual([1, 2]);
+    expect(recorder.waiting()).toBe(0);
+    taken.settle();
+    await Promise.all([first, second]);
+
+    const failed = recorder.record(success(3));
+    const refused = recorder.takeWaiting();
+    refused.settle(new Error('the claim failed'));
+    await expect(failed).rejects.toThrow('the claim failed');
+
+    // Once no claim carries them (the deliverer stopped), a success is written by the recorder.
+    const late = recorder.record(success(4));
+    carried = false;
+    recorder.nudge();
+    await late;
+    expect(batches).toEqual([1]);
+  });
 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { deposit } from '../src/ledger/accounts.js';
 import type { LedgerPool } from '../src/ledger/pool.js';
-import { claimDeliveries, createEndpoint, recordDelivered, rotateSecret, type ClaimedDelivery, type DeliveredAttempt } from '../src/ledger/webhook-endpoints.js';
+import { claimDeliveries, createEndpoint, deleteEndpoint, recordDelivered, requestRedelivery, rotateSecret, type ClaimedDelivery, type DeliveredAttempt } from '../src/ledger/webhook-endpoints.js';
 import { newTenant, openAccount, useHarness } from './support/harness.js';
 
 /**
@@ -132,5 +132,78 @@ describe("the deliverer's statements", () => {
     await recordDelivered(h.pool, claimed.map((d) => success(d)));
     const delivered = await h.pool.query("SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND state = 'delivered'", [endpointId]);
     expect(delivered.rows[0]).toEqual({ n: 2 });
+  });
+
+  it('successes carried by the next claim: one statement records them and claims again, their slots counting as free', async () => {
+    const { tenant, endpointId } = await tenantWithEndpoint('wds-carried');
+    for (let i = 0; i < 3; i += 1) await depositEvent(tenant);
+    const claimed = await claim(h.pool, tenant, 'owner-a', 2);
+    expect(claimed).toHaveLength(2);
+    const { pool, statements } = counted();
+
+    // Both slots are held: only the successes recorded in the same transaction free them.
+    const next = await claimDeliveries(pool, { owner: 'owner-a', leaseMs: 60_000, perEndpointMax: 2, max: 8, onlyTenants: [tenant] }, claimed.map((d) => success(d)));
+    expect(statements()).toBe(1);
+    expect(next).toHaveLength(1);
+    expect(claimed.map((d) => d.id)).not.toContain(next[0]!.id);
+    const deliveries = await h.pool.query<{ id: number; state: string; leased: boolean }>(
+      'SELECT id, state, lease_expires_at IS NOT NULL AS leased FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY id',
+      [endpointId],
+    );
+    expect(deliveries.rows).toEqual([
+      { id: claimed[0]!.id, state: 'delivered', leased: false },
+      { id: claimed[1]!.id, state: 'delivered', leased: false },
+      { id: next[0]!.id, state: 'pending', leased: true },
+    ]);
+    const attempts = await h.pool.query('SELECT delivery_id, delivered FROM webhook_delivery_attempts WHERE endpoint_id = $1 ORDER BY delivery_id', [endpointId]);
+    expect(attempts.rows).toEqual(claimed.map((d) => ({ delivery_id: d.id, delivered: true })));
+
+    // All or none: a success the ledger refuses fails the claim too, and nothing is claimed or recorded.
+    await expect(
+      claimDeliveries(h.pool, { owner: 'owner-a', leaseMs: 60_000, perEndpointMax: 2, max: 8, onlyTenants: [tenant] }, [success(next[0]!, -1)]),
+    ).rejects.toThrow(/duration_ms/);
+    const still = await h.pool.query("SELECT count(*)::int AS n FROM webhook_delivery_attempts WHERE endpoint_id = $1", [endpointId]);
+    expect(still.rows[0]).toEqual({ n: 2 });
+  });
+
+  it('deleting an endpoint deletes its deliveries and, through them, every attempt (attempts are keyed by their delivery only)', async () => {
+    const { tenant, endpointId } = await tenantWithEndpoint('wds-delete');
+    await depositEvent(tenant);
+    await depositEvent(tenant);
+    const claimed = await claim(h.pool, tenant, 'owner-a');
+    await recordDelivered(h.pool, [success(claimed[0]!)]);
+    await h.pool.query(
+      `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
+       VALUES ($1, $2, $3, 1, now(), 5, 500, NULL, false)`,
+      [claimed[1]!.id, endpointId, claimed[1]!.event.id],
+    );
+    const count = async () =>
+      (await h.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_delivery_attempts WHERE endpoint_id = $1', [endpointId])).rows[0]!.n;
+    expect(await count()).toBe(2);
+    expect(await deleteEndpoint(h.pool, tenant, endpointId)).toBe(true);
+    expect(await count()).toBe(0);
+    const deliveries = await h.pool.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1', [endpointId]);
+    expect(deliveries.rows[0]).toEqual({ n: 0 });
+    // A success answered after the deletion records nothing (its delivery is gone), and fails nothing.
+    await recordDelivered(h.pool, [success(claimed[1]!)]);
+    expect(await count()).toBe(0);
+  });
+
+  it("a delivery's event always exists without a key to it: the fan-out and a redelivery take it from events, which refuse deletion", async () => {
+    const { tenant, endpointId } = await tenantWithEndpoint('wds-event');
+    const other = await tenantWithEndpoint('wds-event-other');
+    const eventId = await depositEvent(tenant);
+    const otherEvent = await depositEvent(other.tenant);
+    expect(await requestRedelivery(h.pool, tenant, endpointId, otherEvent)).toBe('event');
+    expect(await requestRedelivery(h.pool, tenant, endpointId, 'evt_nosuchevent')).toBe('event');
+    expect(await requestRedelivery(h.pool, tenant, endpointId, eventId)).toMatchObject({ deliveryId: expect.any(Number) });
+    const orphans = await h.pool.query(
+      'SELECT count(*)::int AS n FROM webhook_deliveries d WHERE d.tenant = ANY ($1) AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.tenant = d.tenant)',
+      [[tenant, other.tenant]],
+    );
+    expect(orphans.rows[0]).toEqual({ n: 0 });
+    const made = await h.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1', [endpointId]);
+    expect(made.rows[0]!.n).toBe(2);
+    await expect(h.pool.query('DELETE FROM events WHERE id = $1', [eventId])).rejects.toThrow(/append-only/);
   });
 });

@@ -10,7 +10,8 @@ import {
   requestRedelivery,
   rotateSecret,
 } from '../src/ledger/webhook-endpoints.js';
-import { WebhookDeliverer, nextAttemptAt, retryDelayMs, type DelivererSettings } from '../src/outbound/deliverer.js';
+import { Webhook } from 'standardwebhooks';
+import { WebhookDeliverer, nextAttemptAt, retryDelayMs, signedHeaders, type DelivererSettings } from '../src/outbound/deliverer.js';
 import { deposit } from '../src/ledger/accounts.js';
 import { renderEvent } from '../src/service/events.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
@@ -96,6 +97,24 @@ describe('the retry schedule (pure)', () => {
     const nearEnd = new Date(created.getTime() + schedule.windowMs - 10);
     expect(nextAttemptAt(schedule, 20, created, nearEnd, () => 0.99)!.getTime()).toBe(created.getTime() + schedule.windowMs);
     expect(nextAttemptAt(schedule, 20, created, new Date(created.getTime() + schedule.windowMs), () => 0.5)).toBeNull();
+  });
+});
+
+describe('the delivery signature (pure)', () => {
+  it('node:crypto HMAC gives the very signature the standardwebhooks package makes and verifies, for each live secret', () => {
+    const secrets = [`whsec_${randomBytes(32).toString('base64')}`, `whsec_${randomBytes(32).toString('base64')}`];
+    const at = new Date('2026-12-02T08:00:00.123Z');
+    for (const body of ['{}', JSON.stringify({ id: 'evt_1', data: { note: 'café ☕ ≠ cafe', amount: 2500 } })]) {
+      const headers = signedHeaders('evt_1', secrets, body, at);
+      expect(headers['webhook-timestamp']).toBe(String(Math.floor(at.getTime() / 1000)));
+      expect(headers['webhook-signature']).toBe(secrets.map((secret) => new Webhook(secret).sign('evt_1', at, body)).join(' '));
+      // Each secret alone verifies (a receiver holding either one, during a rotation).
+      for (const secret of secrets) {
+        const fresh = signedHeaders('evt_1', [secret], body, new Date());
+        expect(new Webhook(secret).verify(body, fresh)).toEqual(JSON.parse(body));
+      }
+    }
+    expect(() => signedHeaders('evt_1', [], '{}', at)).toThrow(/live signing secret/);
   });
 });
 

@@ -286,7 +286,6 @@ CREATE TABLE webhook_deliveries (
   CONSTRAINT webhook_deliveries_attempts_check CHECK (attempts >= 0),
   CONSTRAINT webhook_deliveries_check CHECK ((state = 'pending'::text) = (finished_at IS NULL)),
   CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
-  CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES events(id),
   CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id),
   CONSTRAINT webhook_deliveries_state_check CHECK (state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text]))
 );
@@ -306,7 +305,6 @@ CREATE TABLE webhook_delivery_attempts (
   CONSTRAINT webhook_delivery_attempts_check CHECK (status_code IS NOT NULL OR error IS NOT NULL),
   CONSTRAINT webhook_delivery_attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries(id) ON DELETE CASCADE,
   CONSTRAINT webhook_delivery_attempts_duration_ms_check CHECK (duration_ms >= 0),
-  CONSTRAINT webhook_delivery_attempts_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
   CONSTRAINT webhook_delivery_attempts_error_check CHECK (length(error) <= 500),
   CONSTRAINT webhook_delivery_attempts_pkey PRIMARY KEY (id),
   CONSTRAINT webhook_delivery_attempts_status_code_check CHECK (status_code >= 100 AND status_code <= 599)
@@ -1703,18 +1701,31 @@ DECLARE
   moved integer;
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
-  -- An endpoint deleted meanwhile took its deliveries with it: nothing to record for those.
+  -- An endpoint deleted meanwhile took its deliveries with it: nothing to record for those (an
+  -- attempt row is keyed by its delivery, whose deletion also deletes its attempts).
   INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
   SELECT o.delivery_id, o.endpoint_id, o.event_id, o.attempt, o.started_at, o.duration_ms, o.status_code, NULL, true
     FROM unnest(p_delivery_id, p_endpoint_id, p_event_id, p_attempt, p_started_at, p_duration_ms, p_status_code)
          AS o (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code)
-   WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = o.endpoint_id);
+   WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = o.delivery_id);
   UPDATE webhook_deliveries
      SET state = 'delivered', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
    WHERE id = ANY (p_delivery_id) AND state = 'pending';
   GET DIAGNOSTICS moved = ROW_COUNT;
   UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ANY (p_endpoint_id) AND failing_since IS NOT NULL;
   RETURN moved;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.webhook_deliveries_delivered_then_claim(p_delivery_id bigint[], p_endpoint_id text[], p_event_id text[], p_attempt integer[], p_started_at timestamp with time zone[], p_duration_ms integer[], p_status_code integer[], p_owner text, p_lease_ms integer, p_per_endpoint_max integer, p_max integer, p_tenants text[])
+ RETURNS TABLE(id bigint, endpoint_id text, tenant text, url text, attempts integer, created_at timestamp with time zone, event_seq bigint, event_id text, event_type text, event_object_type text, event_object_id text, event_object_sequence integer, event_data jsonb, event_created_at timestamp with time zone, secrets text[])
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF cardinality(p_delivery_id) > 0 THEN
+    PERFORM webhook_deliveries_delivered(p_delivery_id, p_endpoint_id, p_event_id, p_attempt, p_started_at, p_duration_ms, p_status_code);
+  END IF;
+  RETURN QUERY SELECT * FROM webhook_deliveries_claim(p_owner, p_lease_ms, p_per_endpoint_max, p_max, p_tenants);
 END
 $function$;
 

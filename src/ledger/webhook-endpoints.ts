@@ -454,19 +454,22 @@ interface ClaimRow {
  * `perEndpointMax` in flight to one endpoint (leases not yet expired count, whoever holds them).
  * One round trip: the ledger function webhook_deliveries_claim takes the claims' advisory lock (so
  * two processes cannot both see an endpoint's last free slot), leases the rows, and returns each
- * with its event and its endpoint's live secrets.
+ * with its event and its endpoint's live secrets. `delivered`: successes not yet recorded, recorded
+ * first in the same transaction (webhook_deliveries_delivered_then_claim), all or none with the
+ * claim; their slots count as free for it.
  */
-export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits): Promise<ClaimedDelivery[]> {
-  if (limits.max <= 0) return [];
+export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits, delivered: readonly DeliveredAttempt[] = []): Promise<ClaimedDelivery[]> {
+  if (limits.max <= 0 && delivered.length === 0) return [];
+  const claimArgs = [limits.owner, limits.leaseMs, limits.perEndpointMax, limits.max, limits.onlyTenants ?? null];
   // Unnamed: a prepared statement of `SELECT *` would fail for good on its connection once the
   // function's columns change (a new release); the function's own statements keep their plans.
-  const result = await pool.query<ClaimRow>('SELECT * FROM webhook_deliveries_claim($1, $2, $3, $4, $5)', [
-    limits.owner,
-    limits.leaseMs,
-    limits.perEndpointMax,
-    limits.max,
-    limits.onlyTenants ?? null,
-  ]);
+  const result =
+    delivered.length === 0
+      ? await pool.query<ClaimRow>('SELECT * FROM webhook_deliveries_claim($1, $2, $3, $4, $5)', claimArgs)
+      : await pool.query<ClaimRow>(
+          'SELECT * FROM webhook_deliveries_delivered_then_claim($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[], $8, $9, $10, $11, $12)',
+          [...deliveredArrays(delivered), ...claimArgs],
+        );
   return result.rows.map((row) => ({
     id: row.id,
     endpointId: row.endpoint_id,
@@ -519,7 +522,12 @@ export type DeliveredAttempt = Pick<AttemptOutcome, 'deliveryId' | 'endpointId' 
  */
 export async function recordDelivered(pool: LedgerPool, attempts: readonly DeliveredAttempt[]): Promise<void> {
   if (attempts.length === 0) return;
-  await pool.query('SELECT webhook_deliveries_delivered($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[])', [
+  await pool.query('SELECT webhook_deliveries_delivered($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[])', deliveredArrays(attempts));
+}
+
+/** The successes as the ledger functions take them: parallel arrays, one element per attempt. */
+function deliveredArrays(attempts: readonly DeliveredAttempt[]): unknown[] {
+  return [
     attempts.map((a) => a.deliveryId),
     attempts.map((a) => a.endpointId),
     attempts.map((a) => a.eventId),
@@ -527,7 +535,7 @@ export async function recordDelivered(pool: LedgerPool, attempts: readonly Deliv
     attempts.map((a) => a.startedAt),
     attempts.map((a) => a.durationMs),
     attempts.map((a) => a.statusCode),
-  ]);
+  ];
 }
 
 /**
@@ -547,7 +555,7 @@ export async function recordAttempt(pool: LedgerPool, outcome: AttemptOutcome, r
   return inDelivererTransaction(pool, async (client) => {
     await client.query(
       `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, false WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $2)`,
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, false WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1)`,
       [outcome.deliveryId, outcome.endpointId, outcome.eventId, outcome.attempt, outcome.startedAt, outcome.durationMs, outcome.statusCode, outcome.error?.slice(0, 500) ?? null],
     );
     const giveUp = outcome.gone || outcome.retryAt === null;

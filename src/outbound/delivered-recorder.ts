@@ -14,6 +14,10 @@ export const deliveredBatchMax = 64;
  * endpoint's slot) is held a few milliseconds longer. A statement that fails fails all of its
  * attempts (none is recorded), and each delivery's lease expires and is claimed again, as for any
  * attempt whose record is lost.
+ *
+ * While `carried()` says so (the deliverer is running and claims again within its coalescing
+ * window), successes are not written here at all: the deliverer takes them (takeWaiting) into its
+ * next claim, which records them in the claim's own transaction (webhook_deliveries_delivered_then_claim).
  */
 export class DeliveredRecorder {
   private queue: Array<{ attempt: DeliveredAttempt; settle: (error?: unknown) => void }> = [];
@@ -23,12 +27,37 @@ export class DeliveredRecorder {
   /**
    * @param sending how many of the deliverer's requests are being sent now (not yet answered)
    * @param holdMs the longest a success waits for the others' answers before it is written, milliseconds
+   * @param carried whether the next claim will take the waiting successes (takeWaiting) instead
    */
   constructor(
     private readonly pool: LedgerPool,
     private readonly sending: () => number = () => 0,
     private readonly holdMs = 0,
+    private readonly carried: () => boolean = () => false,
   ) {}
+
+  /** Successes waiting to be recorded, not yet in a statement. */
+  waiting(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * The waiting successes (deliveredBatchMax at most), for the caller to record in a statement of its
+   * own; `settle` with that statement's outcome (an error fails them all).
+   */
+  takeWaiting(): { attempts: DeliveredAttempt[]; settle: (error?: unknown) => void } {
+    const batch = this.queue.splice(0, deliveredBatchMax);
+    if (this.queue.length === 0) {
+      clearTimeout(this.holdTimer);
+      this.holdTimer = undefined;
+    }
+    return {
+      attempts: batch.map((item) => item.attempt),
+      settle: (error) => {
+        for (const item of batch) item.settle(error === undefined ? undefined : (error ?? new Error('recording delivered attempts failed')));
+      },
+    };
+  }
 
   record(attempt: DeliveredAttempt): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -39,7 +68,7 @@ export class DeliveredRecorder {
 
   /** Says that a request has been answered (or failed): the waiting successes go now if it was the last being sent. */
   nudge(): void {
-    if (this.flushing || this.queue.length === 0) return;
+    if (this.flushing || this.queue.length === 0 || this.carried()) return;
     if (this.sending() === 0 || this.holdMs <= 0 || this.queue.length >= deliveredBatchMax) {
       clearTimeout(this.holdTimer);
       this.holdTimer = undefined;

@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { Webhook } from 'standardwebhooks';
 import type { LedgerPool } from '../ledger/pool.js';
 import { claimDeliveries, recordAttempt, type ClaimedDelivery, type EventRow, type WebhookEndpoint } from '../ledger/webhook-endpoints.js';
 import { DeliveredRecorder } from './delivered-recorder.js';
@@ -24,7 +23,8 @@ import { DoorConnections } from './door-connections.js';
  * HTTP work runs on this process's event loop, on kept-alive connections of its own
  * (door-connections.ts), apart from the charges' activities. What a delivery costs is mostly fixed
  * per statement, so statements are shared: a finished attempt's claim waits claimCoalesceMs after
- * the last one so that it refills several slots, and the successes of one claim are recorded together.
+ * the last one so that it refills several slots, and the successes answered since the last claim are
+ * recorded by the next one, in its transaction.
  */
 export interface RetrySchedule {
   /** The first retry's delay bound, milliseconds; each next one doubles it, up to maxDelayMs. */
@@ -98,29 +98,38 @@ export function nextAttemptAt(schedule: RetrySchedule, attempt: number, createdA
 /** The Standard Webhooks headers of one delivery: one `v1,` signature per live secret, space-separated. */
 export function signedHeaders(eventId: string, secrets: readonly string[], body: string, at: Date): Record<string, string> {
   if (secrets.length === 0) throw new Error('an endpoint without a live signing secret cannot be delivered to');
-  const signatures = secrets.map((secret) => signer(secret).sign(eventId, at, body));
+  const timestamp = String(Math.floor(at.getTime() / 1000));
+  const signed = `${eventId}.${timestamp}.${body}`;
+  const signatures = secrets.map((secret) => `v1,${createHmac('sha256', signingKey(secret)).update(signed).digest('base64')}`);
   return {
     'content-type': 'application/json',
     'user-agent': 'chargeguard-webhooks/1',
     'webhook-id': eventId,
-    'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+    'webhook-timestamp': timestamp,
     'webhook-signature': signatures.join(' '),
   };
 }
 
-/** Signers by secret: making one decodes its secret, which every delivery to an endpoint would repeat. */
-const signers = new Map<string, Webhook>();
-/** Signers kept at most (live secrets of the endpoints delivered to lately); past it the cache starts over. */
-const signersMax = 1_024;
+/**
+ * Signing keys by secret (`whsec_` + base64 of the key): decoding one is what every delivery to an
+ * endpoint would repeat. The HMAC itself is node:crypto's (native), not the standardwebhooks
+ * package's pure-JavaScript SHA-256, which cost several times more per delivery; the signature is
+ * the same bytes (a test signs with both).
+ */
+const signingKeys = new Map<string, Buffer>();
+/** Keys kept at most (live secrets of the endpoints delivered to lately); past it the cache starts over. */
+const signingKeysMax = 1_024;
+const secretPrefix = 'whsec_';
 
-function signer(secret: string): Webhook {
-  let webhook = signers.get(secret);
-  if (webhook === undefined) {
-    if (signers.size >= signersMax) signers.clear();
-    webhook = new Webhook(secret);
-    signers.set(secret, webhook);
+function signingKey(secret: string): Buffer {
+  let key = signingKeys.get(secret);
+  if (key === undefined) {
+    key = Buffer.from(secret.startsWith(secretPrefix) ? secret.slice(secretPrefix.length) : secret, 'base64');
+    if (key.length === 0) throw new Error('an empty signing secret cannot sign');
+    if (signingKeys.size >= signingKeysMax) signingKeys.clear();
+    signingKeys.set(secret, key);
   }
-  return webhook;
+  return key;
 }
 
 export class WebhookDeliverer {
@@ -146,7 +155,8 @@ export class WebhookDeliverer {
     }
     this.owner = options.owner ?? `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     // Successes wait for the other answers of their claim at most as long as the next claim does.
-    this.delivered = new DeliveredRecorder(options.pool, () => this.sending, settings.claimCoalesceMs);
+    // While the loop runs, its next claim records them (within claimCoalesceMs of the last claim).
+    this.delivered = new DeliveredRecorder(options.pool, () => this.sending, settings.claimCoalesceMs, () => this.running);
     this.connections = new DoorConnections({ ...settings.keepAlive, maxSocketsPerOrigin: settings.perEndpointConcurrency });
   }
 
@@ -161,6 +171,8 @@ export class WebhookDeliverer {
     this.running = false;
     this.wake?.(false);
     await this.loop;
+    // Successes the loop did not take into a claim are written by the recorder itself now.
+    this.delivered.nudge();
     await Promise.allSettled([...this.inFlight]);
     this.connections.close();
   }
@@ -168,21 +180,33 @@ export class WebhookDeliverer {
   private async run(): Promise<void> {
     const { settings } = this.options;
     while (this.running) {
-      const free = settings.concurrency - this.inFlight.size;
+      // Successes answered since the last claim are recorded by this claim, in its transaction:
+      // their slots are free for it.
+      const carried = this.delivered.takeWaiting();
+      const free = settings.concurrency - this.inFlight.size + carried.attempts.length;
       let claimed: ClaimedDelivery[] = [];
-      if (free > 0) {
+      // Carried successes are in inFlight, so free >= their number; the claim runs for them in any case.
+      if (free > 0 || carried.attempts.length > 0) {
         this.lastClaimAt = performance.now();
         try {
-          claimed = await claimDeliveries(this.options.pool, {
-            owner: this.owner,
-            leaseMs: settings.leaseMs,
-            perEndpointMax: settings.perEndpointConcurrency,
-            max: free,
-            ...(this.options.onlyTenants ? { onlyTenants: this.options.onlyTenants } : {}),
-          });
+          claimed = await claimDeliveries(
+            this.options.pool,
+            {
+              owner: this.owner,
+              leaseMs: settings.leaseMs,
+              perEndpointMax: settings.perEndpointConcurrency,
+              max: Math.max(free, 0),
+              ...(this.options.onlyTenants ? { onlyTenants: this.options.onlyTenants } : {}),
+            },
+            carried.attempts,
+          );
+          carried.settle();
         } catch (error) {
+          carried.settle(error);
           this.log(`claiming webhook deliveries failed (${(error as Error).message}); trying again in ${settings.pollIntervalMs} ms`);
         }
+        // The carried attempts end (and leave inFlight) before the next claim counts its free slots.
+        if (carried.attempts.length > 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
       const perEndpoint = new Map<string, number>();
       for (const delivery of claimed) perEndpoint.set(delivery.endpointId, (perEndpoint.get(delivery.endpointId) ?? 0) + 1);
@@ -219,6 +243,8 @@ export class WebhookDeliverer {
           clearTimeout(timer);
           timer = setTimeout(done, at - now);
         };
+        // Successes answered while the claim was out wait for the next one: as if they woke it now.
+        if (this.delivered.waiting() > 0) this.wake(true);
       });
     }
   }
@@ -239,8 +265,9 @@ export class WebhookDeliverer {
     const gone = response.statusCode === 410;
     const error = response.error ?? (delivered ? null : response.statusCode !== null && response.statusCode >= 300 && response.statusCode < 400 ? `redirect (${response.statusCode}) not followed` : null);
     if (delivered && response.statusCode !== null) {
-      // The common case, batched with the other successes finishing now: one statement for them all.
-      await this.delivered.record({
+      // The common case, batched with the other successes finishing now: the next claim records
+      // them all (or, once the deliverer stops, one statement of their own). That claim is due now.
+      const recorded = this.delivered.record({
         deliveryId: delivery.id,
         endpointId: delivery.endpointId,
         eventId: delivery.event.id,
@@ -249,6 +276,8 @@ export class WebhookDeliverer {
         durationMs: response.durationMs,
         statusCode: response.statusCode,
       });
+      this.wake?.(true);
+      await recorded;
       this.options.onAttempt?.(delivery, response, null);
       return;
     }

@@ -19,12 +19,13 @@ DECLARE
   moved integer;
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
-  -- An endpoint deleted meanwhile took its deliveries with it: nothing to record for those.
+  -- An endpoint deleted meanwhile took its deliveries with it: nothing to record for those (an
+  -- attempt row is keyed by its delivery, whose deletion also deletes its attempts).
   INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
   SELECT o.delivery_id, o.endpoint_id, o.event_id, o.attempt, o.started_at, o.duration_ms, o.status_code, NULL, true
     FROM unnest(p_delivery_id, p_endpoint_id, p_event_id, p_attempt, p_started_at, p_duration_ms, p_status_code)
          AS o (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code)
-   WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = o.endpoint_id);
+   WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = o.delivery_id);
   UPDATE webhook_deliveries
      SET state = 'delivered', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
    WHERE id = ANY (p_delivery_id) AND state = 'pending';
