@@ -18,6 +18,9 @@
  * end). A block's rate is charges decided ÷ the block's whole time (the closed loop's drain of
  * in-flight calls included; for p1-webhook also the wait until the block's events reached the
  * receiver, so the delivery work a block causes is paid inside it and not by the next block).
+ * Beside it, each block's charges per CPU-second of the run's processes (both drivers, Temporal,
+ * PostgreSQL with its backends): what a block cost rather than how fast it went, which other
+ * people's work on a shared machine disturbs much less than it disturbs the rate.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
@@ -27,7 +30,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
-import { startBenchStack } from '../lib/bench-stack.js';
+import { startBenchStack, type BenchStack } from '../lib/bench-stack.js';
+import { takeCpuSnapshot, type CpuSnapshot } from '../lib/cpu.js';
 import { round } from '../lib/stats.js';
 import type { Verification } from '../lib/verify.js';
 import type { BlockAnswer, DriverAnswer, DriverRequest, DriverScenario } from './tree-ab-driver.js';
@@ -123,6 +127,10 @@ class Driver {
     });
   }
 
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   async block(key: string, concurrency: number, durationMs: number): Promise<BlockAnswer> {
     return (await this.ask({ type: 'block', key, concurrency, durationMs })).block!;
   }
@@ -151,6 +159,10 @@ async function createDatabase(serverUrl: string, name: string): Promise<string> 
 }
 
 const rate = (block: BlockAnswer): number => (block.completed * 1000) / block.elapsedMs;
+
+/** CPU-seconds the run's own processes spent between two snapshots: both drivers, Temporal, PostgreSQL and its backends. */
+const runCpuSeconds = (before: CpuSnapshot, after: CpuSnapshot): number =>
+  ['worker', 'temporal', 'postgres'].reduce((sum, name) => sum + (after.secondsBy[name] ?? Number.NaN) - (before.secondsBy[name] ?? Number.NaN), 0);
 const median = (xs: readonly number[]): number => {
   const sorted = [...xs].sort((x, y) => x - y);
   const mid = sorted.length >> 1;
@@ -174,8 +186,13 @@ interface PointResult {
   concurrency: number;
   loadBefore: number;
   loadAfter: number;
-  blocks: { pair: number; side: 'A' | 'B'; block: BlockAnswer; chargesPerSecond: number }[];
+  blocks: { pair: number; side: 'A' | 'B'; block: BlockAnswer; chargesPerSecond: number; chargesPerCpuSecond: number }[];
   pairRatios: number[];
+  /** B ÷ A of charges per CPU-second of the run's processes, per pair. */
+  cpuPairRatios: number[];
+  cpuMedianRatio: number;
+  cpuMinRatio: number;
+  cpuMaxRatio: number;
   medianRatio: number;
   minRatio: number;
   maxRatio: number;
@@ -183,7 +200,8 @@ interface PointResult {
   durationS: number;
 }
 
-async function measurePoint(a: Driver, b: Driver, concurrency: number): Promise<PointResult> {
+async function measurePoint(stack: BenchStack, a: Driver, b: Driver, concurrency: number): Promise<PointResult> {
+  const cpu = (): Promise<CpuSnapshot> => takeCpuSnapshot({ temporal: stack.serverPids.temporal, postgres: stack.serverPids.postgres, worker: [a.pid, b.pid] });
   const startedAtMs = performance.now();
   const loadBefore = loadAverage();
   if (warmupMs > 0) {
@@ -191,17 +209,23 @@ async function measurePoint(a: Driver, b: Driver, concurrency: number): Promise<
   }
   const blocks: PointResult['blocks'] = [];
   const pairRatios: number[] = [];
+  const cpuPairRatios: number[] = [];
   for (let pair = 0; pair < blocksPerSide; pair++) {
     const order = pair % 2 === 0 ? [a, b] : [b, a];
     const rates = new Map<string, number>();
+    const cpuRates = new Map<string, number>();
     for (const driver of order) {
+      const before = await cpu();
       const block = await driver.block(`n${concurrency}-p${pair}`, concurrency, blockMs);
+      const chargesPerCpuSecond = block.completed / runCpuSeconds(before, await cpu());
       const chargesPerSecond = rate(block);
       rates.set(driver.name, chargesPerSecond);
-      blocks.push({ pair, side: driver.name, block, chargesPerSecond });
+      cpuRates.set(driver.name, chargesPerCpuSecond);
+      blocks.push({ pair, side: driver.name, block, chargesPerSecond, chargesPerCpuSecond });
       if (block.failed > 0) log(`N=${concurrency} pair ${pair} ${driver.name}: ${block.failed} failed: ${block.failureSamples.join(' | ')}`);
     }
     pairRatios.push(rates.get('B')! / rates.get('A')!);
+    cpuPairRatios.push(cpuRates.get('B')! / cpuRates.get('A')!);
   }
   const point: PointResult = {
     concurrency,
@@ -213,9 +237,13 @@ async function measurePoint(a: Driver, b: Driver, concurrency: number): Promise<
     minRatio: Math.min(...pairRatios),
     maxRatio: Math.max(...pairRatios),
     bootstrap90: bootstrapMedian90(pairRatios),
+    cpuPairRatios,
+    cpuMedianRatio: median(cpuPairRatios),
+    cpuMinRatio: Math.min(...cpuPairRatios),
+    cpuMaxRatio: Math.max(...cpuPairRatios),
     durationS: (performance.now() - startedAtMs) / 1000,
   };
-  log(`N=${concurrency}: B/A median ${point.medianRatio.toFixed(3)} (pairs ${pairRatios.map((r) => r.toFixed(3)).join(' ')}), load ${loadBefore} -> ${point.loadAfter}, ${point.durationS.toFixed(0)} s`);
+  log(`N=${concurrency}: B/A median ${point.medianRatio.toFixed(3)} (pairs ${pairRatios.map((r) => r.toFixed(3)).join(' ')}), per CPU-s ${point.cpuMedianRatio.toFixed(3)} (${cpuPairRatios.map((r) => r.toFixed(3)).join(' ')}), load ${loadBefore} -> ${point.loadAfter}, ${point.durationS.toFixed(0)} s`);
   return point;
 }
 
@@ -231,17 +259,17 @@ function report(a: Driver, b: Driver, points: PointResult[], verifications: Reco
     `- B: ${b.checkout} (${b.commit}), ${b.scenario}`,
     `- ${blocksPerSide} blocks per side per N of ${blockMs / 1000} s (+ one ${warmupMs / 1000} s warm-up block per side); setup ${setupS.toFixed(0)} s, whole run ${totalS.toFixed(0)} s`,
     '',
-    '| N | **B ÷ A median** | min–max | bootstrap 90 % | A charges/s (median) | B charges/s (median) | failed A / B | 1-min load before → after | s |',
-    '|---:|---:|---|---|---:|---:|---|---|---:|',
+    '| N | **B ÷ A median** | min–max | bootstrap 90 % | A charges/s (median) | B charges/s (median) | per CPU-second: B ÷ A median (min–max) | failed A / B | 1-min load before → after | s |',
+    '|---:|---:|---|---|---:|---:|---|---|---|---:|',
   ];
   for (const point of points) {
     const failed = (side: 'A' | 'B'): number => sum(point.blocks.filter((x) => x.side === side).map((x) => x.block.failed));
-    lines.push(`| ${point.concurrency} | **${fixed(point.medianRatio)}** | ${fixed(point.minRatio)}–${fixed(point.maxRatio)} | ${fixed(point.bootstrap90[0])}–${fixed(point.bootstrap90[1])} | ${fixed(median(sideRates(point, 'A')), 1)} | ${fixed(median(sideRates(point, 'B')), 1)} | ${failed('A')} / ${failed('B')} | ${point.loadBefore} → ${point.loadAfter} | ${point.durationS.toFixed(0)} |`);
+    lines.push(`| ${point.concurrency} | **${fixed(point.medianRatio)}** | ${fixed(point.minRatio)}–${fixed(point.maxRatio)} | ${fixed(point.bootstrap90[0])}–${fixed(point.bootstrap90[1])} | ${fixed(median(sideRates(point, 'A')), 1)} | ${fixed(median(sideRates(point, 'B')), 1)} | ${fixed(point.cpuMedianRatio)} (${fixed(point.cpuMinRatio)}–${fixed(point.cpuMaxRatio)}) | ${failed('A')} / ${failed('B')} | ${point.loadBefore} → ${point.loadAfter} | ${point.durationS.toFixed(0)} |`);
   }
-  lines.push('', 'Per block, in run order (charges/s; p1-webhook: delivery drain ms, events delivered/written):', '');
+  lines.push('', 'Per block, in run order (charges/s, charges per CPU-second; p1-webhook: delivery drain ms, events delivered/written):', '');
   for (const point of points) {
-    const cells = point.blocks.map(({ side, block, chargesPerSecond }) =>
-      `${side} ${round(chargesPerSecond)}${block.deliveryDrainMs === null ? '' : ` (${block.deliveryDrainMs.toFixed(0)} ms, ${block.delivered}/${block.events})`}`);
+    const cells = point.blocks.map(({ side, block, chargesPerSecond, chargesPerCpuSecond }) =>
+      `${side} ${round(chargesPerSecond)}/${round(chargesPerCpuSecond)}${block.deliveryDrainMs === null ? '' : ` (${block.deliveryDrainMs.toFixed(0)} ms, ${block.delivered}/${block.events})`}`);
     lines.push(`- N=${point.concurrency}: ${cells.join(', ')}; pair B ÷ A ${point.pairRatios.map((r) => fixed(r)).join(' ')}`);
   }
   lines.push('', 'Ledger verification at the end:', '');
@@ -265,7 +293,7 @@ try {
   const setupS = (performance.now() - runStartedAtMs) / 1000;
   log(`tree-ab: both drivers ready after ${setupS.toFixed(0)} s`);
   const points: PointResult[] = [];
-  for (const concurrency of concurrencies) points.push(await measurePoint(a, b, concurrency));
+  for (const concurrency of concurrencies) points.push(await measurePoint(stack, a, b, concurrency));
   const verifications = {
     A: (await a.ask({ type: 'verify' })).verification!,
     B: (await b.ask({ type: 'verify' })).verification!,
