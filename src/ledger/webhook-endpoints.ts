@@ -64,9 +64,12 @@ export function newEventId(): string {
   return `evt_${randomBytes(16).toString('hex')}`;
 }
 
+/** What a signing secret starts with, before the base64 of its key (the Standard Webhooks form). */
+export const signingSecretPrefix = 'whsec_';
+
 /** A signing secret in the Standard Webhooks form: `whsec_` and the base64 of 32 random bytes. */
 export function newSigningSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
+  return `${signingSecretPrefix}${randomBytes(32).toString('base64')}`;
 }
 
 const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { LedgerPool } from '../ledger/pool.js';
-import { claimDeliveries, recordAttempt, type ClaimedDelivery, type EventRow, type WebhookEndpoint } from '../ledger/webhook-endpoints.js';
+import { claimDeliveries, recordAttempt, signingSecretPrefix, type ClaimedDelivery, type EventRow, type WebhookEndpoint } from '../ledger/webhook-endpoints.js';
 import { DeliveredRecorder } from './delivered-recorder.js';
 import { postThroughDoor, type DoorResponse, type DoorSettings } from './door.js';
 import { DoorConnections } from './door-connections.js';
@@ -119,12 +119,11 @@ export function signedHeaders(eventId: string, secrets: readonly string[], body:
 const signingKeys = new Map<string, Buffer>();
 /** Keys kept at most (live secrets of the endpoints delivered to lately); past it the cache starts over. */
 const signingKeysMax = 1_024;
-const secretPrefix = 'whsec_';
 
 function signingKey(secret: string): Buffer {
   let key = signingKeys.get(secret);
   if (key === undefined) {
-    key = Buffer.from(secret.startsWith(secretPrefix) ? secret.slice(secretPrefix.length) : secret, 'base64');
+    key = Buffer.from(secret.startsWith(signingSecretPrefix) ? secret.slice(signingSecretPrefix.length) : secret, 'base64');
     if (key.length === 0) throw new Error('an empty signing secret cannot sign');
     if (signingKeys.size >= signingKeysMax) signingKeys.clear();
     signingKeys.set(secret, key);
