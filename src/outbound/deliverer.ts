@@ -18,24 +18,35 @@ import { postThroughDoor, type DoorResponse, type DoorSettings } from './door.js
 import { DoorConnections } from './door-connections.js';
 
 /**
- * The deliverer (docs/webhook-endpoints.md): sends the webhook deliveries the events table's
- * trigger makes, at least once, signed per the Standard Webhooks specification.
+ * The deliverer (docs/webhook-endpoints.md): sends every event to the endpoints that subscribe to
+ * it, at least once, signed per the Standard Webhooks specification.
  *
- * The engine is the ledger itself, not Temporal: a delivery is a row, claimed with FOR UPDATE SKIP
- * LOCKED under a lease. A charge pays for its deliveries only the trigger's rows, written in its
- * own transaction (an index lookup of the tenant's endpoints and one insert per subscribed
- * endpoint); a workflow per delivery would add a workflow start and at least three history events
- * per delivery to the same Temporal server the charges run on. A process killed mid-attempt (SIGKILL)
- * leaves a lease that expires, and any process claims the row again: no state lives in memory.
+ * The engine is the ledger itself, not Temporal, and a charge pays nothing for its deliveries beyond
+ * its event's row: first attempts are read from the events log by a cursor per endpoint, a batch at
+ * a time. A cursor orders its tenant's events by (writing transaction, seq) and reads only those
+ * whose transaction is below the oldest one still running, so no event can appear behind it later
+ * (a cursor over seq alone could skip a transaction that commits late). Two lanes, one round trip:
+ * each take (webhook_deliveries_take) records what this process finished since the last one, claims
+ * due delivery rows (the retry lane: retries of failed first attempts, redeliveries asked for), and
+ * leases endpoints' cursors with up to cursorBatchEventsMax events each. A batch is sent in cursor
+ * order, its share of the endpoint's slots at a time; once all its attempts are over, the next take
+ * writes its delivered rows and their attempts and moves the cursor past them, in one statement,
+ * only if this process still holds the cursor where the batch began. A batch with a failure is
+ * recorded at once in a transaction of its own: each failure becomes a delivery row of the retry
+ * lane, and its endpoint's run of failures (and 410, disabling) goes on by the retry lane's rule.
  *
- * Concurrency is bounded twice: `concurrency` attempts in flight in this process, and
- * `perEndpointConcurrency` in flight to one endpoint across every process (the claim counts live
- * leases), so a slow or dead endpoint holds at most that many slots and never the others'. The
- * HTTP work runs on this process's event loop, on kept-alive connections of its own
- * (door-connections.ts), apart from the charges' activities. What a delivery costs is mostly fixed
- * per statement, so statements are shared: a finished attempt's claim waits claimCoalesceMs after
- * the last one so that it refills several slots, and the successes answered since the last claim are
- * recorded by the next one, in its transaction.
+ * A process killed mid-batch (SIGKILL) or cut off from the database leaves the cursor where it was
+ * and a lease that expires; the batch is sent again by whoever takes the cursor next (the same
+ * webhook-id, the event's id): duplicates are allowed, a gap never. No state lives in memory.
+ *
+ * Concurrency is bounded twice: `concurrency` attempts in flight in this process (a batch holds its
+ * slots until recorded), and `perEndpointConcurrency` in flight to one endpoint across every
+ * process: retry leases and the cursor's slots (recorded on the endpoint row while its lease is
+ * live) count against each other, under the claims' lock. A slow or dead endpoint therefore holds
+ * at most that many slots and never the others'. The HTTP work runs on this process's event loop,
+ * on kept-alive connections of its own (door-connections.ts), apart from the charges' activities.
+ * What a delivery costs is mostly fixed per statement, so statements are shared: a take waits
+ * claimCoalesceMs after the last one so that it refills several slots and records several outcomes.
  */
 export interface RetrySchedule {
   /** The first retry's delay bound, milliseconds; each next one doubles it, up to maxDelayMs. */
@@ -306,8 +317,9 @@ export class WebhookDeliverer {
           clearTimeout(timer);
           timer = setTimeout(done, at - now);
         };
-        // Outcomes finished while the take was out wait for the next one: as if they woke it now.
-        if (this.delivered.waiting() > 0 || this.finishedBatches.length > 0) this.wake(true);
+        // Successes answered while the take was out wait for the next one: as if they woke it now.
+        // (A finished batch waits for the poll, as when it finishes during the wait.)
+        if (this.delivered.waiting() > 0) this.wake(true);
       });
     }
   }
@@ -345,8 +357,13 @@ export class WebhookDeliverer {
         attempts: attempts.slice(0, next),
       };
       if (finished.attempts.every((attempt) => attempt.delivered)) {
-        // The common case: the next take records it (or stop(), once the loop is over).
+        // The common case: the next take records it (or stop(), once the loop is over). Not a take
+        // of its own: the next poll's gathers every batch finished by then (and the events written
+        // meanwhile) into one statement; at once only when the cursor may have more waiting now (a
+        // full batch, or one cut short) or this process has no slot left.
         this.finishedBatches.push({ held, finished });
+        const moreWaiting = batch.events.length >= cursorBatchEventsMax || next < batch.events.length;
+        if (moreWaiting || this.slotsInUse() >= settings.concurrency) this.wake?.(false);
         return;
       }
       this.delivered.nudge();
@@ -356,6 +373,7 @@ export class WebhookDeliverer {
         this.log(`webhook cursor batch to endpoint ${batch.endpointId}: recording it failed (${(error as Error).message}); its lease expires and its events are sent again`);
       } finally {
         this.batchesHeld.delete(held);
+        this.wake?.(true);
       }
     };
     const tracked = run()
@@ -365,7 +383,6 @@ export class WebhookDeliverer {
       })
       .finally(() => {
         this.batchRuns.delete(tracked);
-        this.wake?.(true);
       });
     this.batchRuns.add(tracked);
   }
