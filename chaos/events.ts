@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import type { LedgerPool } from '../src/ledger/pool.js';
-import { createEndpoint } from '../src/ledger/webhook-endpoints.js';
+import { createEndpoint, eventsBehindCursor } from '../src/ledger/webhook-endpoints.js';
 
 /**
  * `--events`: the chaos tenant's events delivered to webhook endpoints while workers are killed and
@@ -109,12 +109,14 @@ export async function startEventReceivers(pool: LedgerPool, tenant: string, coun
   };
 }
 
-/** Waits (within the budget) until no delivery of the tenant is pending, then counts. */
+/** Waits (within the budget) until no delivery of the tenant is pending and every endpoint's cursor has passed its events, then counts. */
 export async function eventsVerdict(pool: LedgerPool, tenant: string, receivers: ChaosEventReceivers, budgetMs: number): Promise<EventsVerdict> {
   const deadline = Date.now() + budgetMs;
   for (;;) {
     const pending = await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries WHERE tenant = $1 AND state = 'pending'", [tenant]);
-    if (pending.rows[0]!.n === 0 || Date.now() > deadline) break;
+    let behind = 0;
+    for (const receiver of receivers.receivers) behind += await eventsBehindCursor(pool, receiver.endpointId);
+    if ((pending.rows[0]!.n === 0 && behind === 0) || Date.now() > deadline) break;
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
   const events = await pool.query<{ id: string; created_ms: number }>(

@@ -19,7 +19,7 @@ import { gate, startReceiver, verifies } from './support/receivers.js';
  * Deliveries across a restart of the ledger's PostgreSQL: charges made through a real worker on the
  * shared Temporal server, a real receiver on loopback, and the database stopped while deliveries are
  * on the wire. The receiver answers them 200 while the database is down, so the deliverer cannot
- * record that they were delivered; their leases run out after the restart and they are sent again.
+ * record that they were delivered; their batch's lease runs out after the restart and it is sent again.
  * Nothing may be lost; the duplicates are counted (webhook-id lets a receiver drop them).
  *
  * PostgreSQL of its own (the suite's shared one serves every other test file at the same time), with
@@ -91,10 +91,14 @@ describe('webhook deliveries across a PostgreSQL restart', () => {
       await postgres.stop();
       postgres = null;
       databaseDown.open();
-      await waitFor(async () => log.filter((line) => line.includes('recording the attempt failed')).length === perEndpointConcurrency, {
+      // The held requests are first attempts of one cursor batch: it is answered, and its record
+      // (carried by the next take) cannot be written.
+      await waitFor(async () => log.some((line) => line.includes('recording it failed')), {
         what: 'the held deliveries answered 200 while their record could not be written',
       });
       expect(log.some((line) => line.includes('claiming webhook deliveries failed'))).toBe(true);
+      // What that batch sent: sent again once its lease expires after the restart.
+      const sentBeforeRestart = rx.received.map((request) => String(request.headers['webhook-id']));
 
       postgres = await startLedgerPostgres(postgresOptions);
       for (let i = 0; i < 4; i += 1) await charge('after');
@@ -120,11 +124,12 @@ describe('webhook deliveries across a PostgreSQL restart', () => {
       // Nothing lost: every event reached the receiver, and nothing else did.
       expect(new Set(receivedIds)).toEqual(new Set(eventIds));
       expect(rx.received.every((request) => verifies(secret, request))).toBe(true);
-      // The held ones were sent twice (their first success was never recorded); duplicates allowed, counted.
+      // The batch on the wire was sent twice (its record was never written): the held ones and any
+      // of its events sent after them while the database was down. Duplicates allowed, counted.
       const duplicates = receivedIds.length - new Set(receivedIds).size;
-      expect(duplicates).toBe(perEndpointConcurrency);
-      const resent = rx.received.slice(0, perEndpointConcurrency).map((request) => String(request.headers['webhook-id']));
-      for (const id of resent) expect(receivedIds.filter((received) => received === id)).toHaveLength(2);
+      expect(sentBeforeRestart.length).toBeGreaterThanOrEqual(perEndpointConcurrency);
+      expect(duplicates).toBe(sentBeforeRestart.length);
+      for (const id of sentBeforeRestart) expect(receivedIds.filter((received) => received === id)).toHaveLength(2);
       console.info(`webhook-delivery-postgres-restart: ${eventIds.length} events, ${receivedIds.length} requests received, ${duplicates} duplicates, ${counts.attempts} attempts recorded`);
     } finally {
       for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);

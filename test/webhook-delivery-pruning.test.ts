@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { deposit } from '../src/ledger/accounts.js';
-import { createEndpoint, deliveryCounts, listAttempts, requestRedelivery } from '../src/ledger/webhook-endpoints.js';
+import { createEndpoint, deliveryCounts, eventsBehindCursor, listAttempts, requestRedelivery } from '../src/ledger/webhook-endpoints.js';
 import { WebhookDeliverer } from '../src/outbound/deliverer.js';
 import { DeliveryPruner, type DeliveryRetention, type PruneRun } from '../src/outbound/delivery-pruner.js';
 import { deliveryRetentionFromConfig } from '../src/runtime/webhook-settings.js';
@@ -42,7 +42,7 @@ async function tenantWithDeliveries(label: string, url: string, count: number): 
   return { tenant, endpointId: endpoint.id, eventIds: events.rows.map((row) => row.id) };
 }
 
-/** Delivers every pending delivery of the tenant through a real deliverer (a 2xx, or a 410 that fails them). */
+/** Delivers every event of the tenant, and every pending delivery, through a real deliverer (a 2xx, or a 410 that fails them). */
 async function deliverAll(tenant: string, endpointId: string): Promise<void> {
   const deliverer = new WebhookDeliverer({
     pool: h.pool,
@@ -64,7 +64,9 @@ async function deliverAll(tenant: string, endpointId: string): Promise<void> {
   });
   deliverer.start();
   try {
-    await waitFor(async () => (await deliveryCounts(h.pool, endpointId)).pending === 0, { what: 'every delivery finished' });
+    await waitFor(async () => (await deliveryCounts(h.pool, endpointId)).pending === 0 && (await eventsBehindCursor(h.pool, endpointId)) === 0, {
+      what: 'every delivery finished',
+    });
   } finally {
     await deliverer.stop();
   }
@@ -99,11 +101,13 @@ describe('retention of webhook deliveries', () => {
     const rx = await receiver((request) => ({ status: request.n <= 2 ? 500 : 200 }));
     const delivered = await tenantWithDeliveries('prune-delivered', rx.url, 6);
     await deliverAll(delivered.tenant, delivered.endpointId);
-    // One that failed for good (a 410), and one still pending (no deliverer runs for its tenant).
+    // One that failed for good (a 410), and one still pending (asked for again; no deliverer runs for its tenant).
     const gone = await receiver(() => ({ status: 410 }));
     const failed = await tenantWithDeliveries('prune-failed', gone.url, 1);
     await deliverAll(failed.tenant, failed.endpointId);
     const pending = await tenantWithDeliveries('prune-pending', rx.url, 1);
+    // Its event's first attempt would come from its cursor; a redelivery asked for is a row at once.
+    await requestRedelivery(h.pool, pending.tenant, pending.endpointId, pending.eventIds[0]!);
 
     const deliveredRows = await deliveriesOf(delivered.endpointId);
     expect(deliveredRows.map((row) => row.state)).toEqual(Array(6).fill('delivered'));

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import {
   createEndpoint,
   deliveryCounts,
+  eventsBehindCursor,
   getEndpoint,
   listAttempts,
   newEventId,
@@ -315,7 +316,8 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     await deliveredCount(endpointB.id, 1, "b's delivery");
     expect(rxA.received.map((r) => r.headers['webhook-id'])).toEqual([eventA]);
     expect(rxB.received.map((r) => r.headers['webhook-id'])).toEqual([eventB]);
-    const rows = await h.pool.query('SELECT endpoint_id, event_id FROM webhook_deliveries WHERE tenant = ANY($1) ORDER BY id', [[a, b]]);
+    // Rows are written when each cursor's batch is recorded, in whichever order they answered.
+    const rows = await h.pool.query('SELECT endpoint_id, event_id FROM webhook_deliveries WHERE tenant = ANY($1) ORDER BY array_position($1, tenant)', [[a, b]]);
     expect(rows.rows).toEqual([
       { endpoint_id: endpointA.id, event_id: eventA },
       { endpoint_id: endpointB.id, event_id: eventB },
@@ -375,8 +377,12 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     const killedAt = Date.now();
     first.kill('SIGKILL');
     await new Promise((resolve) => first.once('exit', resolve));
-    // Nothing was recorded: the attempt died with its process, its lease is still held.
-    expect(await deliveryCounts(h.pool, endpoint.id)).toMatchObject({ pending: 1, delivered: 0, attempts: 0 });
+    // Nothing was recorded: the attempt died with its process; the cursor has not passed the event,
+    // and its lease (the dead process's) is still held.
+    expect(await deliveryCounts(h.pool, endpoint.id)).toEqual({ pending: 0, delivered: 0, failed: 0, attempts: 0 });
+    expect(await eventsBehindCursor(h.pool, endpoint.id)).toBe(1);
+    const lease = await h.pool.query('SELECT cursor_owner IS NOT NULL AS held, cursor_lease_expires_at > now() AS live FROM webhook_endpoints WHERE id = $1', [endpoint.id]);
+    expect(lease.rows[0]).toEqual({ held: true, live: true });
     await startProcess({ ...(first as ChildProcessWithEnv).env, DELIVER_TENANT: tenant });
     await deliveredCount(endpoint.id, 1, 'the delivery after the restart');
     const second = rx.received.find((r) => r.n === 2)!;
@@ -386,6 +392,7 @@ describe('webhook deliveries (real receivers on loopback, the ledger as the engi
     expect(rx.received.every((r) => verifies(secret, r))).toBe(true);
     const counts = await deliveryCounts(h.pool, endpoint.id);
     expect(counts).toEqual({ pending: 0, delivered: 1, failed: 0, attempts: 1 });
+    expect(await eventsBehindCursor(h.pool, endpoint.id)).toBe(0);
     // What the receiver saw: 2 requests for 1 event, 1 duplicate, which webhook-id lets it drop.
     expect(rx.received.length - new Set(rx.received.map((r) => r.headers['webhook-id'])).size).toBe(1);
   });

@@ -3,7 +3,14 @@ import { fileURLToPath } from 'node:url';
 import { terminate } from '../../src/support/child-process.js';
 
 /** What the receiver process tells the bench. */
-export type ReceiverMessage = { type: 'listening'; port: number } | ReceiverReport;
+export type ReceiverMessage = { type: 'listening'; port: number } | ReceiverReport | ReceiverCount;
+
+/** How many distinct webhook-ids the receiver has had, and duplicates so far. */
+export interface ReceiverCount {
+  type: 'count';
+  unique: number;
+  duplicates: number;
+}
 
 /** The webhook-ids first seen since the last report, each with its arrival (ms since the epoch), and duplicates so far. */
 export interface ReceiverReport {
@@ -47,6 +54,13 @@ export class LoopbackReceiver {
     const report = await answer;
     for (const [id, at] of report.arrivals) if (!this.firstSeenMs.has(id)) this.firstSeenMs.set(id, at);
     this.duplicates = report.duplicates;
+  }
+
+  /** How many distinct webhook-ids have arrived so far: one small message each way, nothing else. */
+  async uniqueCount(): Promise<number> {
+    const answer = nextMessage(this.child, 'count');
+    this.child.send({ type: 'count' });
+    return (await answer).unique;
   }
 
   async stop(): Promise<void> {

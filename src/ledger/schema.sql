@@ -351,7 +351,15 @@ CREATE TABLE webhook_endpoints (
   failing_since timestamp with time zone,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  cursor_xact xid8 NOT NULL DEFAULT pg_snapshot_xmin(pg_current_snapshot()),
+  cursor_seq bigint NOT NULL DEFAULT 0,
+  cursor_from_seq bigint NOT NULL,
+  cursor_owner text,
+  cursor_lease_expires_at timestamp with time zone,
+  cursor_slots integer NOT NULL DEFAULT 0,
   CONSTRAINT webhook_endpoints_check CHECK ((disabled_at IS NULL) = (disabled_reason IS NULL)),
+  CONSTRAINT webhook_endpoints_check1 CHECK ((cursor_owner IS NULL) = (cursor_lease_expires_at IS NULL)),
+  CONSTRAINT webhook_endpoints_cursor_slots_check CHECK (cursor_slots >= 0),
   CONSTRAINT webhook_endpoints_description_check CHECK (length(description) <= 500),
   CONSTRAINT webhook_endpoints_disabled_reason_check CHECK (disabled_reason = ANY (ARRAY['requested'::text, 'gone'::text, 'failing'::text])),
   CONSTRAINT webhook_endpoints_enabled_events_check CHECK (cardinality(enabled_events) >= 1 AND cardinality(enabled_events) <= 64),
@@ -408,6 +416,7 @@ CREATE UNIQUE INDEX charges_provider_payment ON public.charges USING btree (prov
 CREATE INDEX charges_without_key ON public.charges USING btree (tenant, idempotency_key) WHERE (created_by_key_id IS NULL);
 CREATE INDEX event_stream_unacknowledged ON public.event_stream_publications USING btree (event_id) WHERE (published_at IS NULL);
 CREATE INDEX events_by_tenant ON public.events USING btree (tenant, seq);
+CREATE INDEX events_by_tenant_xact ON public.events USING btree (tenant, xact_id, seq) WHERE (xact_id IS NOT NULL);
 CREATE INDEX events_by_type ON public.events USING btree (tenant, type, seq);
 CREATE INDEX events_by_xact ON public.events USING btree (xact_id) WHERE (xact_id IS NOT NULL);
 CREATE INDEX idempotency_tokens_unused_by_expiry ON public.idempotency_tokens USING btree (tenant, expires_at) WHERE (consumed_at IS NULL);
@@ -1649,6 +1658,54 @@ BEGIN
   END LOOP;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.webhook_cursor_batches_recorded(p_owner text, p_batch_endpoint_id text[], p_batch_from_xact xid8[], p_batch_from_seq bigint[], p_batch_to_xact xid8[], p_batch_to_seq bigint[], p_endpoint_id text[], p_event_id text[], p_started_at timestamp with time zone[], p_duration_ms integer[], p_status_code integer[], p_error text[], p_delivered boolean[], p_retry_at timestamp with time zone[])
+ RETURNS TABLE(endpoint_id text)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  RETURN QUERY
+  WITH batch AS (
+    SELECT b.endpoint_id, b.from_xact, b.from_seq, b.to_xact, b.to_seq,
+           coalesce((SELECT bool_or(a.delivered) FROM unnest(p_endpoint_id, p_delivered) AS a (endpoint_id, delivered)
+                      WHERE a.endpoint_id = b.endpoint_id), false) AS any_delivered
+      FROM unnest(p_batch_endpoint_id, p_batch_from_xact, p_batch_from_seq, p_batch_to_xact, p_batch_to_seq)
+           AS b (endpoint_id, from_xact, from_seq, to_xact, to_seq)),
+  held AS (
+    UPDATE webhook_endpoints e
+       SET cursor_xact = b.to_xact, cursor_seq = b.to_seq,
+           failing_since = CASE WHEN b.any_delivered THEN NULL ELSE e.failing_since END,
+           cursor_owner = NULL, cursor_lease_expires_at = NULL, cursor_slots = 0
+      FROM batch b
+     WHERE e.id = b.endpoint_id AND e.cursor_owner = p_owner AND e.cursor_xact = b.from_xact AND e.cursor_seq = b.from_seq
+    RETURNING e.id, e.tenant),
+  attempted AS (
+    SELECT a.*, held.tenant
+      FROM unnest(p_endpoint_id, p_event_id, p_started_at, p_duration_ms, p_status_code, p_error, p_delivered, p_retry_at)
+           AS a (endpoint_id, event_id, started_at, duration_ms, status_code, error, delivered, retry_at)
+      JOIN held ON held.id = a.endpoint_id),
+  made AS (
+    INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant, state, attempts, next_attempt_at, finished_at)
+    SELECT a.endpoint_id, a.event_id, a.tenant,
+           CASE WHEN a.delivered THEN 'delivered' WHEN a.retry_at IS NULL THEN 'failed' ELSE 'pending' END,
+           1, coalesce(a.retry_at, now()),
+           CASE WHEN a.delivered OR a.retry_at IS NULL THEN now() END
+      FROM attempted a
+    -- Never expected (a position is passed once), but a row already there must not stop the cursor.
+    ON CONFLICT (endpoint_id, event_id) WHERE NOT requested DO NOTHING
+    RETURNING id, endpoint_id, event_id),
+  attempts AS (
+    INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, started_at, duration_ms, status_code, error, delivered)
+    SELECT m.id, a.endpoint_id, a.event_id, 1, a.started_at, a.duration_ms, a.status_code, left(a.error, 500), a.delivered
+      FROM made m JOIN attempted a ON a.endpoint_id = m.endpoint_id AND a.event_id = m.event_id)
+  SELECT held.id FROM held;
+  -- A batch whose cursor moved without it: its lease (and the slots it counts) ends now all the same.
+  UPDATE webhook_endpoints e SET cursor_owner = NULL, cursor_lease_expires_at = NULL, cursor_slots = 0
+   WHERE e.id = ANY (p_batch_endpoint_id) AND e.cursor_owner = p_owner;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.webhook_deliveries_claim(p_owner text, p_lease_ms integer, p_per_endpoint_max integer, p_max integer, p_tenants text[])
  RETURNS TABLE(id bigint, endpoint_id text, tenant text, url text, attempts integer, created_at timestamp with time zone, event_seq bigint, event_id text, event_type text, event_object_type text, event_object_id text, event_object_sequence integer, event_data jsonb, event_created_at timestamp with time zone, secrets text[])
  LANGUAGE plpgsql
@@ -1673,7 +1730,8 @@ BEGIN
        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
         WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
-        ORDER BY d.next_attempt_at, d.id LIMIT greatest(p_per_endpoint_max - busy.n, 0)) c
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT greatest(p_per_endpoint_max - busy.n - CASE WHEN e.cursor_lease_expires_at > now() THEN e.cursor_slots ELSE 0 END, 0)) c
      WHERE e.disabled_at IS NULL AND (p_tenants IS NULL OR e.tenant = ANY (p_tenants))
      ORDER BY c.next_attempt_at, c.id LIMIT p_max),
   locked AS (SELECT w.id FROM webhook_deliveries w WHERE w.id IN (SELECT chosen.id FROM chosen) FOR UPDATE SKIP LOCKED),
@@ -1729,18 +1787,115 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.webhook_endpoints_fan_out()
- RETURNS trigger
+CREATE OR REPLACE FUNCTION public.webhook_deliveries_take(p_delivery_id bigint[], p_endpoint_id text[], p_event_id text[], p_attempt integer[], p_started_at timestamp with time zone[], p_duration_ms integer[], p_status_code integer[], p_batch_endpoint_id text[], p_batch_from_xact xid8[], p_batch_from_seq bigint[], p_batch_to_xact xid8[], p_batch_to_seq bigint[], p_sent_endpoint_id text[], p_sent_event_id text[], p_sent_started_at timestamp with time zone[], p_sent_duration_ms integer[], p_sent_status_code integer[], p_owner text, p_lease_ms integer, p_per_endpoint_max integer, p_max integer, p_tenants text[], p_batch_events_max integer)
+ RETURNS TABLE(lane text, id bigint, endpoint_id text, tenant text, url text, attempts integer, created_at timestamp with time zone, event_seq bigint, event_id text, event_type text, event_object_type text, event_object_id text, event_object_sequence integer, event_data jsonb, event_created_at timestamp with time zone, secrets text[], event_xact text, batch_from_xact text, batch_from_seq bigint, batch_to_xact text, batch_to_seq bigint, batch_slots integer)
  LANGUAGE plpgsql
 AS $function$
+#variable_conflict use_column
+DECLARE
+  taken integer;
+  room integer;
+  horizon xid8;
+  candidate record;
+  free integer;
+  last_xact xid8;
+  last_seq bigint;
+  subscribed integer;
+  slots integer;
+  live_secrets text[];
 BEGIN
-  INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant)
-  SELECT e.id, NEW.id, NEW.tenant
-    FROM webhook_endpoints e
-   WHERE e.tenant = NEW.tenant
-     AND e.disabled_at IS NULL
-     AND (NEW.type = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events));
-  RETURN NULL;
+  PERFORM set_config('synchronous_commit', 'off', true);
+  IF cardinality(p_delivery_id) > 0 THEN
+    PERFORM webhook_deliveries_delivered(p_delivery_id, p_endpoint_id, p_event_id, p_attempt, p_started_at, p_duration_ms, p_status_code);
+  END IF;
+  IF cardinality(p_batch_endpoint_id) > 0 THEN
+    -- Successes only: a batch with a failure is recorded in a transaction of its own, with the
+    -- failure's consequences for its endpoint.
+    PERFORM webhook_cursor_batches_recorded(
+      p_owner, p_batch_endpoint_id, p_batch_from_xact, p_batch_from_seq, p_batch_to_xact, p_batch_to_seq,
+      p_sent_endpoint_id, p_sent_event_id, p_sent_started_at, p_sent_duration_ms, p_sent_status_code,
+      array_fill(NULL::text, ARRAY[cardinality(p_sent_event_id)]), array_fill(true, ARRAY[cardinality(p_sent_event_id)]),
+      array_fill(NULL::timestamptz, ARRAY[cardinality(p_sent_event_id)]));
+  END IF;
+  IF p_max <= 0 THEN
+    RETURN;
+  END IF;
+
+  RETURN QUERY
+  SELECT 'retry', c.id, c.endpoint_id, c.tenant, c.url, c.attempts, c.created_at,
+         c.event_seq, c.event_id, c.event_type, c.event_object_type, c.event_object_id,
+         c.event_object_sequence, c.event_data, c.event_created_at, c.secrets,
+         NULL::text, NULL::text, NULL::bigint, NULL::text, NULL::bigint, NULL::integer
+    FROM webhook_deliveries_claim(p_owner, p_lease_ms, p_per_endpoint_max, p_max, p_tenants) c;
+  GET DIAGNOSTICS taken = ROW_COUNT;
+  room := p_max - taken;
+  IF room <= 0 THEN
+    RETURN;
+  END IF;
+  -- The claims' lock is held (the retry claim took it): cursor leases and their slots are decided
+  -- one process at a time, as retry leases are.
+  PERFORM pg_advisory_xact_lock(hashtextextended('webhook_deliveries:claim', 0));
+
+  horizon := pg_snapshot_xmin(pg_current_snapshot());
+  FOR candidate IN
+    SELECT e.id, e.tenant, e.url, e.enabled_events, e.cursor_xact, e.cursor_seq, e.cursor_from_seq
+      FROM webhook_endpoints e
+     WHERE e.disabled_at IS NULL
+       AND (p_tenants IS NULL OR e.tenant = ANY (p_tenants))
+       AND (e.cursor_lease_expires_at IS NULL OR e.cursor_lease_expires_at <= now())
+       AND EXISTS (SELECT 1 FROM events ev
+                    WHERE ev.tenant = e.tenant AND ev.xact_id IS NOT NULL
+                      AND (ev.xact_id, ev.seq) > (e.cursor_xact, e.cursor_seq) AND ev.xact_id < horizon)
+     -- The cursor furthest behind first.
+     ORDER BY e.cursor_xact, e.cursor_seq
+     LIMIT room
+     FOR UPDATE OF e SKIP LOCKED
+  LOOP
+    EXIT WHEN room <= 0;
+    free := p_per_endpoint_max - (
+      SELECT count(*) FROM webhook_deliveries l
+       WHERE l.endpoint_id = candidate.id AND l.lease_expires_at IS NOT NULL AND l.lease_expires_at > now() AND l.state = 'pending');
+    CONTINUE WHEN free <= 0;
+
+    SELECT s.xact_id, s.seq, s.subscribed INTO last_xact, last_seq, subscribed
+      FROM (SELECT ev.xact_id, ev.seq,
+                   count(*) FILTER (WHERE ev.seq > candidate.cursor_from_seq
+                                      AND (ev.type = ANY (candidate.enabled_events) OR '*' = ANY (candidate.enabled_events)))
+                     OVER () AS subscribed
+              FROM events ev
+             WHERE ev.tenant = candidate.tenant AND ev.xact_id IS NOT NULL
+               AND (ev.xact_id, ev.seq) > (candidate.cursor_xact, candidate.cursor_seq) AND ev.xact_id < horizon
+             ORDER BY ev.xact_id, ev.seq
+             LIMIT p_batch_events_max) s
+     ORDER BY s.xact_id DESC, s.seq DESC
+     LIMIT 1;
+    CONTINUE WHEN last_xact IS NULL;
+
+    IF subscribed = 0 THEN
+      -- Nothing here for this endpoint: the cursor passes these events now.
+      UPDATE webhook_endpoints SET cursor_xact = last_xact, cursor_seq = last_seq WHERE id = candidate.id;
+      CONTINUE;
+    END IF;
+
+    slots := least(free, room);
+    room := room - slots;
+    UPDATE webhook_endpoints
+       SET cursor_owner = p_owner, cursor_lease_expires_at = now() + p_lease_ms * interval '1 millisecond', cursor_slots = slots
+     WHERE id = candidate.id;
+    live_secrets := ARRAY(SELECT s.secret FROM webhook_endpoint_secrets s
+                           WHERE s.endpoint_id = candidate.id AND (s.expires_at IS NULL OR s.expires_at > now())
+                           ORDER BY s.created_at DESC, s.id DESC);
+    RETURN QUERY
+    SELECT 'cursor', NULL::bigint, candidate.id, candidate.tenant, candidate.url, 1, now(),
+           ev.seq, ev.id, ev.type, ev.object_type, ev.object_id, ev.object_sequence, ev.data, ev.created_at, live_secrets,
+           ev.xact_id::text, candidate.cursor_xact::text, candidate.cursor_seq, last_xact::text, last_seq, slots
+      FROM events ev
+     WHERE ev.tenant = candidate.tenant AND ev.xact_id IS NOT NULL
+       AND (ev.xact_id, ev.seq) > (candidate.cursor_xact, candidate.cursor_seq) AND (ev.xact_id, ev.seq) <= (last_xact, last_seq)
+       AND ev.seq > candidate.cursor_from_seq
+       AND (ev.type = ANY (candidate.enabled_events) OR '*' = ANY (candidate.enabled_events))
+     ORDER BY ev.xact_id, ev.seq;
+  END LOOP;
 END
 $function$;
 
@@ -1750,7 +1905,6 @@ CREATE CONSTRAINT TRIGGER charges_event AFTER INSERT ON charges DEFERRABLE INITI
 CREATE TRIGGER charges_provider_known BEFORE INSERT OR UPDATE OF provider ON charges FOR EACH ROW WHEN (new.provider IS NOT NULL AND new.provider <> 'stripe'::text) EXECUTE FUNCTION ledger_refuse_unknown_provider();
 CREATE CONSTRAINT TRIGGER charges_state_event AFTER UPDATE OF hold_state, provider_state ON charges DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (new.provider IS NOT NULL AND (old.hold_state IS DISTINCT FROM new.hold_state OR old.provider_state IS DISTINCT FROM new.provider_state)) EXECUTE FUNCTION ledger_charge_event();
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
-CREATE TRIGGER events_fan_out_to_webhook_endpoints AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION webhook_endpoints_fan_out();
 CREATE TRIGGER journal_entries_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON journal_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();
 CREATE TRIGGER journal_entries_checked AFTER INSERT ON journal_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION ledger_check_journal_insert();
 CREATE TRIGGER provider_events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON provider_events FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change();

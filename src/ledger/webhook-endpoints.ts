@@ -54,6 +54,14 @@ function endpointFromRow(row: EndpointRow): WebhookEndpoint {
   };
 }
 
+/**
+ * The events an endpoint's cursor starts after, from now on: every event inserted from now on has a
+ * larger seq (its seq is taken when it is inserted, one value at a time; migration 370), and every
+ * transaction that can still write one has an id at or above the oldest running one (the default of
+ * cursor_xact). An endpoint created or enabled again gets the events written after that moment.
+ */
+const cursorFromSeqNow = '(SELECT coalesce(max(seq), 0) FROM events)';
+
 /** `we_` and 24 letters and digits (~143 random bits). */
 export function newEndpointId(): string {
   return `we_${alphanumeric(24)}`;
@@ -151,7 +159,9 @@ async function insertEndpoint(
   const count = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant = $1', [input.tenant]);
   if (count.rows[0]!.n >= endpointsPerTenantMax) throw new EndpointLimitError(endpointsPerTenantMax);
   const inserted = await client.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (id, tenant, url, enabled_events, description) VALUES ($1, $2, $3, $4, $5) RETURNING ${endpointColumns}`,
+    // Its cursor starts at the current position (docs/webhook-endpoints.md, How a delivery is made).
+    `INSERT INTO webhook_endpoints (id, tenant, url, enabled_events, description, cursor_from_seq)
+     VALUES ($1, $2, $3, $4, $5, ${cursorFromSeqNow}) RETURNING ${endpointColumns}`,
     [id, input.tenant, input.url, input.enabledEvents, input.description],
   );
   const endpoint = endpointFromRow(inserted.rows[0]!);
@@ -276,7 +286,16 @@ export async function updateEndpoint(pool: LedgerPool, tenant: string, id: strin
     // Already disabled (by a 410, say): its reason and time stay what they were.
     sets.push("disabled_reason = coalesce(disabled_reason, 'requested')", 'disabled_at = coalesce(disabled_at, now())');
   } else if (changes.disabled === false) {
-    sets.push('disabled_reason = NULL', 'disabled_at = NULL', 'failing_since = NULL');
+    // Events written while it was disabled are not its: a disabled endpoint's cursor moves to the
+    // current position (an enabled one's stays where it is, so nothing is skipped).
+    sets.push(
+      'cursor_xact = CASE WHEN disabled_at IS NULL THEN cursor_xact ELSE pg_snapshot_xmin(pg_current_snapshot()) END',
+      'cursor_seq = CASE WHEN disabled_at IS NULL THEN cursor_seq ELSE 0 END',
+      `cursor_from_seq = CASE WHEN disabled_at IS NULL THEN cursor_from_seq ELSE ${cursorFromSeqNow} END`,
+      'disabled_reason = NULL',
+      'disabled_at = NULL',
+      'failing_since = NULL',
+    );
   }
   const result = await pool.query<EndpointRow>(
     `UPDATE webhook_endpoints SET ${sets.join(', ')} WHERE tenant = $1 AND id = $2 RETURNING ${endpointColumns}`,
@@ -473,7 +492,11 @@ export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits, del
           'SELECT * FROM webhook_deliveries_delivered_then_claim($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[], $8, $9, $10, $11, $12)',
           [...deliveredArrays(delivered), ...claimArgs],
         );
-  return result.rows.map((row) => ({
+  return result.rows.map(claimedFromRow);
+}
+
+function claimedFromRow(row: ClaimRow): ClaimedDelivery {
+  return {
     id: row.id,
     endpointId: row.endpoint_id,
     tenant: row.tenant,
@@ -492,7 +515,210 @@ export async function claimDeliveries(pool: LedgerPool, limits: ClaimLimits, del
       created_at: row.event_created_at,
     },
     secrets: row.secrets,
-  }));
+  };
+}
+
+/** A position in an endpoint's cursor order over its tenant's events: (the writing transaction's id, seq). */
+export interface CursorPosition {
+  /** xid8, as text. */
+  xact: string;
+  seq: number;
+}
+
+/** Events after an endpoint's cursor, leased to this process for one batch of first attempts. */
+export interface CursorBatch {
+  endpointId: string;
+  tenant: string;
+  url: string;
+  /** The secrets that sign now (one, or several during a rotation's overlap). */
+  secrets: string[];
+  /** The cursor when the batch was taken: it is recorded only if the cursor is still there. */
+  from: CursorPosition;
+  /** Where the cursor moves once the batch is recorded (past events the endpoint does not subscribe to too). */
+  to: CursorPosition;
+  /** Attempts this batch may have in flight at once: its share of the endpoint's bound. */
+  slots: number;
+  /** When the batch was taken (its lease runs from about then). */
+  takenAt: Date;
+  /** The events to send, in cursor order, each with its position. */
+  events: Array<{ event: EventRow; position: CursorPosition }>;
+}
+
+/** One first attempt of a cursor batch. */
+export interface BatchAttempt {
+  eventId: string;
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  /** A 2xx. */
+  delivered: boolean;
+  /** A 410 Gone: the endpoint is disabled. */
+  gone: boolean;
+  /** After a failure, when the retry lane tries again; null: it fails for good (410, or no window left). */
+  retryAt: Date | null;
+}
+
+/** A batch whose attempts are over: `to` is where the cursor moves (the last event attempted, or the batch's end). */
+export interface FinishedBatch {
+  endpointId: string;
+  from: CursorPosition;
+  to: CursorPosition;
+  attempts: BatchAttempt[];
+}
+
+export interface TakeLimits extends ClaimLimits {
+  /** Events of a tenant one cursor batch reads at most (those its endpoint subscribes to are sent). */
+  batchEventsMax: number;
+}
+
+/** What the deliverer has finished and not recorded yet, recorded by its next take. */
+export interface CarriedOutcomes {
+  /** Successes of the retry lane. */
+  delivered: readonly DeliveredAttempt[];
+  /** Cursor batches whose attempts all succeeded (a batch with a failure is recordCursorBatches' own). */
+  batches: readonly FinishedBatch[];
+}
+
+interface TakeRow extends ClaimRow {
+  lane: 'retry' | 'cursor';
+  event_xact: string | null;
+  batch_from_xact: string | null;
+  batch_from_seq: string | number | null;
+  batch_to_xact: string | null;
+  batch_to_seq: string | number | null;
+  batch_slots: number | null;
+}
+
+/**
+ * The deliverer's one round trip (the ledger function webhook_deliveries_take): records what it
+ * carries (successes of the retry lane, cursor batches that all succeeded), then, under the claims'
+ * lock, claims due retry rows and takes cursor batches for up to `max` slots in all, never more than
+ * `perEndpointMax` in flight to one endpoint across every process (the two lanes count each other).
+ * All or none: a take that fails records nothing it carried (leases expire; events are sent again).
+ */
+export async function takeWork(pool: LedgerPool, limits: TakeLimits, carried: CarriedOutcomes = { delivered: [], batches: [] }): Promise<{ retry: ClaimedDelivery[]; batches: CursorBatch[] }> {
+  const attempts = carried.batches.flatMap((batch) => batch.attempts.map((attempt) => ({ batch, attempt })));
+  if (attempts.some(({ attempt }) => !attempt.delivered || attempt.statusCode === null)) {
+    throw new Error('a cursor batch with a failed attempt is recorded by recordCursorBatches, not carried by a take');
+  }
+  const result = await pool.query<TakeRow>(
+    `SELECT * FROM webhook_deliveries_take($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::int[],
+       $8::text[], $9::xid8[], $10::bigint[], $11::xid8[], $12::bigint[],
+       $13::text[], $14::text[], $15::timestamptz[], $16::int[], $17::int[],
+       $18, $19, $20, $21, $22, $23)`,
+    [
+      ...deliveredArrays(carried.delivered),
+      ...batchArrays(carried.batches),
+      attempts.map(({ batch }) => batch.endpointId),
+      attempts.map(({ attempt }) => attempt.eventId),
+      attempts.map(({ attempt }) => attempt.startedAt),
+      attempts.map(({ attempt }) => attempt.durationMs),
+      attempts.map(({ attempt }) => attempt.statusCode),
+      limits.owner,
+      limits.leaseMs,
+      limits.perEndpointMax,
+      Math.max(limits.max, 0),
+      limits.onlyTenants ?? null,
+      limits.batchEventsMax,
+    ],
+  );
+  const retry: ClaimedDelivery[] = [];
+  const batches = new Map<string, CursorBatch>();
+  for (const row of result.rows) {
+    if (row.lane === 'retry') {
+      retry.push(claimedFromRow(row));
+      continue;
+    }
+    let batch = batches.get(row.endpoint_id);
+    if (batch === undefined) {
+      batch = {
+        endpointId: row.endpoint_id,
+        tenant: row.tenant,
+        url: row.url,
+        secrets: row.secrets,
+        from: { xact: row.batch_from_xact!, seq: Number(row.batch_from_seq) },
+        to: { xact: row.batch_to_xact!, seq: Number(row.batch_to_seq) },
+        slots: row.batch_slots!,
+        takenAt: row.created_at,
+        events: [],
+      };
+      batches.set(row.endpoint_id, batch);
+    }
+    batch.events.push({ event: claimedFromRow(row).event, position: { xact: row.event_xact!, seq: Number(row.event_seq) } });
+  }
+  return { retry, batches: [...batches.values()] };
+}
+
+function batchArrays(batches: readonly FinishedBatch[]): unknown[] {
+  return [
+    batches.map((b) => b.endpointId),
+    batches.map((b) => b.from.xact),
+    batches.map((b) => b.from.seq),
+    batches.map((b) => b.to.xact),
+    batches.map((b) => b.to.seq),
+  ];
+}
+
+/**
+ * Records finished cursor batches outside a take (a batch with a failure; the deliverer stopping):
+ * webhook_cursor_batches_recorded writes each batch's rows and moves its cursor, if this owner still
+ * holds it where the batch began; then, in the same transaction, each failure goes on as any failed
+ * attempt does to its endpoint (endpointFailed, the retry lane's rule). Returns the endpoints whose
+ * batch was recorded, and those a failure disabled.
+ */
+export async function recordCursorBatches(
+  pool: LedgerPool,
+  owner: string,
+  batches: readonly FinishedBatch[],
+  failures: { disableAfterFailingMs: number; renderEndpoint: (endpoint: WebhookEndpoint) => unknown },
+): Promise<{ recorded: string[]; disabled: Array<{ endpointId: string; reason: EndpointDisabledReason }> }> {
+  if (batches.length === 0) return { recorded: [], disabled: [] };
+  const attempts = batches.flatMap((batch) => batch.attempts.map((attempt) => ({ batch, attempt })));
+  return inDelivererTransaction(pool, async (client) => {
+    const result = await client.query<{ endpoint_id: string }>(
+      `SELECT endpoint_id FROM webhook_cursor_batches_recorded($1, $2::text[], $3::xid8[], $4::bigint[], $5::xid8[], $6::bigint[],
+         $7::text[], $8::text[], $9::timestamptz[], $10::int[], $11::int[], $12::text[], $13::boolean[], $14::timestamptz[])`,
+      [
+        owner,
+        ...batchArrays(batches),
+        attempts.map(({ batch }) => batch.endpointId),
+        attempts.map(({ attempt }) => attempt.eventId),
+        attempts.map(({ attempt }) => attempt.startedAt),
+        attempts.map(({ attempt }) => attempt.durationMs),
+        attempts.map(({ attempt }) => attempt.statusCode),
+        attempts.map(({ attempt }) => attempt.error),
+        attempts.map(({ attempt }) => attempt.delivered),
+        attempts.map(({ attempt }) => attempt.retryAt),
+      ],
+    );
+    const recorded = result.rows.map((row) => row.endpoint_id);
+    const disabled: Array<{ endpointId: string; reason: EndpointDisabledReason }> = [];
+    for (const batch of batches) {
+      if (!recorded.includes(batch.endpointId)) continue;
+      // The run of failures is what came after the batch's last success (the record ended any run
+      // before it); a 410 disables whatever came after it.
+      const lastSuccess = Math.max(...batch.attempts.filter((a) => a.delivered).map((a) => a.startedAt.getTime()), Number.NEGATIVE_INFINITY);
+      const failed = batch.attempts.filter((a) => !a.delivered && (a.gone || a.startedAt.getTime() > lastSuccess));
+      if (failed.length === 0) continue;
+      const firstFailure = new Date(Math.min(...failed.map((a) => a.startedAt.getTime())));
+      const reason = await endpointFailed(client, batch.endpointId, firstFailure, failed.some((a) => a.gone), failures.disableAfterFailingMs, failures.renderEndpoint);
+      if (reason !== null) disabled.push({ endpointId: batch.endpointId, reason });
+    }
+    return { recorded, disabled };
+  });
+}
+
+/** Events of the endpoint's tenant it subscribes to that its cursor has not passed yet (tests, the chaos verdict). */
+export async function eventsBehindCursor(pool: LedgerPool, endpointId: string): Promise<number> {
+  const result = await pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhook_endpoints e JOIN events ev
+         ON ev.tenant = e.tenant AND ev.xact_id IS NOT NULL AND (ev.xact_id, ev.seq) > (e.cursor_xact, e.cursor_seq) AND ev.seq > e.cursor_from_seq
+        AND (ev.type = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events))
+      WHERE e.id = $1 AND e.disabled_at IS NULL`,
+    [endpointId],
+  );
+  return result.rows[0]!.n;
 }
 
 export interface AttemptOutcome {
@@ -570,19 +796,35 @@ export async function recordAttempt(pool: LedgerPool, outcome: AttemptOutcome, r
             WHERE id = $1 AND state = 'pending' AND lease_owner = $2`,
       giveUp ? [outcome.deliveryId, outcome.owner] : [outcome.deliveryId, outcome.owner, outcome.retryAt],
     );
-    // The endpoint's run of failures, and whether it now ends in disabling it.
-    const endpoint = await client.query<{ failing_ms: number; disabled: boolean }>(
-      `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $2)
-        WHERE id = $1 RETURNING (extract(epoch FROM now() - failing_since) * 1000)::float8 AS failing_ms, disabled_at IS NOT NULL AS disabled`,
-      [outcome.endpointId, outcome.startedAt],
-    );
-    const row = endpoint.rows[0];
-    if (row === undefined || row.disabled) return { disabled: null };
-    const reason: EndpointDisabledReason | null = outcome.gone ? 'gone' : row.failing_ms >= outcome.disableAfterFailingMs ? 'failing' : null;
-    if (reason === null) return { disabled: null };
-    await disableEndpointWithEvent(client, outcome.endpointId, reason, renderEndpoint);
-    return { disabled: reason };
+    return { disabled: await endpointFailed(client, outcome.endpointId, outcome.startedAt, outcome.gone, outcome.disableAfterFailingMs, renderEndpoint) };
   });
+}
+
+/**
+ * What a failed attempt does to its endpoint, in the caller's transaction (both lanes: a retry's
+ * record, a cursor batch's): its run of failures goes on (or starts at `startedAt`), and a 410, or a
+ * run longer than `disableAfterFailingMs`, disables it with its `webhook_endpoint.disabled` event.
+ * Returns the reason it was disabled for, or null.
+ */
+async function endpointFailed(
+  client: pg.PoolClient,
+  endpointId: string,
+  startedAt: Date,
+  gone: boolean,
+  disableAfterFailingMs: number,
+  renderEndpoint: (endpoint: WebhookEndpoint) => unknown,
+): Promise<EndpointDisabledReason | null> {
+  const endpoint = await client.query<{ failing_ms: number; disabled: boolean }>(
+    `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, $2)
+      WHERE id = $1 RETURNING (extract(epoch FROM now() - failing_since) * 1000)::float8 AS failing_ms, disabled_at IS NOT NULL AS disabled`,
+    [endpointId, startedAt],
+  );
+  const row = endpoint.rows[0];
+  if (row === undefined || row.disabled) return null;
+  const reason: EndpointDisabledReason | null = gone ? 'gone' : row.failing_ms >= disableAfterFailingMs ? 'failing' : null;
+  if (reason === null) return null;
+  await disableEndpointWithEvent(client, endpointId, reason, renderEndpoint);
+  return reason;
 }
 
 /** Disables the endpoint and writes its `webhook_endpoint.disabled` event, in the caller's transaction. */

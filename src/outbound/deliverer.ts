@@ -1,30 +1,52 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { LedgerPool } from '../ledger/pool.js';
-import { claimDeliveries, recordAttempt, signingSecretPrefix, type ClaimedDelivery, type EventRow, type WebhookEndpoint } from '../ledger/webhook-endpoints.js';
+import {
+  recordAttempt,
+  recordCursorBatches,
+  signingSecretPrefix,
+  takeWork,
+  type BatchAttempt,
+  type ClaimedDelivery,
+  type CursorBatch,
+  type EventRow,
+  type FinishedBatch,
+  type WebhookEndpoint,
+} from '../ledger/webhook-endpoints.js';
 import { DeliveredRecorder } from './delivered-recorder.js';
 import { postThroughDoor, type DoorResponse, type DoorSettings } from './door.js';
 import { DoorConnections } from './door-connections.js';
 
 /**
- * The deliverer (docs/webhook-endpoints.md): sends the webhook deliveries the events table's
- * trigger makes, at least once, signed per the Standard Webhooks specification.
+ * The deliverer (docs/webhook-endpoints.md): sends every event to the endpoints that subscribe to
+ * it, at least once, signed per the Standard Webhooks specification.
  *
- * The engine is the ledger itself, not Temporal: a delivery is a row, claimed with FOR UPDATE SKIP
- * LOCKED under a lease. A charge pays for its deliveries only the trigger's rows, written in its
- * own transaction (an index lookup of the tenant's endpoints and one insert per subscribed
- * endpoint); a workflow per delivery would add a workflow start and at least three history events
- * per delivery to the same Temporal server the charges run on. A process killed mid-attempt (SIGKILL)
- * leaves a lease that expires, and any process claims the row again: no state lives in memory.
+ * The engine is the ledger itself, not Temporal, and a charge pays nothing for its deliveries beyond
+ * its event's row: first attempts are read from the events log by a cursor per endpoint, a batch at
+ * a time. A cursor orders its tenant's events by (writing transaction, seq) and reads only those
+ * whose transaction is below the oldest one still running, so no event can appear behind it later
+ * (a cursor over seq alone could skip a transaction that commits late). Two lanes, one round trip:
+ * each take (webhook_deliveries_take) records what this process finished since the last one, claims
+ * due delivery rows (the retry lane: retries of failed first attempts, redeliveries asked for), and
+ * leases endpoints' cursors with up to cursorBatchEventsMax events each. A batch is sent in cursor
+ * order, its share of the endpoint's slots at a time; once all its attempts are over, the next take
+ * writes its delivered rows and their attempts and moves the cursor past them, in one statement,
+ * only if this process still holds the cursor where the batch began. A batch with a failure is
+ * recorded at once in a transaction of its own: each failure becomes a delivery row of the retry
+ * lane, and its endpoint's run of failures (and 410, disabling) goes on by the retry lane's rule.
  *
- * Concurrency is bounded twice: `concurrency` attempts in flight in this process, and
- * `perEndpointConcurrency` in flight to one endpoint across every process (the claim counts live
- * leases), so a slow or dead endpoint holds at most that many slots and never the others'. The
- * HTTP work runs on this process's event loop, on kept-alive connections of its own
- * (door-connections.ts), apart from the charges' activities. What a delivery costs is mostly fixed
- * per statement, so statements are shared: a finished attempt's claim waits claimCoalesceMs after
- * the last one so that it refills several slots, and the successes answered since the last claim are
- * recorded by the next one, in its transaction.
+ * A process killed mid-batch (SIGKILL) or cut off from the database leaves the cursor where it was
+ * and a lease that expires; the batch is sent again by whoever takes the cursor next (the same
+ * webhook-id, the event's id): duplicates are allowed, a gap never. No state lives in memory.
+ *
+ * Concurrency is bounded twice: `concurrency` attempts in flight in this process (a batch holds its
+ * slots until recorded), and `perEndpointConcurrency` in flight to one endpoint across every
+ * process: retry leases and the cursor's slots (recorded on the endpoint row while its lease is
+ * live) count against each other, under the claims' lock. A slow or dead endpoint therefore holds
+ * at most that many slots and never the others'. The HTTP work runs on this process's event loop,
+ * on kept-alive connections of its own (door-connections.ts), apart from the charges' activities.
+ * What a delivery costs is mostly fixed per statement, so statements are shared: a take waits
+ * claimCoalesceMs after the last one so that it refills several slots and records several outcomes.
  */
 export interface RetrySchedule {
   /** The first retry's delay bound, milliseconds; each next one doubles it, up to maxDelayMs. */
@@ -75,8 +97,12 @@ export interface DelivererOptions {
   /** Names this process's leases; unique by default. */
   owner?: string;
   log?: (line: string) => void;
-  /** Called after each attempt is recorded (metrics, tests). */
-  onAttempt?: (delivery: ClaimedDelivery, response: DoorResponse, disabled: string | null) => void;
+  /**
+   * Called after each attempt (metrics, tests): a retry's once recorded, with whether it disabled
+   * the endpoint; a cursor batch's first attempt once answered (deliveryId null; its record, and any
+   * disabling, come with its batch's).
+   */
+  onAttempt?: (attempt: { deliveryId: number | null; endpointId: string; eventId: string; attempt: number }, response: DoorResponse, disabled: string | null) => void;
 }
 
 /** The delay before the attempt after `attempt` failed ones: exponential, with full jitter (uniform in [0, bound]). */
@@ -131,26 +157,47 @@ function signingKey(secret: string): Buffer {
   return key;
 }
 
+/**
+ * Events one cursor batch reads at most, of its endpoint's tenant (those the endpoint subscribes to
+ * are sent; the cursor passes the others). Bounds the rows a take returns per endpoint and the
+ * events a lost lease sends again; a backlog drains a batch per take, each refilled as soon as the
+ * one before is recorded.
+ */
+export const cursorBatchEventsMax = 64;
+
+/** A cursor batch this process holds: its slots count against `concurrency` until it is recorded or dropped. */
+interface HeldBatch {
+  slots: number;
+}
+
 export class WebhookDeliverer {
   private readonly owner: string;
   private readonly delivered: DeliveredRecorder;
+  /** Attempts of the retry lane in flight, one slot each. */
   private readonly inFlight = new Set<Promise<void>>();
+  /** Cursor batches being sent, or finished and waiting for the take that records them. */
+  private readonly batchesHeld = new Set<HeldBatch>();
+  private readonly batchRuns = new Set<Promise<void>>();
+  /** Cursor batches whose attempts all succeeded, for the next take to record. */
+  private finishedBatches: Array<{ held: HeldBatch; finished: FinishedBatch }> = [];
   private running = false;
   private loop: Promise<void> | null = null;
   /** Ends the loop's wait: at once, or (an attempt finished) no sooner than claimCoalesceMs after the last claim. */
   private wake: ((coalesce: boolean) => void) | null = null;
   private lastClaimAt = Number.NEGATIVE_INFINITY;
-  /** The last claim took perEndpointConcurrency rows of some endpoint: it may have more due, so no coalescing. */
+  /** The last take filled some endpoint's slots or a whole cursor batch: it may have more due, so no coalescing. */
   private lastClaimFilledAnEndpoint = false;
   /** Requests being sent now (their answers not in yet). */
   private sending = 0;
   private readonly connections: DoorConnections;
+  /** The longest one attempt can last (connect + response timeouts), milliseconds. */
+  private readonly attemptMaxMs: number;
 
   constructor(private readonly options: DelivererOptions) {
     const { settings } = options;
-    const attemptMaxMs = settings.door.connectTimeoutMs + settings.door.responseTimeoutMs;
-    if (settings.leaseMs <= attemptMaxMs) {
-      throw new Error(`the delivery lease (${settings.leaseMs} ms) must outlast an attempt (connect + response timeouts: ${attemptMaxMs} ms)`);
+    this.attemptMaxMs = settings.door.connectTimeoutMs + settings.door.responseTimeoutMs;
+    if (settings.leaseMs <= this.attemptMaxMs) {
+      throw new Error(`the delivery lease (${settings.leaseMs} ms) must outlast an attempt (connect + response timeouts: ${this.attemptMaxMs} ms)`);
     }
     this.owner = options.owner ?? `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     // Successes wait for the other answers of their claim at most as long as the next claim does.
@@ -165,51 +212,74 @@ export class WebhookDeliverer {
     this.loop = this.run();
   }
 
-  /** Stops claiming, and waits for the attempts in flight (each bounded by the door's timeouts). */
+  /** Stops taking work, and waits for the attempts in flight (each bounded by the door's timeouts); batches cut short are recorded as far as they got. */
   async stop(): Promise<void> {
     this.running = false;
     this.wake?.(false);
     await this.loop;
     // Successes the loop did not take into a claim are written by the recorder itself now.
     this.delivered.nudge();
-    await Promise.allSettled([...this.inFlight]);
+    await Promise.allSettled([...this.inFlight, ...this.batchRuns]);
+    const left = this.finishedBatches.splice(0);
+    if (left.length > 0) {
+      await this.recordBatches(left.map((item) => item.finished)).catch((error: unknown) => {
+        this.log(`recording ${left.length} webhook cursor batch(es) at stop failed (${(error as Error).message}); their leases expire and they are sent again`);
+      });
+    }
     this.connections.close();
+  }
+
+  /** Slots held: retry attempts in flight and cursor batches not yet recorded. */
+  private slotsInUse(): number {
+    let slots = this.inFlight.size;
+    for (const held of this.batchesHeld) slots += held.slots;
+    return slots;
   }
 
   private async run(): Promise<void> {
     const { settings } = this.options;
     while (this.running) {
-      // Successes answered since the last claim are recorded by this claim, in its transaction:
-      // their slots are free for it.
+      // Successes answered since the last take, and cursor batches that all succeeded, are recorded
+      // by this take, in its transaction: their slots are free for it.
       const carried = this.delivered.takeWaiting();
-      const free = settings.concurrency - this.inFlight.size + carried.attempts.length;
+      const carriedBatches = this.finishedBatches.splice(0);
+      const carriedSlots = carriedBatches.reduce((sum, item) => sum + item.held.slots, 0);
+      const free = settings.concurrency - this.slotsInUse() + carried.attempts.length + carriedSlots;
       let claimed: ClaimedDelivery[] = [];
-      // Carried successes are in inFlight, so free >= their number; the claim runs for them in any case.
-      if (free > 0 || carried.attempts.length > 0) {
+      let batches: CursorBatch[] = [];
+      let takenSlots = 0;
+      // Carried outcomes hold slots, so free >= their number; the take runs for them in any case.
+      if (free > 0 || carried.attempts.length > 0 || carriedBatches.length > 0) {
         this.lastClaimAt = performance.now();
         try {
-          claimed = await claimDeliveries(
+          ({ retry: claimed, batches } = await takeWork(
             this.options.pool,
             {
               owner: this.owner,
               leaseMs: settings.leaseMs,
               perEndpointMax: settings.perEndpointConcurrency,
               max: Math.max(free, 0),
+              batchEventsMax: cursorBatchEventsMax,
               ...(this.options.onlyTenants ? { onlyTenants: this.options.onlyTenants } : {}),
             },
-            carried.attempts,
-          );
+            { delivered: carried.attempts, batches: carriedBatches.map((item) => item.finished) },
+          ));
           carried.settle();
         } catch (error) {
           carried.settle(error);
           this.log(`claiming webhook deliveries failed (${(error as Error).message}); trying again in ${settings.pollIntervalMs} ms`);
+          for (const item of carriedBatches) {
+            this.log(`webhook cursor batch to endpoint ${item.finished.endpointId}: recording it failed; its lease expires and its ${item.finished.attempts.length} events are sent again`);
+          }
         }
+        for (const item of carriedBatches) this.batchesHeld.delete(item.held);
         // The carried attempts end (and leave inFlight) before the next claim counts its free slots.
         if (carried.attempts.length > 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
       const perEndpoint = new Map<string, number>();
       for (const delivery of claimed) perEndpoint.set(delivery.endpointId, (perEndpoint.get(delivery.endpointId) ?? 0) + 1);
-      this.lastClaimFilledAnEndpoint = [...perEndpoint.values()].some((n) => n >= settings.perEndpointConcurrency);
+      this.lastClaimFilledAnEndpoint =
+        [...perEndpoint.values()].some((n) => n >= settings.perEndpointConcurrency) || batches.some((batch) => batch.events.length >= cursorBatchEventsMax);
       for (const delivery of claimed) {
         const attempt = this.attempt(delivery).catch((error: unknown) => {
           // The lease expires and another claim retries it.
@@ -221,9 +291,14 @@ export class WebhookDeliverer {
         });
         this.inFlight.add(tracked);
       }
-      // A full claim may leave more due rows: look again at once. Otherwise wait for the poll
+      takenSlots += claimed.length;
+      for (const batch of batches) {
+        takenSlots += batch.slots;
+        this.startBatch(batch, this.lastClaimAt);
+      }
+      // A full take may leave more due work: look again at once. Otherwise wait for the poll
       // interval, or for a slot to free up when every slot is taken.
-      if (claimed.length > 0 && claimed.length === free) continue;
+      if (takenSlots > 0 && takenSlots >= free) continue;
       await new Promise<void>((resolve) => {
         let dueAt = performance.now() + settings.pollIntervalMs;
         let timer = setTimeout(done, settings.pollIntervalMs);
@@ -242,27 +317,111 @@ export class WebhookDeliverer {
           clearTimeout(timer);
           timer = setTimeout(done, at - now);
         };
-        // Successes answered while the claim was out wait for the next one: as if they woke it now.
+        // Successes answered while the take was out wait for the next one: as if they woke it now.
+        // (A finished batch waits for the poll, as when it finishes during the wait.)
         if (this.delivered.waiting() > 0) this.wake(true);
       });
+    }
+  }
+
+  /**
+   * Sends a cursor batch's events in cursor order, `slots` at a time. No attempt begins once it
+   * could end after the batch's lease (taken at `takenAt` at the latest), nor after a 410 or a stop:
+   * the events attempted are then a prefix, and the cursor moves to the last of them. A batch that
+   * all succeeded rides with the next take; one with a failure is recorded at once, in a
+   * transaction of its own with what the failure does to its endpoint.
+   */
+  private startBatch(batch: CursorBatch, takenAt: number): void {
+    const { settings } = this.options;
+    const held: HeldBatch = { slots: batch.slots };
+    this.batchesHeld.add(held);
+    const lastStartAt = takenAt + settings.leaseMs - this.attemptMaxMs - settings.claimCoalesceMs;
+    const run = async (): Promise<void> => {
+      const attempts: BatchAttempt[] = [];
+      let next = 0;
+      let gone = false;
+      const sender = async () => {
+        while (next < batch.events.length && !gone && this.running && performance.now() <= lastStartAt) {
+          const index = next;
+          next += 1;
+          const attempt = await this.sendFirstAttempt(batch, batch.events[index]!.event);
+          attempts[index] = attempt;
+          if (attempt.gone) gone = true;
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(batch.slots, batch.events.length) }, sender));
+      const finished: FinishedBatch = {
+        endpointId: batch.endpointId,
+        from: batch.from,
+        to: next === batch.events.length ? batch.to : next === 0 ? batch.from : batch.events[next - 1]!.position,
+        attempts: attempts.slice(0, next),
+      };
+      if (finished.attempts.every((attempt) => attempt.delivered)) {
+        // The common case: the next take records it (or stop(), once the loop is over). Not a take
+        // of its own: the next poll's gathers every batch finished by then (and the events written
+        // meanwhile) into one statement; at once only when the cursor may have more waiting now (a
+        // full batch, or one cut short) or this process has no slot left.
+        this.finishedBatches.push({ held, finished });
+        const moreWaiting = batch.events.length >= cursorBatchEventsMax || next < batch.events.length;
+        if (moreWaiting || this.slotsInUse() >= settings.concurrency) this.wake?.(false);
+        return;
+      }
+      this.delivered.nudge();
+      try {
+        await this.recordBatches([finished]);
+      } catch (error) {
+        this.log(`webhook cursor batch to endpoint ${batch.endpointId}: recording it failed (${(error as Error).message}); its lease expires and its events are sent again`);
+      } finally {
+        this.batchesHeld.delete(held);
+        this.wake?.(true);
+      }
+    };
+    const tracked = run()
+      .catch((error: unknown) => {
+        this.batchesHeld.delete(held);
+        this.log(`webhook cursor batch to endpoint ${batch.endpointId} failed (${(error as Error).message}); its lease expires and its events are sent again`);
+      })
+      .finally(() => {
+        this.batchRuns.delete(tracked);
+      });
+    this.batchRuns.add(tracked);
+  }
+
+  private async recordBatches(batches: FinishedBatch[]): Promise<void> {
+    const { disabled } = await recordCursorBatches(this.options.pool, this.owner, batches, {
+      disableAfterFailingMs: this.options.settings.disableAfterFailingMs,
+      renderEndpoint: this.options.renderEndpoint,
+    });
+    for (const { endpointId, reason } of disabled) this.log(`webhook endpoint ${endpointId} disabled (${reason === 'gone' ? 'it answered 410 Gone' : 'failing too long'})`);
+  }
+
+  /** One event of a cursor batch, its first attempt: sent, and judged as the retry lane judges one. */
+  private async sendFirstAttempt(batch: CursorBatch, event: EventRow): Promise<BatchAttempt> {
+    const startedAt = new Date();
+    const response = await this.send(batch.url, batch.secrets, event, startedAt);
+    const verdict = judge(response);
+    const retryAt = verdict.delivered || verdict.gone ? null : nextAttemptAt(this.options.settings.retry, 1, batch.takenAt, new Date());
+    this.options.onAttempt?.({ deliveryId: null, endpointId: batch.endpointId, eventId: event.id, attempt: 1 }, response, null);
+    return { eventId: event.id, startedAt, durationMs: response.durationMs, statusCode: response.statusCode, error: verdict.error, delivered: verdict.delivered, gone: verdict.gone, retryAt };
+  }
+
+  private async send(url: string, secrets: readonly string[], event: EventRow, startedAt: Date): Promise<DoorResponse> {
+    const body = JSON.stringify(this.options.render(event));
+    const headers = signedHeaders(event.id, secrets, body, startedAt);
+    this.sending += 1;
+    try {
+      return await postThroughDoor(url, headers, body, this.options.settings.door, this.connections);
+    } finally {
+      this.sending -= 1;
     }
   }
 
   private async attempt(delivery: ClaimedDelivery): Promise<void> {
     const { settings } = this.options;
     const startedAt = new Date();
-    const body = JSON.stringify(this.options.render(delivery.event));
-    const headers = signedHeaders(delivery.event.id, delivery.secrets, body, startedAt);
-    this.sending += 1;
-    let response: DoorResponse;
-    try {
-      response = await postThroughDoor(delivery.url, headers, body, settings.door, this.connections);
-    } finally {
-      this.sending -= 1;
-    }
-    const delivered = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
-    const gone = response.statusCode === 410;
-    const error = response.error ?? (delivered ? null : response.statusCode !== null && response.statusCode >= 300 && response.statusCode < 400 ? `redirect (${response.statusCode}) not followed` : null);
+    const response = await this.send(delivery.url, delivery.secrets, delivery.event, startedAt);
+    const { delivered, gone, error } = judge(response);
+    const subject = { deliveryId: delivery.id, endpointId: delivery.endpointId, eventId: delivery.event.id, attempt: delivery.attempt };
     if (delivered && response.statusCode !== null) {
       // The common case, batched with the other successes finishing now: the next claim records
       // them all (or, once the deliverer stops, one statement of their own). That claim is due now.
@@ -277,7 +436,7 @@ export class WebhookDeliverer {
       });
       this.wake?.(true);
       await recorded;
-      this.options.onAttempt?.(delivery, response, null);
+      this.options.onAttempt?.(subject, response, null);
       return;
     }
     // This answer may have been the last the waiting successes waited for.
@@ -302,10 +461,18 @@ export class WebhookDeliverer {
       this.options.renderEndpoint,
     );
     if (disabled !== null) this.log(`webhook endpoint ${delivery.endpointId} disabled (${disabled === 'gone' ? 'it answered 410 Gone' : 'failing too long'})`);
-    this.options.onAttempt?.(delivery, response, disabled);
+    this.options.onAttempt?.(subject, response, disabled);
   }
 
   private log(line: string): void {
     (this.options.log ?? ((text: string) => process.stderr.write(`${text}\n`)))(line);
   }
+}
+
+/** What an answer means: 2xx delivered; 410 gone (the endpoint is disabled); anything else a failure, retried. */
+function judge(response: DoorResponse): { delivered: boolean; gone: boolean; error: string | null } {
+  const delivered = response.statusCode !== null && response.statusCode >= 200 && response.statusCode < 300;
+  const gone = response.statusCode === 410;
+  const error = response.error ?? (delivered ? null : response.statusCode !== null && response.statusCode >= 300 && response.statusCode < 400 ? `redirect (${response.statusCode}) not followed` : null);
+  return { delivered, gone, error };
 }

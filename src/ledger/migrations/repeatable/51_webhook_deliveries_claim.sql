@@ -1,5 +1,6 @@
--- The deliverer's claim (docs/webhook-endpoints.md, How a delivery is made): up to p_max due
--- deliveries of enabled endpoints, leased to p_owner for p_lease_ms, never more than
+-- The retry lane's claim (docs/webhook-endpoints.md, How a delivery is made): up to p_max due
+-- delivery rows (retries of failed first attempts, redeliveries asked for, rows made before the
+-- cursors) of enabled endpoints, leased to p_owner for p_lease_ms, never more than
 -- p_per_endpoint_max in flight to one endpoint across every process (live leases count, whoever
 -- holds them). Each row comes back with everything its attempt needs: the endpoint's URL, the event
 -- and the endpoint's live signing secrets, newest first. One round trip per claim.
@@ -10,6 +11,9 @@
 -- claim sees every lease committed by the claim that held the lock before it. (Taking the lock
 -- inside the claim statement would read a snapshot older than the lock, and could count an
 -- endpoint's slots without the leases just committed.)
+--
+-- An endpoint's cursor (webhook_deliveries_take) holds some of its slots while its lease is live
+-- (cursor_slots): they count as busy here, so the bound holds over both lanes.
 --
 -- The lease commits without waiting for the WAL flush (synchronous_commit off for this transaction
 -- only): a database crash that loses it loses only the lease, and the row is claimed again.
@@ -41,7 +45,8 @@ BEGIN
        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
         WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
-        ORDER BY d.next_attempt_at, d.id LIMIT greatest(p_per_endpoint_max - busy.n, 0)) c
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT greatest(p_per_endpoint_max - busy.n - CASE WHEN e.cursor_lease_expires_at > now() THEN e.cursor_slots ELSE 0 END, 0)) c
      WHERE e.disabled_at IS NULL AND (p_tenants IS NULL OR e.tenant = ANY (p_tenants))
      ORDER BY c.next_attempt_at, c.id LIMIT p_max),
   locked AS (SELECT w.id FROM webhook_deliveries w WHERE w.id IN (SELECT chosen.id FROM chosen) FOR UPDATE SKIP LOCKED),
