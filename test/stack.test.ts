@@ -125,6 +125,12 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
       const devServer = (JSON.parse(await readFile(join(dataRoot, 'data', 'temporal.sqlite.server.json'), 'utf8')) as { serverPid: number }).serverPid;
       expect(nicenessOfProcessTree(postmaster), 'postgres').toEqual(new Set([serverNiceness]));
       expect(nicenessOfProcessTree(devServer), 'temporal').toEqual(new Set([serverNiceness]));
+      // Each leads a session of its own, and so a scheduler autogroup of its own where the kernel
+      // keeps them: the group's niceness is what weighs it against the API's.
+      for (const [name, pid] of [['postgres', postmaster], ['temporal', devServer]] as const) {
+        const autogroup = await readFile(`/proc/${pid}/autogroup`, 'utf8').catch(() => null);
+        if (autogroup !== null) expect(autogroup, name).toMatch(new RegExp(`nice ${serverNiceness}\\b`));
+      }
       expect(lines.some((line) => line.startsWith(`postgres: niceness ${serverNiceness} on `))).toBe(true);
       expect(lines.some((line) => line.startsWith(`temporal: niceness ${serverNiceness} on `))).toBe(true);
 

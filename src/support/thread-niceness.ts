@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 
 /** The threads of process `pid` (Linux keeps a priority per thread); without /proc, the process alone. */
@@ -103,4 +103,32 @@ export function raiseProcessTreeNiceness(root: number, niceness: number): number
   const pids = [root, ...descendantsOf(root)];
   for (const pid of pids) raiseProcessNiceness(pid, niceness);
   return pids.length;
+}
+
+/**
+ * Raises the niceness of the scheduler autogroup that process `pid` leads (Linux, with
+ * CONFIG_SCHED_AUTOGROUP and kernel.sched_autogroup_enabled): a process that started a session of
+ * its own (setsid, as a detached child does) is put in a task group of its own, and the scheduler
+ * shares the CPU fairly between groups before it looks at a thread's niceness, so threads reniced
+ * in such a group still take a whole group's share from the processes of every other session.
+ * Only the group's own niceness (/proc/<pid>/autogroup) weighs it against the others. A process
+ * that is not a session leader shares its parent's group, which is not this function's to change.
+ * Returns whether the group was set; false where there is no such group or it is already nicer.
+ */
+export function raiseAutogroupNiceness(pid: number, niceness: number): boolean {
+  let stat: string;
+  let autogroup: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    autogroup = readFileSync(`/proc/${pid}/autogroup`, 'utf8');
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT' || errorCode(error) === 'ESRCH') return false; // no /proc, no autogroups, or ended
+    throw error;
+  }
+  const session = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]);
+  if (session !== pid) return false;
+  const current = Number(/nice (-?\d+)/.exec(autogroup)?.[1]);
+  if (current >= niceness) return false;
+  writeFileSync(`/proc/${pid}/autogroup`, String(niceness));
+  return true;
 }
