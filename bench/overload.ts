@@ -50,6 +50,7 @@ import { threadNiceness } from '../src/support/thread-niceness.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { runOpenLoops } from './lib/open-loop-caller.js';
+import { setServerNiceness } from './lib/server-priority.js';
 import { attributeStalls, readProbe, stallCauses, stallProbeUrl, type StallReport } from './lib/stall-attribution.js';
 import { keyMaker, overloadPayees, overloadPayers, overloadWaitBudgetMs, sendCharge, type Answer, type Target } from './lib/overload-calls.js';
 
@@ -64,6 +65,7 @@ interface Flags {
   workerNicenessAb?: string;
   callerConnections: string;
   serverNiceness: string;
+  serverNicenessAb?: string;
   coldCaller?: boolean;
 }
 
@@ -95,6 +97,10 @@ const program = new Command()
     '--server-niceness <n>',
     'niceness of the embedded PostgreSQL and Temporal dev server (CHARGEGUARD_EMBEDDED_SERVER_NICENESS, 0-19), as `chargeguard start` runs them; 0 leaves them as started',
     String(serverNicenessDefault),
+  )
+  .option(
+    '--server-niceness-ab <a,b>',
+    'run the bounded overload once per niceness of the embedded PostgreSQL and Temporal (threads and scheduler autogroups, set in place; lowering one needs root), in the order given, each bracketed by peaks read at it',
   )
   .option('--cold-caller', 'run the bounded overload again with a cold caller (no connection opened before its first arrival): a same-run A/B of the caller\'s start')
   .option('--compare-last', 'run the --compare-env overload after the default one instead of before (swap the order between runs)')
@@ -468,6 +474,15 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections));
     }
     if (flags.compareLast) await comparePhase();
+    if (flags.serverNicenessAb !== undefined) {
+      for (const [i, niceness] of nicenessListOf(flags.serverNicenessAb).entries()) {
+        log(`embedded servers set to niceness ${niceness}: ${setServerNiceness(niceness)} processes`);
+        peaks.push(await measurePeak());
+        await bracketed(() =>
+          overloadPhase(`bounded, servers at niceness ${niceness}`, `servers-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections),
+        );
+      }
+    }
     if (flags.coldCaller) {
       await bracketed(() => overloadPhase('bounded, cold caller', 'cold', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, 0));
     }
