@@ -15,7 +15,10 @@
  *    (charges decided per second during the overload, by the ledger's clock) ÷ peak; every admitted
  *    charge decided, and within its wait budget + 10 s; drain time (from the drop to half load until
  *    the last charge admitted during the overload is decided); refusal latency; the API's
- *    event-loop delay (its /metrics) and the machine's load average.
+ *    event-loop delay (its /metrics) and the machine's load average. The caller runs in a process
+ *    of its own with 64 kept-alive connections opened before its first arrival, as a caller that
+ *    has been running (`--caller-connections`); `--cold-caller` runs the overload again with none,
+ *    and the first second's refusals are reported apart from the rest.
  * With `--cpu-hog`, step 3 is run again in the same run with busy-looping processes (one per core)
  * competing for the CPU; with `--unbounded`, once more with the bound out of the way, for the
  * before/after; with `--compare-env`, against a second bounded API process with other settings
@@ -38,14 +41,16 @@ import { startCpuHogs } from '../chaos/cpu-hog.js';
 import { buildCli } from '../chaos/processes.js';
 import { unthrottledLimits } from '../chaos/unthrottled-limits.js';
 import { createApiKey } from '../src/auth/api-keys.js';
+import { loadConfig } from '../src/config.js';
 import { createAccount, deposit } from '../src/ledger/accounts.js';
 import { migrateLedger } from '../src/ledger/migrate.js';
 import { createLedgerPool, type LedgerPool } from '../src/ledger/pool.js';
 import { startChargeguardProcess, type ChargeguardProcess } from '../src/stack/chargeguard-processes.js';
-import { threadNiceness } from '../src/runtime/process-niceness.js';
+import { threadNiceness } from '../src/support/thread-niceness.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { runOpenLoops } from './lib/open-loop-caller.js';
+import { setServerNiceness } from './lib/server-priority.js';
 import { attributeStalls, readProbe, stallCauses, stallProbeUrl, type StallReport } from './lib/stall-attribution.js';
 import { keyMaker, overloadPayees, overloadPayers, overloadWaitBudgetMs, sendCharge, type Answer, type Target } from './lib/overload-calls.js';
 
@@ -58,7 +63,14 @@ interface Flags {
   compareEnv?: string;
   compareLast?: boolean;
   workerNicenessAb?: string;
+  callerConnections: string;
+  serverNiceness: string;
+  serverNicenessAb?: string;
+  coldCaller?: boolean;
 }
+
+/** What `chargeguard start` runs its embedded servers at here (CHARGEGUARD_EMBEDDED_SERVER_NICENESS, or its default). */
+const serverNicenessDefault = loadConfig().CHARGEGUARD_EMBEDDED_SERVER_NICENESS;
 
 const program = new Command()
   .name('npm run bench:overload --')
@@ -76,6 +88,21 @@ const program = new Command()
     '--worker-niceness-ab <a,b>',
     'run the bounded overload once per worker niceness (CHARGEGUARD_WORKER_NICENESS, 0-19), in the order given, each with a worker started at it: does a worker of lower priority keep the refusing front door responsive',
   )
+  .option(
+    '--caller-connections <n>',
+    'kept-alive connections the open-loop caller opens before its first arrival, as a caller that has been running has (0: a cold caller, which opens them as the overload begins)',
+    '64',
+  )
+  .option(
+    '--server-niceness <n>',
+    'niceness of the embedded PostgreSQL and Temporal dev server (CHARGEGUARD_EMBEDDED_SERVER_NICENESS, 0-19), as `chargeguard start` runs them; 0 leaves them as started',
+    String(serverNicenessDefault),
+  )
+  .option(
+    '--server-niceness-ab <a,b>',
+    'run the bounded overload once per niceness of the embedded PostgreSQL and Temporal (threads and scheduler autogroups, set in place; lowering one needs root), in the order given, each bracketed by peaks read at it',
+  )
+  .option('--cold-caller', 'run the bounded overload again with a cold caller (no connection opened before its first arrival): a same-run A/B of the caller\'s start')
   .option('--compare-last', 'run the --compare-env overload after the default one instead of before (swap the order between runs)')
   .action(async (flags: Flags) => {
     process.stdout.write(`${(await runOverloadBench(flags)).join('\n')}\n`);
@@ -176,6 +203,10 @@ interface OverloadFigures {
   callerLateP99Ms: number;
   /** Refusals whose head came more than 100 ms after their send, and in how many distinct seconds (of their send) they fell: one stall or many. */
   slowRefusals: { count: number; seconds: number };
+  /** The refusals sent in the overload's first second, and the rest: a caller's start (connections opened as it begins) shows in the first. */
+  refusalsFirstSecond: { count: number; slow: number; headP99Ms: number };
+  refusalsAfterFirstSecond: { count: number; slow: number; headP99Ms: number };
+  callerConnections: number;
   /** Per stage of a refusal (the API's Server-Timing, and what the caller saw beyond the API's total): p50 and p99, ms. */
   refusalStages: Array<{ stage: string; p50Ms: number; p99Ms: number }>;
   /** What the API process was doing while the slow refusals waited (the stall probe's records). */
@@ -200,6 +231,8 @@ async function overloadPhase(
   log: (line: string) => void,
   /** The stall probe's file of the API process `target` names. */
   probeFile: string | null,
+  /** Kept-alive connections the open-loop caller opens before its first arrival. */
+  callerConnections: number,
 ): Promise<Omit<OverloadFigures, 'peaks'>> {
   const loadBefore = loadavg()[0]!;
   const offered = 2 * peak;
@@ -210,7 +243,7 @@ async function overloadPhase(
       { phase: `${slug}-over`, ratePerSecond: offered, durationMs: overloadMs },
       // The half load starts when the overload's arrivals end, not when its answers are all in.
       { phase: `${slug}-half`, ratePerSecond: peak / 2, durationMs: halfMs },
-    ]),
+    ], callerConnections),
   );
   const [overAnswers, halfAnswers] = report.answers as [Answer[], Answer[]];
   // The caller process's first arrival: the ledger's times are compared with it.
@@ -265,6 +298,9 @@ async function overloadPhase(
     callerLoopDelayMs: report.loopDelayMs,
     callerLateP99Ms: percentile([...overAnswers, ...halfAnswers].map((a) => a.lateMs), 99),
     slowRefusals: slowRefusalsOf(refused),
+    refusalsFirstSecond: refusalSplit(refused.filter((a) => a.sentAtMs < overloadStart + 1000)),
+    refusalsAfterFirstSecond: refusalSplit(refused.filter((a) => a.sentAtMs >= overloadStart + 1000)),
+    callerConnections,
     refusalStages: refusalStagesOf(refused),
     stalls,
     drainMs: Math.max(0, lastOverloadDecision - dropAt),
@@ -272,6 +308,10 @@ async function overloadPhase(
     lagP99MaxMs: lagP99Ms.length ? Math.max(...lagP99Ms) : NaN,
     load1m: [loadBefore, loadavg()[0]!],
   };
+}
+
+function refusalSplit(refused: Answer[]): OverloadFigures['refusalsFirstSecond'] {
+  return { count: refused.length, slow: refused.filter((a) => a.headMs > 100).length, headP99Ms: percentile(refused.map((a) => a.headMs), 99) };
 }
 
 /** The refusal target's misses (head later than 100 ms), and the distinct seconds they were sent in. */
@@ -306,6 +346,10 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
   const quick = Boolean(flags.quick);
   const nicenessAb = flags.workerNicenessAb === undefined ? null : nicenessListOf(flags.workerNicenessAb);
   const overloadMs = Number(flags.overloadS ?? (quick ? 10 : 60)) * 1000;
+  const callerConnections = Number(flags.callerConnections);
+  if (!Number.isInteger(callerConnections) || callerConnections < 0 || callerConnections > 1024) {
+    throw new Error(`--caller-connections must be a whole number from 0 to 1024, not '${flags.callerConnections}'`);
+  }
   const halfMs = quick ? 5_000 : 30_000;
   const sweepMs = quick ? 3_000 : 10_000;
   const peakMs = quick ? 5_000 : 20_000;
@@ -313,7 +357,11 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
   await chmod(dataDir, 0o711);
   const processes: ChargeguardProcess[] = [];
   const out: string[] = [];
-  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null, log });
+  const serverNiceness = Number(flags.serverNiceness);
+  if (!Number.isInteger(serverNiceness) || serverNiceness < 0 || serverNiceness > 19) {
+    throw new Error(`--server-niceness must be a whole number from 0 to 19, not '${flags.serverNiceness}'`);
+  }
+  const stack = await startChargeguardStack({ dataDir, temporalUiPort: null, log, serverNiceness });
   const pool = createLedgerPool({ databaseUrl: stack.databaseUrl, maxConnections: 4, statementTimeoutMs: 60_000 });
   try {
     log('building the CLI (compiled, with its workflow bundle) and the ledger');
@@ -408,7 +456,7 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
     const comparePhase = async () => {
       if (!compared) return;
       const name = `bounded, ${Object.entries(compareSettings!).map(([k, v]) => `${k}=${v}`).join(' ')}`;
-      await bracketed(() => overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log, compared.probeFile));
+      await bracketed(() => overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log, compared.probeFile, callerConnections));
     };
     if (!flags.compareLast) await comparePhase();
     if (nicenessAb) {
@@ -420,31 +468,43 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
         log(`worker (pid ${worker.pid}) started at niceness ${niceness}; threads at ${nicenessOf(worker.pid)}`);
         // The peak before the phase is read with the same worker as the one after it.
         peaks.push(await measurePeak());
-        await bracketed(() => overloadPhase('bounded', `bounded-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
+        await bracketed(() => overloadPhase('bounded', `bounded-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections));
       }
     } else {
-      await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile));
+      await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections));
     }
     if (flags.compareLast) await comparePhase();
+    if (flags.serverNicenessAb !== undefined) {
+      for (const [i, niceness] of nicenessListOf(flags.serverNicenessAb).entries()) {
+        log(`embedded servers set to niceness ${niceness}: ${setServerNiceness(niceness)} processes`);
+        peaks.push(await measurePeak());
+        await bracketed(() =>
+          overloadPhase(`bounded, servers at niceness ${niceness}`, `servers-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections),
+        );
+      }
+    }
+    if (flags.coldCaller) {
+      await bracketed(() => overloadPhase('bounded, cold caller', 'cold', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, 0));
+    }
     if (flags.cpuHog) {
       // The hogs run during the overload only: the peaks either side are the machine's own.
       await bracketed(async () => {
         const hogs = startCpuHogs();
         try {
-          return await overloadPhase('bounded + CPU hog', 'hog', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile);
+          return await overloadPhase('bounded + CPU hog', 'hog', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections);
         } finally {
           hogs.stop();
         }
       });
     }
     if (flags.unbounded) {
-      await bracketed(() => overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log, unbounded.probeFile));
+      await bracketed(() => overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log, unbounded.probeFile, callerConnections));
     }
 
     out.push(
       `# Overload (${quick ? 'quick: a smoke run, not a measurement' : 'full'}), ${new Date().toISOString()}`,
       '',
-      `Machine: ${availableParallelism()} cores, load average (1 min) ${fixed(loadavg()[0]!, 2)} at the end. One API process, one worker process (compiled CLI; threads at niceness ${defaultWorkerNiceness}${nicenessAb ? `, then a worker per niceness of ${nicenessAb.join(', ')}` : ''}), Temporal dev server, PostgreSQL; wait budget ${waitBudgetMs / 1000} s; admission bound ${flags.maxInFlight || 'the default'}.`,
+      `Machine: ${availableParallelism()} cores, load average (1 min) ${fixed(loadavg()[0]!, 2)} at the end. One API process, one worker process (compiled CLI; threads at niceness ${defaultWorkerNiceness}; PostgreSQL and Temporal at ${serverNiceness}${nicenessAb ? `, then a worker per niceness of ${nicenessAb.join(', ')}` : ''}), Temporal dev server, PostgreSQL; wait budget ${waitBudgetMs / 1000} s; admission bound ${flags.maxInFlight || 'the default'}.`,
       '',
       '## Charges in flight against throughput (closed loop)',
       '',
@@ -472,6 +532,9 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       row('refusal latency p50 / p99 (target p99 < 100 ms), to the last byte', runs.map((r) => `${fixed(r.refusalP50Ms)} / **${fixed(r.refusalP99Ms)}** ms`)),
       row('refusal latency p50 / p99, to the response\'s head', runs.map((r) => `${fixed(r.refusalHeadP50Ms)} / ${fixed(r.refusalHeadP99Ms)} ms`)),
       row('refusals answered later than 100 ms (head) / in how many distinct seconds', runs.map((r) => `${r.slowRefusals.count} / ${r.slowRefusals.seconds}`)),
+      row('caller\'s connections opened before its first arrival', runs.map((r) => String(r.callerConnections))),
+      row('refusals sent in the overload\'s first second: count / later than 100 ms / head p99', runs.map((r) => `${r.refusalsFirstSecond.count} / ${r.refusalsFirstSecond.slow} / ${fixed(r.refusalsFirstSecond.headP99Ms)} ms`)),
+      row('refusals sent after it: count / later than 100 ms / head p99', runs.map((r) => `${r.refusalsAfterFirstSecond.count} / ${r.refusalsAfterFirstSecond.slow} / ${fixed(r.refusalsAfterFirstSecond.headP99Ms)} ms`)),
       row('caller (own process): event-loop delay p50 / p99 / max; arrivals sent late, p99', runs.map((r) => `${fixed(r.callerLoopDelayMs.p50)} / ${fixed(r.callerLoopDelayMs.p99)} / ${fixed(r.callerLoopDelayMs.max)} ms; ${fixed(r.callerLateP99Ms)} ms`)),
       row('drain: drop to half load → last overload charge decided (target ≤ 10 s)', runs.map((r) => `**${fixed(r.drainMs / 1000, 1)} s**`)),
       row('half load: share of its charges decided', runs.map((r) => fixed(r.halfRatio, 2))),

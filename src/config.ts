@@ -93,6 +93,13 @@ const configSchema = z.object({
    */
   CHARGEGUARD_WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(5),
   /**
+   * The niceness the embedded PostgreSQL and Temporal servers of `start` and `start --cluster` run
+   * at (0-19), each with everything it forks: like the worker, the work behind the API yields the
+   * CPU to the API's answers on a shared host (docs/limits.md, Worker priority). 0 leaves them as
+   * started; external servers (DATABASE_URL, TEMPORAL_ADDRESS) are never touched.
+   */
+  CHARGEGUARD_EMBEDDED_SERVER_NICENESS: z.coerce.number().int().min(0).max(19).default(5),
+  /**
    * How long an API process believes an API key it verified without looking it up again: a key
    * revoked in the database stops authenticating within this (0: looked up on every request).
    * At most a minute, the granularity of a key's recorded last use (src/auth/verified-keys.ts).

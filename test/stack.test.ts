@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findFreePort } from '../src/support/free-port.js';
 import type { LocalStack } from '../src/stack/stack.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
+import { nicenessOfProcessTree } from './support/thread-niceness.js';
 
 const stackTimeoutMs = 120_000;
 
@@ -65,6 +66,8 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
   const savedEnv = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS, DATABASE_URL: process.env.DATABASE_URL };
   const lines: string[] = [];
   let firstStart: Pick<LocalStack, 'temporalAddress' | 'databaseUrl' | 'migrationDatabaseUrl'> | null = null;
+  // Above whatever this test runs at, so that the servers' niceness is the stack's doing.
+  const serverNiceness = Math.min(19, getPriority(0) + 3);
 
   beforeAll(async () => {
     // Both servers must be started by the stack, not borrowed from the environment.
@@ -91,6 +94,7 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
     running = await startChargeguardStack({
       dataDir: join(dataRoot, 'data'),
       temporalUiPort: options.withUi ? await findFreePort() : null,
+      serverNiceness,
       log: (line) => lines.push(line),
     });
     return running;
@@ -110,9 +114,25 @@ describe('local stack (Temporal dev server + embedded PostgreSQL)', () => {
       const one = await withPg(stack.migrationDatabaseUrl, async (client) => {
         await client.query('create table stack_survivor (note text primary key)');
         await client.query("insert into stack_survivor values ('written before restart')");
+        // A backend forked after the start takes the postmaster's niceness.
+        const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+        expect(nicenessOfProcessTree(backend)).toEqual(new Set([serverNiceness]));
         return (await client.query<{ one: number }>('select 1 as one')).rows[0]?.one;
       });
       expect(one).toBe(1);
+      // Each server and all it forked run at serverNiceness (src/stack/server-niceness.ts).
+      const postmaster = Number((await readFile(join(dataRoot, 'data', 'postgres', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+      const devServer = (JSON.parse(await readFile(join(dataRoot, 'data', 'temporal.sqlite.server.json'), 'utf8')) as { serverPid: number }).serverPid;
+      expect(nicenessOfProcessTree(postmaster), 'postgres').toEqual(new Set([serverNiceness]));
+      expect(nicenessOfProcessTree(devServer), 'temporal').toEqual(new Set([serverNiceness]));
+      // Each leads a session of its own, and so a scheduler autogroup of its own where the kernel
+      // keeps them: the group's niceness is what weighs it against the API's.
+      for (const [name, pid] of [['postgres', postmaster], ['temporal', devServer]] as const) {
+        const autogroup = await readFile(`/proc/${pid}/autogroup`, 'utf8').catch(() => null);
+        if (autogroup !== null) expect(autogroup, name).toMatch(new RegExp(`nice ${serverNiceness}\\b`));
+      }
+      expect(lines.some((line) => line.startsWith(`postgres: niceness ${serverNiceness} on `))).toBe(true);
+      expect(lines.some((line) => line.startsWith(`temporal: niceness ${serverNiceness} on `))).toBe(true);
 
       await withTemporal(stack.temporalAddress, async (connection) => {
         const info = await connection.workflowService.getSystemInfo({});

@@ -13,12 +13,17 @@ const callerStartBudgetMs = 30_000;
  * bench's Node flags (tsx's loader), so that the bench's own event loop is not part of what a
  * caller's latency measures. Answers once every answer is in.
  */
-export async function runOpenLoops(target: Target, schedules: OpenLoopSchedule[]): Promise<OpenLoopReport> {
+export async function runOpenLoops(
+  target: Target,
+  schedules: OpenLoopSchedule[],
+  /** Kept-alive connections the caller opens before its first arrival (0: a cold caller). */
+  warmConnections: number,
+): Promise<OpenLoopReport> {
   const child = fork(callerSource, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   try {
     await nextMessage<{ type: 'ready' }>(child, 'ready', callerStartBudgetMs);
     const report = nextMessage<{ type: 'report'; report: OpenLoopReport }>(child, 'report', null);
-    child.send({ type: 'run', target, schedules });
+    child.send({ type: 'run', target, schedules, warmConnections });
     return (await report).report;
   } finally {
     await terminate(child, { signal: 'SIGTERM', graceMs: 2_000 });

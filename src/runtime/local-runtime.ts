@@ -100,6 +100,7 @@ export async function startLocalRuntime(
     startChargeguardStack({
       dataDir: resolve(config.CHARGEGUARD_DATA_DIR),
       temporalUiPort: options.temporalUiPort,
+      serverNiceness: config.CHARGEGUARD_EMBEDDED_SERVER_NICENESS,
       ...(options.temporalUiCodecEndpoint === undefined ? {} : { temporalUiCodecEndpoint: options.temporalUiCodecEndpoint }),
       log,
     }),

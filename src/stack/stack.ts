@@ -5,6 +5,7 @@ import type { SearchAttributeKind } from '../support/search-attribute-kinds.js';
 import { reclaimOrphanedPostgres, startEmbeddedPostgres, type DatabaseRoles, type EmbeddedPostgres } from './embedded-postgres.js';
 import { ensurePasswords } from './postgres-credentials.js';
 import { startOnRememberedPort } from './remembered-ports.js';
+import { reniceServer } from './server-niceness.js';
 import { Supervisor } from './supervisor.js';
 import { smallintPortCeiling, startTemporalCluster, type TemporalCluster, type TemporalClusterOptions } from './temporal-cluster.js';
 import { reclaimOrphanedDevServer, startTemporalDevServer } from './temporal-dev-server.js';
@@ -45,6 +46,13 @@ export interface LocalStackOptions {
    * their own (src/stack/supervisor.ts), on the same ports, saying so through `log`. Off by default.
    */
   supervise?: boolean;
+  /**
+   * Niceness of the embedded servers (PostgreSQL, Temporal) and all they fork, set once each has
+   * started, restarts included (src/stack/server-niceness.ts; 0-19): on a host they share with the
+   * API, the API goes first for the CPU. 0 (the default) leaves them as started; external servers
+   * are never touched.
+   */
+  serverNiceness?: number;
 }
 
 export type TemporalKind = 'dev' | 'cluster';
@@ -91,13 +99,15 @@ export async function startLocalStack(opts: LocalStackOptions): Promise<LocalSta
   const log = opts.log ?? (() => undefined);
   const temporalKind = opts.temporal ?? temporalKindFromEnv();
   const needs = opts.needs;
-  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.supervise === true, needs);
+  const niceness = opts.serverNiceness ?? 0;
+  if (!Number.isInteger(niceness) || niceness < 0 || niceness > 19) throw new RangeError(`serverNiceness must be a whole number from 0 to 19, not ${niceness}`);
+  if (temporalKind === 'cluster' && nonEmptyEnv('TEMPORAL_ADDRESS') === null) return startClusterStack(dataDir, logsDir, log, opts.supervise === true, needs, niceness);
 
   // Beside the Temporal database whose payloads it encrypts; before anything starts, so a key file
   // that is not one stops the start with nothing to clean up.
   const payloadKeys = nonEmptyEnv('TEMPORAL_ADDRESS') === null ? await payloadKeyFileFor(dataDir, needs, log) : null;
-  const temporalStart = startTemporal(dataDir, logsDir, { uiPort: opts.temporalUiPort, uiCodecEndpoint: opts.temporalUiCodecEndpoint }, needs, log);
-  const postgresStart = startPostgres(dataDir, logsDir, needs, log);
+  const temporalStart = startTemporal(dataDir, logsDir, { uiPort: opts.temporalUiPort, uiCodecEndpoint: opts.temporalUiCodecEndpoint }, needs, log, niceness);
+  const postgresStart = startPostgres(dataDir, logsDir, needs, log, niceness);
   const [temporal, postgres] = await Promise.allSettled([temporalStart, postgresStart]);
 
   if (temporal.status === 'rejected' || postgres.status === 'rejected') {
@@ -134,6 +144,7 @@ async function startTemporal(
   ui: { uiPort: number | null | undefined; uiCodecEndpoint: string | undefined },
   needs: StackNeeds,
   log: (line: string) => void,
+  niceness: number,
 ): Promise<Service<{ address: string; uiUrl: string | null }>> {
   const external = nonEmptyEnv('TEMPORAL_ADDRESS');
   if (external !== null) {
@@ -155,6 +166,8 @@ async function startTemporal(
         ...(ui.uiPort === 0 ? {} : { uiPort: ui.uiPort === undefined ? defaultTemporalUiPort : ui.uiPort }),
         ...(ui.uiCodecEndpoint === undefined ? {} : { uiCodecEndpoint: ui.uiCodecEndpoint }),
         logFilePath,
+        niceness,
+        log,
       }),
     portOf: (started) => Number(started.address.split(':').at(-1)),
     log,
@@ -187,7 +200,7 @@ async function startTemporal(
  * database apart, a ledger crash decided every charge in flight within 0.8 s (docs/chaos.md). A data
  * dir made before the split keeps Temporal on the ledger's server, where its history is.
  */
-async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean, needs: StackNeeds): Promise<LocalStack> {
+async function startClusterStack(dataDir: string, logsDir: string, log: (line: string) => void, supervise: boolean, needs: StackNeeds, niceness: number): Promise<LocalStack> {
   // Refused before anything starts: the cluster shape owns the ledger's server as well as Temporal's.
   if (nonEmptyEnv('DATABASE_URL') !== null) {
     throw new Error(
@@ -199,8 +212,8 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
   const temporalShared = existsSync(join(dataDir, 'temporal-cluster')) && !existsSync(join(dataDir, temporalPostgresName));
   if (temporalShared) log(`temporal: this data dir keeps Temporal's databases on the ledger's PostgreSQL (made before they were apart); a new data dir gives Temporal its own`);
   const [postgresStart, temporalPostgresStart] = await Promise.allSettled([
-    startPostgres(dataDir, logsDir, needs, log, supervise),
-    temporalShared ? Promise.resolve(null) : startPostgres(dataDir, logsDir, needs, log, supervise, { name: temporalPostgresName, external: false }),
+    startPostgres(dataDir, logsDir, needs, log, niceness, supervise),
+    temporalShared ? Promise.resolve(null) : startPostgres(dataDir, logsDir, needs, log, niceness, supervise, { name: temporalPostgresName, external: false }),
   ]);
   if (postgresStart.status === 'rejected' || temporalPostgresStart.status === 'rejected') {
     const started = [postgresStart, temporalPostgresStart].flatMap((r) => (r.status === 'fulfilled' && r.value !== null ? [r.value] : []));
@@ -238,18 +251,23 @@ async function startClusterStack(dataDir: string, logsDir: string, log: (line: s
     // A restart keeps the first start's frontend port: the workers and APIs point there. The first
     // start takes the one of the data dir's last start when it is free (remembered-ports.ts).
     let frontendPort: number | undefined;
+    const startReniced = async (clusterOptions: TemporalClusterOptions): Promise<TemporalCluster> => {
+      const server = await startTemporalCluster(clusterOptions);
+      reniceServer('temporal', server.pid, niceness, log);
+      return server;
+    };
     const firstStart = (): Promise<TemporalCluster> =>
       startOnRememberedPort({
         dataDir,
         name: 'temporal-cluster-frontend',
-        start: (port) => startTemporalCluster({ ...options, ...(port === undefined ? {} : { frontendPort: port }) }),
+        start: (port) => startReniced({ ...options, ...(port === undefined ? {} : { frontendPort: port }) }),
         portOf: (server) => Number(server.address.split(':').at(-1)),
         log,
         usable: (port) => port <= smallintPortCeiling,
       });
     const supervisor = new Supervisor<TemporalCluster>({
       name: 'temporal',
-      start: () => (frontendPort === undefined ? firstStart() : startTemporalCluster({ ...options, frontendPort })),
+      start: () => (frontendPort === undefined ? firstStart() : startReniced({ ...options, frontendPort })),
       log,
       onReady: (server) => {
         frontendPort ??= Number(server.address.split(':').at(-1));
@@ -322,6 +340,7 @@ async function startPostgres(
   logsDir: string,
   needs: StackNeeds,
   log: (line: string) => void,
+  niceness: number,
   supervise = false,
   which: { name: 'postgres' | 'temporal-postgres'; external: boolean } = { name: 'postgres', external: true },
 ): Promise<Service<PostgresUrls> & { gaveUp: Promise<never> }> {
@@ -340,7 +359,12 @@ async function startPostgres(
   // The stack's data dir is chargeguard's own: run as root, PostgreSQL's OS user is let through it
   // (a data dir made by `mktemp -d` is 0700), and the log says so.
   const options = { dataDir: join(dataDir, which.name), roles: needs.databaseRoles, logFilePath, grantTraverseOn: dataDir, log: (line: string) => log(`${which.name}: ${line}`) };
-  const startOn = (port: number | undefined): Promise<EmbeddedPostgres> => startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
+  const startOn = async (port: number | undefined): Promise<EmbeddedPostgres> => {
+    const server = await startEmbeddedPostgres({ ...options, ...(port === undefined ? {} : { port }) });
+    // Backends forked from now on take the postmaster's niceness.
+    reniceServer(which.name, server.pid, niceness, log);
+    return server;
+  };
   // The port of this data dir's last start when it is free (remembered-ports.ts): DATABASE_URL as
   // printed then still holds.
   const firstStart = (): Promise<EmbeddedPostgres> =>

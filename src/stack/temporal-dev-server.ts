@@ -5,6 +5,7 @@ import { Connection } from '@temporalio/client';
 import { indexedValueTypeByKind, type SearchAttributeKind } from '../support/search-attribute-kinds.js';
 import { hasExited, killOnParentExit, terminate } from '../support/child-process.js';
 import { findFreePorts } from '../support/free-port.js';
+import { reniceServer } from './server-niceness.js';
 import { LogSink } from '../support/log-sink.js';
 import { reclaimServerLock, removeServerLock, writeServerLock } from './server-lock.js';
 import { defaultStoreFaultLimits, SqliteStoreFaultDetector, type StoreFaultLimits } from './sqlite-store-fault.js';
@@ -34,6 +35,11 @@ export interface TemporalDevServerOptions {
    * server (src/runtime/local-stack.ts), so the stack imports none of the program.
    */
   searchAttributes: Readonly<Record<string, SearchAttributeKind>>;
+  /**
+   * Niceness the server runs at once started (0-19; src/stack/server-niceness.ts), each process of
+   * it: a store restart's too. 0 (the default) leaves it as started.
+   */
+  niceness?: number;
   /** Extra `--dynamic-config-value KEY=JSON` pairs. */
   dynamicConfigValues?: Readonly<Record<string, unknown>>;
   /** Defaults to {@link resolveTemporalCliPath}. */
@@ -42,7 +48,7 @@ export interface TemporalDevServerOptions {
   sqlitePragmas?: readonly string[];
   /** When a failing SQLite store restarts the server (src/stack/sqlite-store-fault.ts); {@link defaultStoreFaultLimits} by default. */
   storeFaultLimits?: StoreFaultLimits;
-  /** Where a store restart is said; stderr by default, as it must not pass unnoticed. */
+  /** Where a store restart and the niceness applied are said; stderr by default, as a restart must not pass unnoticed. */
   log?: (line: string) => void;
 }
 
@@ -228,6 +234,7 @@ async function startOnce(cliPath: string, opts: TemporalDevServerOptions, deadli
     if (child.pid !== undefined) await writeServerLock(lockPath, child.pid);
     await waitUntilReady({ child, address, port, uiPort, namespace, deadlineMs, serverGone: serverGone.signal, spawnError: () => spawnError });
     await ensureSearchAttributes(address, namespace, searchAttributes, deadlineMs);
+    if (child.pid !== undefined) reniceServer('temporal', child.pid, opts.niceness ?? 0, opts.log ?? ((line: string) => process.stderr.write(`${line}\n`)));
   } catch (err) {
     await terminate(child, { signal: 'SIGTERM', graceMs: stopTimeoutMs }).catch((stopErr: unknown) => sink.note(`stopping the server that failed to start failed: ${(stopErr as Error).message}`));
     removeExitHook();

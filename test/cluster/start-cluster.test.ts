@@ -9,7 +9,7 @@ import { findFreePort, findFreePorts } from '../../src/support/free-port.js';
 import { isPortAccepting } from '../../src/support/wait.js';
 import { isMissingFile } from '../../src/support/files.js';
 import { waitFor } from '../support/harness.js';
-import { nicenessOfEveryThread } from '../support/thread-niceness.js';
+import { nicenessOfEveryThread, nicenessOfProcessTree } from '../support/thread-niceness.js';
 import { isProcessAlive } from '../../src/support/child-process.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import { createAccount, deposit } from '../../src/ledger/accounts.js';
@@ -55,6 +55,7 @@ function ownServersEnv(dataDir: string): NodeJS.ProcessEnv {
   delete env.MIGRATION_DATABASE_URL;
   // The workers' niceness checked below is the default's.
   delete env.CHARGEGUARD_WORKER_NICENESS;
+  delete env.CHARGEGUARD_EMBEDDED_SERVER_NICENESS;
   return env;
 }
 
@@ -138,6 +139,12 @@ describe('`chargeguard start --cluster`', () => {
         const parentNiceness = getPriority(0);
         for (const pid of workerPids) expect(new Set(nicenessOfEveryThread(pid)), `worker ${pid}`).toEqual(new Set([Math.max(5, parentNiceness)]));
         for (const pid of apiPids) expect(new Set(nicenessOfEveryThread(pid)), `api ${pid}`).toEqual(new Set([parentNiceness]));
+        // The embedded servers behind them, and all they forked, at CHARGEGUARD_EMBEDDED_SERVER_NICENESS (5 unless set).
+        const serverNiceness = new Set([Math.max(5, parentNiceness)]);
+        for (const name of ['postgres', 'temporal-postgres']) {
+          expect(nicenessOfProcessTree(await postmasterPid(join(dataDir, name, 'postmaster.pid'))), name).toEqual(serverNiceness);
+        }
+        expect(nicenessOfProcessTree(await serverPid(join(dataDir, 'temporal-cluster', 'server.json'))), 'temporal').toEqual(serverNiceness);
         const temporalAddress = /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1];
         const databasePort = /export DATABASE_URL=postgres:\/\/[^@]+@127\.0\.0\.1:(\d+)\//.exec(output)?.[1];
         expect(temporalAddress, output).toBeDefined();
@@ -201,6 +208,7 @@ describe('`chargeguard start --cluster`', () => {
         expect(firstDecisionMs).toBeLessThan(temporalRecoveryBoundMs);
         const restartedTemporal = await serverPid(join(dataDir, 'temporal-cluster', 'server.json'));
         expect(restartedTemporal).not.toBe(temporalPid);
+        expect(nicenessOfProcessTree(restartedTemporal), 'restarted temporal').toEqual(new Set([Math.max(5, parentNiceness)]));
         expect(`127.0.0.1:${(/Temporal:\s+127\.0\.0\.1:(\d+)/.exec(output) ?? [])[1]}`).toBe(temporalAddress);
         await pool.end();
         pool = null;
@@ -220,6 +228,7 @@ describe('`chargeguard start --cluster`', () => {
 
         const postgresPid = await postmasterPid(join(dataDir, 'postgres', 'postmaster.pid'));
         expect(postgresPid).not.toBe(crashedPostmaster);
+        expect(nicenessOfProcessTree(postgresPid), 'restarted postgres').toEqual(new Set([Math.max(5, parentNiceness)]));
         // Temporal persists to a PostgreSQL of its own, which the ledger's crash did not touch.
         const temporalPostgresPid = await postmasterPid(join(dataDir, 'temporal-postgres', 'postmaster.pid'));
         expect(temporalPostgresPid).not.toBe(postgresPid);

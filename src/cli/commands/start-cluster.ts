@@ -57,7 +57,7 @@ export async function runClusterStart(config: ChargeguardConfig, safety: Process
   const dataDir = resolve(config.CHARGEGUARD_DATA_DIR);
   const logsDir = join(dataDir, 'logs');
   const stack = await step('starting PostgreSQL and the Temporal server', () =>
-    startChargeguardStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, log }),
+    startChargeguardStack({ dataDir, temporalUiPort: null, temporal: 'cluster', supervise: true, serverNiceness: config.CHARGEGUARD_EMBEDDED_SERVER_NICENESS, log }),
   );
   const supervisors: Array<Supervisor<ChargeguardProcess>> = [];
   let ui: Supervisor<TemporalUiServer> | null = null;
