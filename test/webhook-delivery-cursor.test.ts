@@ -6,6 +6,7 @@ import { WebhookDeliverer, type DelivererSettings } from '../src/outbound/delive
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
 import { newTenant, useHarness, waitFor } from './support/harness.js';
 import { gate, startReceiver, type Receiver } from './support/receivers.js';
+import { fastDelivererSettings } from './support/deliverer-settings.js';
 
 /**
  * First attempts read from the events log by each endpoint's cursor (docs/webhook-endpoints.md, How
@@ -15,17 +16,7 @@ import { gate, startReceiver, type Receiver } from './support/receivers.js';
  */
 const h = useHarness();
 
-const fast: DelivererSettings = {
-  retry: { firstDelayMs: 20, maxDelayMs: 100, windowMs: 60_000 },
-  disableAfterFailingMs: 3_600_000,
-  leaseMs: 8_000,
-  concurrency: 8,
-  perEndpointConcurrency: 2,
-  pollIntervalMs: 20,
-  door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 5_000, responseMaxBytes: 4_096 },
-  claimCoalesceMs: 20,
-  keepAlive: { idleMs: 4_000, maxOrigins: 256 },
-};
+const fast = fastDelivererSettings;
 
 const running: Array<{ stop(): Promise<void> }> = [];
 afterEach(async () => {

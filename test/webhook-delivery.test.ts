@@ -19,21 +19,11 @@ import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
 import { verifyWebhookDelivery, WebhookDeliveryRejected } from '../src/client/http/index.js';
 import { newTenant, openAccount, useHarness, waitFor } from './support/harness.js';
 import { gate, startReceiver, verifies, type Receiver } from './support/receivers.js';
+import { fastDelivererSettings } from './support/deliverer-settings.js';
 
 const h = useHarness();
 
-/** Fast schedule and short bounds, so retries happen within a test; loopback and http allowed (the receivers). */
-const fast: DelivererSettings = {
-  retry: { firstDelayMs: 20, maxDelayMs: 100, windowMs: 60_000 },
-  disableAfterFailingMs: 3_600_000,
-  leaseMs: 8_000,
-  concurrency: 8,
-  perEndpointConcurrency: 2,
-  pollIntervalMs: 20,
-  door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 5_000, responseMaxBytes: 4_096 },
-  claimCoalesceMs: 20,
-  keepAlive: { idleMs: 4_000, maxOrigins: 256 },
-};
+const fast = fastDelivererSettings;
 
 const running: Array<{ stop(): Promise<void> }> = [];
 afterEach(async () => {
