@@ -45,15 +45,20 @@ async function receiver(answer?: Parameters<typeof startReceiver>[0]): Promise<R
   return r;
 }
 
-/** Inserts an event of the tenant through `db` (a pool, or a client inside an open transaction); its id. */
-async function writeEvent(db: Pick<LedgerPool, 'query'>, tenant: string, type = 'charge.succeeded'): Promise<string> {
+/**
+ * Inserts an event of the tenant through `db` (a pool, or a client inside an open transaction); its
+ * id. A `webhook_endpoint.disabled` event about an endpoint id made up here: the one kind of event
+ * whose object need not exist (the ledger's invariants allow it, as such an event outlives its
+ * endpoint), so that a test can write one inside a transaction it holds open without writing money.
+ */
+async function writeEvent(db: Pick<LedgerPool, 'query'>, tenant: string): Promise<string> {
   const id = newEventId();
-  const objectId = `ch_${randomBytes(6).toString('hex')}`;
+  const objectId = `we_${randomBytes(12).toString('hex')}`;
   await db.query('INSERT INTO events (id, tenant, type, object_type, object_id, object_sequence, data) VALUES ($1, $2, $3, $4, $5, 1, $6)', [
     id,
     tenant,
-    type,
-    type.split('.')[0],
+    'webhook_endpoint.disabled',
+    'webhook_endpoint',
     objectId,
     JSON.stringify({ object: { id: objectId } }),
   ]);
