@@ -8,6 +8,8 @@ import { dirname } from 'node:path';
 export class LogSink {
   private readonly recentLines: string[] = [];
   private partialLine = '';
+  /** A Go server's first `panic:` line: its stack trace that follows can push it out of the recent lines, and it is the line that says why. */
+  private panicLine: string | null = null;
   private readonly file: WriteStream | null;
 
   constructor(
@@ -46,6 +48,7 @@ export class LogSink {
 
   tail(): string {
     const lines = this.partialLine === '' ? this.recentLines : [...this.recentLines, this.partialLine];
+    if (this.panicLine !== null && !lines.includes(this.panicLine)) return [this.panicLine, '…', ...lines].join('\n');
     return lines.join('\n');
   }
 
@@ -57,6 +60,7 @@ export class LogSink {
 
   private remember(line: string): void {
     if (line.trim() === '') return;
+    if (this.panicLine === null && line.startsWith('panic: ')) this.panicLine = line;
     this.recentLines.push(line);
     if (this.recentLines.length > this.maxRecentLines) this.recentLines.shift();
   }
