@@ -124,12 +124,14 @@ describe('webhook deliveries across a PostgreSQL restart', () => {
       // Nothing lost: every event reached the receiver, and nothing else did.
       expect(new Set(receivedIds)).toEqual(new Set(eventIds));
       expect(rx.received.every((request) => verifies(secret, request))).toBe(true);
-      // The batch on the wire was sent twice (its record was never written): the held ones and any
-      // of its events sent after them while the database was down. Duplicates allowed, counted.
+      // The batch on the wire was sent again (its record was never written, so its cursor did not
+      // move): the held ones and any of its events sent after them while the database was down,
+      // each at least twice. A record that fails once more on a connection the restart broke sends
+      // the batch a third time: at least once allows it; the duplicates are counted, not forbidden.
       const duplicates = receivedIds.length - new Set(receivedIds).size;
       expect(sentBeforeRestart.length).toBeGreaterThanOrEqual(perEndpointConcurrency);
-      expect(duplicates).toBe(sentBeforeRestart.length);
-      for (const id of sentBeforeRestart) expect(receivedIds.filter((received) => received === id)).toHaveLength(2);
+      expect(duplicates).toBeGreaterThanOrEqual(sentBeforeRestart.length);
+      for (const id of sentBeforeRestart) expect(receivedIds.filter((received) => received === id).length).toBeGreaterThanOrEqual(2);
       console.info(`webhook-delivery-postgres-restart: ${eventIds.length} events, ${receivedIds.length} requests received, ${duplicates} duplicates, ${counts.attempts} attempts recorded`);
     } finally {
       for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);

@@ -100,9 +100,13 @@ function descendantsOf(root: number): number[] {
  * inherits the postmaster's niceness. Returns the processes it looked at.
  */
 export function raiseProcessTreeNiceness(root: number, niceness: number): number {
-  const pids = [root, ...descendantsOf(root)];
-  for (const pid of pids) raiseProcessNiceness(pid, niceness);
-  return pids.length;
+  // The root first: what it forks from then on inherits the niceness, so the descendants listed
+  // after it are every one that could still be at the old one (listed first, a child forked between
+  // the listing and the root's change would be missed).
+  raiseProcessNiceness(root, niceness);
+  const descendants = descendantsOf(root);
+  for (const pid of descendants) raiseProcessNiceness(pid, niceness);
+  return 1 + descendants.length;
 }
 
 /**
