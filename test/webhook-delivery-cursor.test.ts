@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LedgerPool } from '../src/ledger/pool.js';
 import { createEndpoint, deliveryCounts, eventsBehindCursor, listAttempts, newEventId, updateEndpoint } from '../src/ledger/webhook-endpoints.js';
 import { WebhookDeliverer, type DelivererSettings } from '../src/outbound/deliverer.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
 import { newTenant, useHarness, waitFor } from './support/harness.js';
-import { gate, startReceiver, type Receiver } from './support/receivers.js';
-import { fastDelivererSettings } from './support/deliverer-settings.js';
+import { gate, type Receiver } from './support/receivers.js';
+import { fastDelivererSettings, stoppedAfterEach } from './support/deliverer-settings.js';
 
 /**
  * First attempts read from the events log by each endpoint's cursor (docs/webhook-endpoints.md, How
@@ -18,10 +18,7 @@ const h = useHarness();
 
 const fast = fastDelivererSettings;
 
-const running: Array<{ stop(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((r) => r.stop()));
-});
+const { track, receiver } = stoppedAfterEach();
 
 function startDeliverer(tenant: string, options: { settings?: Partial<DelivererSettings>; pool?: LedgerPool; owner?: string; log?: (line: string) => void } = {}): WebhookDeliverer {
   const deliverer = new WebhookDeliverer({
@@ -35,14 +32,7 @@ function startDeliverer(tenant: string, options: { settings?: Partial<DelivererS
     log: options.log ?? (() => {}),
   });
   deliverer.start();
-  running.push(deliverer);
-  return deliverer;
-}
-
-async function receiver(answer?: Parameters<typeof startReceiver>[0]): Promise<Receiver> {
-  const r = await startReceiver(answer);
-  running.push({ stop: () => r.close() });
-  return r;
+  return track(deliverer);
 }
 
 /**

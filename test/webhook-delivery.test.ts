@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import {
   createEndpoint,
   deliveryCounts,
@@ -18,17 +18,14 @@ import { renderEvent } from '../src/service/events.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
 import { verifyWebhookDelivery, WebhookDeliveryRejected } from '../src/client/http/index.js';
 import { newTenant, openAccount, useHarness, waitFor } from './support/harness.js';
-import { gate, startReceiver, verifies, type Receiver } from './support/receivers.js';
-import { fastDelivererSettings } from './support/deliverer-settings.js';
+import { gate, verifies, type Receiver } from './support/receivers.js';
+import { fastDelivererSettings, stoppedAfterEach } from './support/deliverer-settings.js';
 
 const h = useHarness();
 
 const fast = fastDelivererSettings;
 
-const running: Array<{ stop(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((r) => r.stop()));
-});
+const { track, receiver } = stoppedAfterEach();
 
 function startDeliverer(tenant: string, settings: Partial<DelivererSettings> = {}): WebhookDeliverer {
   const deliverer = new WebhookDeliverer({
@@ -40,14 +37,7 @@ function startDeliverer(tenant: string, settings: Partial<DelivererSettings> = {
     log: () => {},
   });
   deliverer.start();
-  running.push(deliverer);
-  return deliverer;
-}
-
-async function receiver(answer?: Parameters<typeof startReceiver>[0]): Promise<Receiver> {
-  const r = await startReceiver(answer);
-  running.push({ stop: () => r.close() });
-  return r;
+  return track(deliverer);
 }
 
 async function endpointFor(tenant: string, url: string, enabledEvents: string[] = ['*']) {
@@ -400,7 +390,7 @@ async function startProcess(env: Record<string, string>): Promise<ChildProcessWi
   child.env = env;
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  running.push({
+  track({
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGKILL');

@@ -62,3 +62,14 @@ describe('CHARGEGUARD_WORKER_NICENESS', () => {
     }
   });
 });
+
+describe('CHARGEGUARD_EMBEDDED_SERVER_NICENESS', () => {
+  it('is a whole number from 0 to 19, 5 unless set; anything else is refused naming the setting', () => {
+    expect(loadConfig({}).CHARGEGUARD_EMBEDDED_SERVER_NICENESS).toBe(5);
+    expect(loadConfig({ CHARGEGUARD_EMBEDDED_SERVER_NICENESS: '0' }).CHARGEGUARD_EMBEDDED_SERVER_NICENESS).toBe(0);
+    expect(loadConfig({ CHARGEGUARD_EMBEDDED_SERVER_NICENESS: '19' }).CHARGEGUARD_EMBEDDED_SERVER_NICENESS).toBe(19);
+    for (const bad of ['20', '-1', '2.5', 'low']) {
+      expect(() => loadConfig({ CHARGEGUARD_EMBEDDED_SERVER_NICENESS: bad }), bad).toThrow(/invalid configuration: CHARGEGUARD_EMBEDDED_SERVER_NICENESS: /);
+    }
+  });
+});
