@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { balanceOf, captureCount, expectLedgerInvariants, fundedTenant, newKey, newTenant, useHarness } from './support/harness.js';
+import { verifiedKeyTtlMsDefault } from '../src/auth/verified-keys.js';
+import { balanceOf, captureCount, expectLedgerInvariants, fundedTenant, newKey, newTenant, useHarness, waitFor } from './support/harness.js';
 import { useApi } from './support/api.js';
 import { runCli as cli } from './support/cli.js';
 import { createApiKey } from '../src/auth/api-keys.js';
@@ -86,7 +87,13 @@ describe('the CLI', () => {
     expect(revoked.code).toBe(0);
     expect(revoked.json.revoked_at).not.toBeNull();
     expect(revoked.json.last_used_at).not.toBeNull();
-    expect((await api.request('/v1/accounts/none', { apiKey: created.json.key })).status).toBe(401);
+    // An API process keeps believing a key it verified for up to API_KEY_CACHE_TTL_MS after a
+    // revocation (src/auth/verified-keys.ts): the revoked key is refused once that has passed.
+    await waitFor(async () => (await api.request('/v1/accounts/none', { apiKey: created.json.key })).status === 401, {
+      timeoutMs: verifiedKeyTtlMsDefault + 5_000,
+      intervalMs: 100,
+      what: 'the revoked key to be refused (401) within the verified-key cache time',
+    });
     const listed = await cli(['api-keys', 'list', '--tenant', tenant, '--json']);
     expect(listed.json).toHaveLength(1);
     expect(JSON.stringify(listed.json)).not.toContain(created.json.key);
