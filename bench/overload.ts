@@ -20,7 +20,8 @@
  *    has been running (`--caller-connections`); `--cold-caller` runs the overload again with none,
  *    and the first second's refusals are reported apart from the rest.
  * With `--cpu-hog`, step 3 is run again in the same run with busy-looping processes (one per core)
- * competing for the CPU; with `--unbounded`, once more with the bound out of the way, for the
+ * competing for the CPU, in a session of their own as another program on the machine runs
+ * (`--cpu-hog-shared`: in the API's and worker's session, sharing their scheduler autogroup); with `--unbounded`, once more with the bound out of the way, for the
  * before/after; with `--compare-env`, against a second bounded API process with other settings
  * (before the default one, or after it with `--compare-last`). Each overload also says where its
  * refusals' time went, from the API's Server-Timing stages, and what the API process was doing
@@ -50,13 +51,16 @@ import { threadNiceness } from '../src/support/thread-niceness.js';
 import { findFreePort } from '../src/support/free-port.js';
 import { startChargeguardStack } from '../src/runtime/local-stack.js';
 import { runOpenLoops } from './lib/open-loop-caller.js';
-import { setServerNiceness } from './lib/server-priority.js';
+import { embeddedServerPids, setServerNiceness } from './lib/server-priority.js';
+import { cpuWindow, restOfMachineSeconds, serviceSeconds, type CpuWindow } from './lib/cpu-window.js';
+import type { CpuSubjects } from './lib/cpu.js';
 import { attributeStalls, readProbe, stallCauses, stallProbeUrl, type StallReport } from './lib/stall-attribution.js';
 import { keyMaker, overloadPayees, overloadPayers, overloadWaitBudgetMs, sendCharge, type Answer, type Target } from './lib/overload-calls.js';
 
 interface Flags {
   quick?: boolean;
   cpuHog?: boolean;
+  cpuHogShared?: boolean;
   unbounded?: boolean;
   maxInFlight: string;
   overloadS?: string;
@@ -67,6 +71,7 @@ interface Flags {
   serverNiceness: string;
   serverNicenessAb?: string;
   coldCaller?: boolean;
+  repeat: string;
 }
 
 /** What `chargeguard start` runs its embedded servers at here (CHARGEGUARD_EMBEDDED_SERVER_NICENESS, or its default). */
@@ -76,7 +81,11 @@ const program = new Command()
   .name('npm run bench:overload --')
   .description('peak, then twice the peak open-loop, then half: goodput, refusals, drain (figures, not pass/fail)')
   .option('--quick', 'short phases: a smoke run of the harness, not a measurement')
-  .option('--cpu-hog', 'run the overload again with one busy-looping process per core competing for the CPU')
+  .option('--cpu-hog', 'run the overload again with one busy-looping process per core competing for the CPU, in a session of their own as another program on the machine')
+  .option(
+    '--cpu-hog-shared',
+    "run it again with the hogs in the bench's own session, sharing the scheduler autogroup of the API and worker processes (the worst case for them)",
+  )
   .option('--unbounded', 'run the overload again with the admission bound out of the way (the before)')
   .option('--max-in-flight <n>', 'CHARGE_ADMISSION_MAX_IN_FLIGHT of the API process (default: the service\'s own)', '')
   .option('--overload-s <n>', 'seconds at twice the peak (default 60, --quick 10)')
@@ -102,6 +111,11 @@ const program = new Command()
     '--server-niceness-ab <a,b>',
     'run the bounded overload once per niceness of the embedded PostgreSQL and Temporal (threads and scheduler autogroups, set in place; lowering one needs root), in the order given, each bracketed by peaks read at it',
   )
+  .option(
+    '--repeat <n>',
+    'run the bounded overload n times (1-10), each bracketed by peak readings, and report the median goodput: one phase\'s goodput moves with the peaks read either side of it',
+    '1',
+  )
   .option('--cold-caller', 'run the bounded overload again with a cold caller (no connection opened before its first arrival): a same-run A/B of the caller\'s start')
   .option('--compare-last', 'run the --compare-env overload after the default one instead of before (swap the order between runs)')
   .action(async (flags: Flags) => {
@@ -124,10 +138,13 @@ async function closedLoop(
   phase: string,
   callers: number,
   durationMs: number,
-): Promise<{ perSecond: number; answers: Answer[] }> {
+  /** When given, the CPU of the loop's steady part (2 s in → 1 s before its end) is read, with the charges decided in it. */
+  cpu?: CpuSubjects,
+): Promise<{ perSecond: number; answers: Answer[]; cpu: PhaseCpu | null }> {
   const answers: Answer[] = [];
   const from = Date.now();
   const until = from + durationMs;
+  const steady = cpu ? cpuWindow(cpu, from + 2_000, until - 1_000) : null;
   await Promise.all(
     Array.from({ length: callers }, async () => {
       while (Date.now() < until) answers.push(await sendCharge(target, newKey(phase)));
@@ -135,7 +152,25 @@ async function closedLoop(
   );
   const decided = await decidedAt(pool, target.tenant, answers.map((a) => a.key));
   const within = [...decided.values()].filter((at) => at >= from && at < until).length;
-  return { perSecond: within / (durationMs / 1000), answers };
+  const window = steady ? await steady : null;
+  return {
+    perSecond: within / (durationMs / 1000),
+    answers,
+    cpu: window ? { window, decided: countWithin(decided.values(), window), refusals: 0 } : null,
+  };
+}
+
+/** A phase's steady CPU window, with the charges decided (ledger clock) and refusals sent in it. */
+interface PhaseCpu {
+  window: CpuWindow;
+  decided: number;
+  refusals: number;
+}
+
+function countWithin(epochMs: Iterable<number>, window: CpuWindow): number {
+  let n = 0;
+  for (const at of epochMs) if (at >= window.fromMs && at < window.untilMs) n += 1;
+  return n;
 }
 
 function percentile(values: number[], p: number): number {
@@ -217,6 +252,9 @@ interface OverloadFigures {
   peaks: [number, number];
   lagP99MaxMs: number;
   load1m: [number, number];
+  /** CPU of the overload's steady part (5 s in → 1 s before the drop), and of the peaks either side. */
+  cpu: PhaseCpu | null;
+  peakCpu: [PhaseCpu | null, PhaseCpu | null];
 }
 
 async function overloadPhase(
@@ -233,9 +271,13 @@ async function overloadPhase(
   probeFile: string | null,
   /** Kept-alive connections the open-loop caller opens before its first arrival. */
   callerConnections: number,
-): Promise<Omit<OverloadFigures, 'peaks'>> {
+  /** Whose CPU is read during the overload's steady part (the API process as `api`). */
+  cpu: CpuSubjects,
+): Promise<Omit<OverloadFigures, 'peaks' | 'peakCpu'>> {
   const loadBefore = loadavg()[0]!;
   const offered = 2 * peak;
+  const phaseStart = Date.now();
+  const steady = cpuWindow(cpu, phaseStart + 5_000, phaseStart + overloadMs - 1_000);
   log(`${name}: ${fixed(offered)} charges/s open-loop for ${overloadMs / 1000} s, then ${fixed(peak / 2)} /s for ${halfMs / 1000} s`);
   const { value: report, lagP99Ms } = await sampleEventLoop(
     target.url,
@@ -278,7 +320,9 @@ async function overloadPhase(
   // The probe appends once a second: its last second of the overload is in by now (the settling wait above).
   const stalls = probeFile ? attributeStalls(await readProbe(probeFile), overloadStart, dropAt, refused) : null;
   for (const line of stalls?.details ?? []) log(`${name}: slow refusal ${line}`);
+  const window = await steady;
   return {
+    cpu: { window, decided: countWithin(allDecided.values(), window), refusals: countWithin(refused.map((a) => a.sentAtMs), window) },
     name,
     offeredPerSecond: offered,
     overloadS: overloadMs / 1000,
@@ -350,6 +394,8 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
   if (!Number.isInteger(callerConnections) || callerConnections < 0 || callerConnections > 1024) {
     throw new Error(`--caller-connections must be a whole number from 0 to 1024, not '${flags.callerConnections}'`);
   }
+  const repeat = Number(flags.repeat);
+  if (!Number.isInteger(repeat) || repeat < 1 || repeat > 10) throw new Error(`--repeat must be a whole number from 1 to 10, not '${flags.repeat}'`);
   const halfMs = quick ? 5_000 : 30_000;
   const sweepMs = quick ? 3_000 : 10_000;
   const peakMs = quick ? 5_000 : 20_000;
@@ -415,6 +461,15 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       );
       return { target: { url: `http://127.0.0.1:${port}`, apiKey, tenant }, process: api, probeFile };
     };
+    const servers = embeddedServerPids();
+    /** Whose CPU a phase reads: the servers, the worker running now, and the API process it sends to. */
+    const cpuOf = (api: ChargeguardProcess): CpuSubjects => ({
+      temporal: servers.temporal,
+      postgres: servers.postgres,
+      worker: worker.pid,
+      machine: true,
+      processes: { api: api.pid },
+    });
     // The sweep and the peak run with the bound out of the way: they measure what the machine can do.
     const unbounded = await apiWith('api-unbounded', '10000');
     const bounded = await apiWith('api', flags.maxInFlight);
@@ -436,8 +491,11 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       log(`sweep: ${callers} callers → ${fixed(perSecond)} decided/s`);
     }
     let peakCount = 0;
+    /** The CPU of each peak reading, in the order of `peaks`. */
+    const peakCpus: Array<PhaseCpu | null> = [];
     const measurePeak = async (): Promise<number> => {
-      const { perSecond } = await closedLoop(unbounded.target, pool, `peak${(peakCount += 1)}`, 32, peakMs);
+      const { perSecond, cpu } = await closedLoop(unbounded.target, pool, `peak${(peakCount += 1)}`, 32, peakMs, cpuOf(unbounded.process));
+      peakCpus.push(cpu);
       log(`P1 peak (32 closed-loop callers), reading ${peakCount}: ${fixed(perSecond)} decided/s`);
       return perSecond;
     };
@@ -446,17 +504,18 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
 
     const runs: OverloadFigures[] = [];
     /** One overload phase, then the peak again: the phase's goodput is read against the peaks either side of it. */
-    const bracketed = async (phase: () => Promise<Omit<OverloadFigures, 'peaks'>>): Promise<void> => {
+    const bracketed = async (phase: () => Promise<Omit<OverloadFigures, 'peaks' | 'peakCpu'>>): Promise<void> => {
       const before = peaks.at(-1)!;
+      const cpuBefore = peakCpus.at(-1) ?? null;
       const niceness = nicenessOf(worker.pid);
       const figures = await phase();
       peaks.push(await measurePeak());
-      runs.push({ ...figures, name: `${figures.name} (worker niceness ${niceness})`, peaks: [before, peaks.at(-1)!] });
+      runs.push({ ...figures, name: `${figures.name} (worker niceness ${niceness})`, peaks: [before, peaks.at(-1)!], peakCpu: [cpuBefore, peakCpus.at(-1) ?? null] });
     };
     const comparePhase = async () => {
       if (!compared) return;
       const name = `bounded, ${Object.entries(compareSettings!).map(([k, v]) => `${k}=${v}`).join(' ')}`;
-      await bracketed(() => overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log, compared.probeFile, callerConnections));
+      await bracketed(() => overloadPhase(name, 'compare', compared.target, pool, peak, overloadMs, halfMs, log, compared.probeFile, callerConnections, cpuOf(compared.process)));
     };
     if (!flags.compareLast) await comparePhase();
     if (nicenessAb) {
@@ -468,10 +527,13 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
         log(`worker (pid ${worker.pid}) started at niceness ${niceness}; threads at ${nicenessOf(worker.pid)}`);
         // The peak before the phase is read with the same worker as the one after it.
         peaks.push(await measurePeak());
-        await bracketed(() => overloadPhase('bounded', `bounded-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections));
+        await bracketed(() => overloadPhase('bounded', `bounded-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections, cpuOf(bounded.process)));
       }
     } else {
-      await bracketed(() => overloadPhase('bounded', 'bounded', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections));
+      for (let i = 1; i <= repeat; i += 1) {
+        const [name, slug] = repeat === 1 ? ['bounded', 'bounded'] : [`bounded, ${i} of ${repeat}`, `bounded-${i}`];
+        await bracketed(() => overloadPhase(name, slug, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections, cpuOf(bounded.process)));
+      }
     }
     if (flags.compareLast) await comparePhase();
     if (flags.serverNicenessAb !== undefined) {
@@ -479,26 +541,28 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
         log(`embedded servers set to niceness ${niceness}: ${setServerNiceness(niceness)} processes`);
         peaks.push(await measurePeak());
         await bracketed(() =>
-          overloadPhase(`bounded, servers at niceness ${niceness}`, `servers-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections),
+          overloadPhase(`bounded, servers at niceness ${niceness}`, `servers-nice${niceness}-${i + 1}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections, cpuOf(bounded.process)),
         );
       }
     }
     if (flags.coldCaller) {
-      await bracketed(() => overloadPhase('bounded, cold caller', 'cold', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, 0));
+      await bracketed(() => overloadPhase('bounded, cold caller', 'cold', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, 0, cpuOf(bounded.process)));
     }
-    if (flags.cpuHog) {
+    const hogSessions: Array<'own' | 'shared'> = [...(flags.cpuHog ? (['own'] as const) : []), ...(flags.cpuHogShared ? (['shared'] as const) : [])];
+    for (const session of hogSessions) {
       // The hogs run during the overload only: the peaks either side are the machine's own.
       await bracketed(async () => {
-        const hogs = startCpuHogs();
+        const hogs = startCpuHogs({ session });
         try {
-          return await overloadPhase('bounded + CPU hog', 'hog', bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections);
+          const name = session === 'own' ? 'bounded + CPU hog' : "bounded + CPU hog in the API's session";
+          return await overloadPhase(name, `hog-${session}`, bounded.target, pool, peak, overloadMs, halfMs, log, bounded.probeFile, callerConnections, cpuOf(bounded.process));
         } finally {
           hogs.stop();
         }
       });
     }
     if (flags.unbounded) {
-      await bracketed(() => overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log, unbounded.probeFile, callerConnections));
+      await bracketed(() => overloadPhase('unbounded (before)', 'unbounded', unbounded.target, pool, peak, overloadMs, halfMs, log, unbounded.probeFile, callerConnections, cpuOf(unbounded.process)));
     }
 
     out.push(
@@ -540,6 +604,15 @@ async function runOverloadBench(flags: Flags): Promise<string[]> {
       row('half load: share of its charges decided', runs.map((r) => fixed(r.halfRatio, 2))),
       row('API event-loop delay p99, worst second', runs.map((r) => `${fixed(r.lagP99MaxMs)} ms`)),
       row('load average (1 min) before → after', runs.map((r) => `${fixed(r.load1m[0], 2)} → ${fixed(r.load1m[1], 2)}`)),
+      ...repeatedSummary(runs.filter((r) => r.name.startsWith('bounded, ') && / of \d+ \(/.test(r.name))),
+      '',
+      '## Where the CPU went',
+      '',
+      'Read from /proc over the steady part of each phase (an overload from 5 s in to 1 s before the drop; a peak from 2 s in to 1 s before its end), against the charges decided (ledger clock) and the refusals sent in that window. "Rest" is the machine\'s busy time outside the service\'s four components: the load generators (the peaks\' callers run in the bench process, the overload\'s in a process of their own), the bench, and anything else on the machine. A refusal is priced by assuming a decided charge cost what it did at the peaks either side.',
+      '',
+      '| | ' + runs.map((r) => r.name).join(' | ') + ' |',
+      '|---|' + runs.map(() => '---|').join(''),
+      ...cpuRows(runs),
       '',
       '## Where a refusal\'s time goes (the API\'s Server-Timing), p50 / p99 ms',
       '',
@@ -602,6 +675,60 @@ function settingsOf(list: string): Record<string, string> {
     settings[match[1]!] = match[2]!;
   }
   return settings;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** With --repeat: the bounded phases' goodput and refusal p99, median and range (empty for one phase). */
+function repeatedSummary(repeated: OverloadFigures[]): string[] {
+  if (repeated.length < 2) return [];
+  const goodputs = repeated.map((r) => r.goodputPerSecond / ((r.peaks[0] + r.peaks[1]) / 2));
+  const p99s = repeated.map((r) => r.refusalHeadP99Ms);
+  const range = (values: number[], digits: number, unit = ''): string =>
+    `median **${fixed(median(values), digits)}${unit}** (${fixed(Math.min(...values), digits)}–${fixed(Math.max(...values), digits)}${unit})`;
+  return [
+    '',
+    `Over the ${repeated.length} bounded phases: goodput ÷ the mean of the peaks either side ${range(goodputs, 2)}; refusal p99 to the response's head ${range(p99s, 1, ' ms')}; admitted undecided ${repeated.reduce((n, r) => n + r.admittedUndecided, 0)}, decided later than the wait budget + 10 s ${repeated.reduce((n, r) => n + r.admittedLate, 0)}, refusals with a ledger row ${repeated.reduce((n, r) => n + r.refusedWithRows, 0)}.`,
+  ];
+}
+
+/** The rows of "Where the CPU went": cores per component, CPU per decided charge, and a refusal's price. */
+function cpuRows(runs: OverloadFigures[]): string[] {
+  const cores = (cpu: PhaseCpu | null): string => {
+    if (cpu === null) return '–';
+    const wallS = (cpu.window.untilMs - cpu.window.fromMs) / 1000;
+    const of = (seconds: number | undefined): string => fixed((seconds ?? Number.NaN) / wallS, 2);
+    const s = cpu.window.seconds;
+    return `${of(s.api)} / ${of(s.worker)} / ${of(s.postgres)} / ${of(s.temporal)}; ${of(restOfMachineSeconds(cpu.window))}; ${of(s.machine)}`;
+  };
+  const perCharge = (cpu: PhaseCpu | null, component?: string): number =>
+    cpu === null || cpu.decided === 0 ? Number.NaN : ((component ? cpu.window.seconds[component] ?? Number.NaN : serviceSeconds(cpu.window)) * 1000) / cpu.decided;
+  const peakPerCharge = (r: OverloadFigures, component?: string): number => {
+    const values = r.peakCpu.map((cpu) => perCharge(cpu, component)).filter(Number.isFinite);
+    return values.length ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN;
+  };
+  const refusalPrice = (r: OverloadFigures, component?: string): number => {
+    if (r.cpu === null || r.cpu.refusals === 0) return Number.NaN;
+    const spentMs = (component ? r.cpu.window.seconds[component] ?? Number.NaN : serviceSeconds(r.cpu.window)) * 1000;
+    return (spentMs - r.cpu.decided * peakPerCharge(r, component)) / r.cpu.refusals;
+  };
+  const rate = (cpu: PhaseCpu | null, n: (c: PhaseCpu) => number): string =>
+    cpu === null ? '–' : fixed(n(cpu) / ((cpu.window.untilMs - cpu.window.fromMs) / 1000));
+  return [
+    row('overload, cores: API / worker / PostgreSQL / Temporal; rest; machine busy', runs.map((r) => cores(r.cpu))),
+    row('peak before, cores (same)', runs.map((r) => cores(r.peakCpu[0]))),
+    row('peak after, cores (same)', runs.map((r) => cores(r.peakCpu[1]))),
+    row('window: decided/s, refusals/s (overload); decided/s (peak before / after)', runs.map((r) => `${rate(r.cpu, (c) => c.decided)}, ${rate(r.cpu, (c) => c.refusals)}; ${rate(r.peakCpu[0], (c) => c.decided)} / ${rate(r.peakCpu[1], (c) => c.decided)}`)),
+    row(
+      'service CPU per decided charge, ms: peak before / after; overload (refusals included)',
+      runs.map((r) => `${fixed(perCharge(r.peakCpu[0]), 2)} / ${fixed(perCharge(r.peakCpu[1]), 2)}; ${fixed(perCharge(r.cpu), 2)}`),
+    ),
+    row('a refusal\'s price, ms of CPU: the service / the API process alone', runs.map((r) => `${fixed(refusalPrice(r), 2)} / ${fixed(refusalPrice(r, 'api'), 2)}`)),
+  ];
 }
 
 function row(label: string, cells: string[]): string {

@@ -225,7 +225,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const countInternalErrors = (): void => {
       internalErrors = storm.answers['500'] ?? 0;
     };
-    hogs = options.cpuHogs ? startCpuHogs(options.cpuHogs) : null;
+    hogs = options.cpuHogs ? startCpuHogs({ count: options.cpuHogs }) : null;
     if (hogs !== null) log(`${hogs.count} CPU hog processes busy-looping until the storm ends`);
     const startedAtMs = Date.now();
     const mode = options.mode ?? 'storm';

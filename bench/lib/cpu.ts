@@ -9,6 +9,8 @@ export interface CpuSubjects {
   worker: number | readonly number[] | null;
   /** Also read the whole machine's busy time (reported as `machine`, percent of one core). */
   machine?: boolean;
+  /** More single processes (all their threads), each reported under its name. */
+  processes?: Record<string, number>;
 }
 
 export type CpuSnapshot = { atMs: number; secondsBy: Record<string, number> };
@@ -69,6 +71,7 @@ export async function takeCpuSnapshot(subjects: CpuSubjects): Promise<CpuSnapsho
     const stats = await Promise.all(workers.map(readStat));
     secondsBy.worker = stats.reduce((sum, stat) => sum + (stat?.seconds ?? Number.NaN), 0);
   }
+  for (const [name, pid] of Object.entries(subjects.processes ?? {})) secondsBy[name] = (await readStat(pid))?.seconds ?? Number.NaN;
   const machine = subjects.machine === true ? await machineBusySeconds() : null;
   if (machine !== null) secondsBy.machine = machine;
   return { atMs: performance.now(), secondsBy };
