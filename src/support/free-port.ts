@@ -1,16 +1,22 @@
+import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 
 /**
- * Asks the kernel for `count` distinct TCP ports that are free on `host` right now.
+ * Asks for `count` distinct TCP ports that are free on `host` right now.
  *
- * All listeners are held open together so the kernel cannot hand out the same port twice, then
- * released. Another process may grab a port before our server binds it, so callers treat
- * "address in use" at startup as retryable.
+ * All listeners are held open together so that no port is handed out twice, then released.
+ * Another process may still take a port before our server binds it, so callers treat "address in
+ * use" at startup as retryable. To make that rare, the ports are picked below the kernel's
+ * ephemeral range (the local ports of outgoing connections, and what it answers for port 0): a
+ * port picked there and left unbound while a stack starts (seconds) could be given to any
+ * outgoing connection on the machine meanwhile; below it, only to another server that asks for
+ * that very port.
  */
 export async function findFreePorts(count: number, host = '127.0.0.1'): Promise<number[]> {
   const servers: Server[] = [];
   try {
-    for (let i = 0; i < count; i++) servers.push(await listenOnAnyPort(host));
+    for (let i = 0; i < count; i++) servers.push(await listenOnFreePort(host));
     return servers.map((server) => {
       const address = server.address();
       if (address === null || typeof address === 'string') throw new Error(`Unexpected listen address ${String(address)}`);
@@ -26,11 +32,44 @@ export async function findFreePort(host = '127.0.0.1'): Promise<number> {
   return port!;
 }
 
-function listenOnAnyPort(host: string): Promise<Server> {
+/** The lowest port picked: above the registered services most machines run. */
+export const pickedPortFloor = 10_000;
+/** Random ports tried below the ephemeral range before the kernel is asked for one in it. */
+const pickAttemptsMax = 64;
+/** Linux's default ephemeral range, when /proc does not say. */
+const defaultEphemeralRange: readonly [number, number] = [32_768, 60_999];
+
+/** The kernel's ephemeral port range (Linux: /proc/sys/net/ipv4/ip_local_port_range), or the default. */
+export function ephemeralPortRange(): readonly [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high) && low! > 0 && high! >= low!) return [low!, high!];
+  } catch {
+    // Not Linux, or no /proc: the default.
+  }
+  return defaultEphemeralRange;
+}
+
+async function listenOnFreePort(host: string): Promise<Server> {
+  const ceiling = ephemeralPortRange()[0] - 1;
+  // Too little room below the range (a machine configured so): the kernel's own pick.
+  if (ceiling - pickedPortFloor < 1_000) return listenOn(host, 0);
+  for (let attempt = 0; attempt < pickAttemptsMax; attempt++) {
+    try {
+      return await listenOn(host, randomInt(pickedPortFloor, ceiling + 1));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
+    }
+  }
+  return listenOn(host, 0);
+}
+
+function listenOn(host: string, port: number): Promise<Server> {
   return new Promise<Server>((resolve, reject) => {
     const server = createServer();
     server.unref();
     server.once('error', reject);
-    server.listen({ host, port: 0, exclusive: true }, () => resolve(server));
+    server.listen({ host, port, exclusive: true }, () => resolve(server));
   });
 }

@@ -24,17 +24,21 @@ export interface Receiver {
   received: Received[];
   /** Requests being answered right now (held ones included). */
   inFlight(): number;
+  /** The most requests that were being answered at once. */
+  mostInFlight(): number;
   close(): Promise<void>;
 }
 
 export async function startReceiver(answer: (request: Received) => Answer | Promise<Answer> = () => ({ status: 200 })): Promise<Receiver> {
   const received: Received[] = [];
   let inFlight = 0;
+  let mostInFlight = 0;
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       inFlight += 1;
+      mostInFlight = Math.max(mostInFlight, inFlight);
       const entry: Received = { n: received.length + 1, headers: request.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
       received.push(entry);
       void (async () => {
@@ -59,6 +63,7 @@ export async function startReceiver(answer: (request: Received) => Answer | Prom
     url: `http://127.0.0.1:${address.port}/hooks`,
     received,
     inFlight: () => inFlight,
+    mostInFlight: () => mostInFlight,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
