@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { ephemeralPortRange, findFreePorts, pickedPortFloor } from '../src/support/free-port.js';
+import { ephemeralPortRange, findFreePorts, findFreePortsBelow, pickedPortFloor } from '../src/support/free-port.js';
 
 const bindable = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
@@ -19,5 +19,15 @@ describe('free ports for servers started later', () => {
       expect(port).toBeLessThan(ephemeralLow);
       expect(await bindable(port)).toBe(true);
     }
+  });
+
+  it('below a ceiling (a server that stores its port as a SMALLINT) never above it', async () => {
+    const ports = await findFreePortsBelow(8, 32_767);
+    expect(new Set(ports).size).toBe(8);
+    for (const port of ports) {
+      expect(port).toBeGreaterThanOrEqual(pickedPortFloor);
+      expect(port).toBeLessThanOrEqual(32_767);
+    }
+    await expect(findFreePortsBelow(1, pickedPortFloor + 10)).rejects.toThrow(/no free port found between/);
   });
 });

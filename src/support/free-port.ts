@@ -14,9 +14,21 @@ import { createServer, type Server } from 'node:net';
  * that very port.
  */
 export async function findFreePorts(count: number, host = '127.0.0.1'): Promise<number[]> {
+  return heldThenReleased(count, () => listenOnFreePort(host, null));
+}
+
+/**
+ * As findFreePorts, every port at most `ceiling` (a server that stores its port as a SMALLINT:
+ * 32767); throws when none is found there instead of asking the kernel, whose pick may be above.
+ */
+export async function findFreePortsBelow(count: number, ceiling: number, host = '127.0.0.1'): Promise<number[]> {
+  return heldThenReleased(count, () => listenOnFreePort(host, ceiling));
+}
+
+async function heldThenReleased(count: number, listen: () => Promise<Server>): Promise<number[]> {
   const servers: Server[] = [];
   try {
-    for (let i = 0; i < count; i++) servers.push(await listenOnFreePort(host));
+    for (let i = 0; i < count; i++) servers.push(await listen());
     return servers.map((server) => {
       const address = server.address();
       if (address === null || typeof address === 'string') throw new Error(`Unexpected listen address ${String(address)}`);
@@ -50,18 +62,20 @@ export function ephemeralPortRange(): readonly [number, number] {
   return defaultEphemeralRange;
 }
 
-async function listenOnFreePort(host: string): Promise<Server> {
-  const ceiling = ephemeralPortRange()[0] - 1;
-  // Too little room below the range (a machine configured so): the kernel's own pick.
-  if (ceiling - pickedPortFloor < 1_000) return listenOn(host, 0);
-  for (let attempt = 0; attempt < pickAttemptsMax; attempt++) {
+/** A listener on a free port below the ephemeral range (and at most `ceiling`, strictly, when given). */
+async function listenOnFreePort(host: string, ceiling: number | null): Promise<Server> {
+  const top = Math.min(ceiling ?? Number.POSITIVE_INFINITY, ephemeralPortRange()[0] - 1);
+  // Too little room below the range (a machine configured so): the kernel's own pick, unless bounded.
+  const room = top - pickedPortFloor >= 1_000;
+  for (let attempt = 0; room && attempt < pickAttemptsMax; attempt++) {
     try {
-      return await listenOn(host, randomInt(pickedPortFloor, ceiling + 1));
+      return await listenOn(host, randomInt(pickedPortFloor, top + 1));
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
     }
   }
+  if (ceiling !== null) throw new Error(`no free port found between ${pickedPortFloor} and ${top} on ${host}`);
   return listenOn(host, 0);
 }
 
