@@ -4,6 +4,7 @@ import { deliveryCounts } from '../src/ledger/webhook-endpoints.js';
 import { WebhookDeliverer } from '../src/outbound/deliverer.js';
 import { renderEvent } from '../src/service/events.js';
 import { fundedApiTenant, useApi } from './support/api.js';
+import { fastDelivererSettings } from './support/deliverer-settings.js';
 import { chargeBody, newKey, waitFor } from './support/harness.js';
 import { startReceiver, type Receiver } from './support/receivers.js';
 
@@ -26,17 +27,7 @@ describe('one charge, one signed delivery, end to end', () => {
     expect(endpoint.status, endpoint.text).toBe(201);
     const deliverer = new WebhookDeliverer({
       pool: api.context.ledger,
-      settings: {
-        retry: { firstDelayMs: 50, maxDelayMs: 200, windowMs: 60_000 },
-        disableAfterFailingMs: 3_600_000,
-        leaseMs: 10_000,
-        concurrency: 4,
-        perEndpointConcurrency: 2,
-        pollIntervalMs: 20,
-        door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 5_000, responseMaxBytes: 4_096 },
-        claimCoalesceMs: 20,
-        keepAlive: { idleMs: 4_000, maxOrigins: 256 },
-      },
+      settings: { ...fastDelivererSettings, retry: { firstDelayMs: 50, maxDelayMs: 200, windowMs: 60_000 }, leaseMs: 10_000, concurrency: 4 },
       render: (row) => renderEvent(row),
       renderEndpoint: (e) => e,
       onlyTenants: [tenant],

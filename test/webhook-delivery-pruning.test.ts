@@ -7,6 +7,7 @@ import { DeliveryPruner, type DeliveryRetention, type PruneRun } from '../src/ou
 import { deliveryRetentionFromConfig } from '../src/runtime/webhook-settings.js';
 import { renderEvent } from '../src/service/events.js';
 import { webhookEndpointToWire } from '../src/service/webhook-endpoints.js';
+import { fastDelivererSettings } from './support/deliverer-settings.js';
 import { newKey, newTenant, openAccount, useScratchLedger, waitFor } from './support/harness.js';
 import { startReceiver, type Receiver } from './support/receivers.js';
 
@@ -46,17 +47,7 @@ async function tenantWithDeliveries(label: string, url: string, count: number): 
 async function deliverAll(tenant: string, endpointId: string): Promise<void> {
   const deliverer = new WebhookDeliverer({
     pool: h.pool,
-    settings: {
-      retry: { firstDelayMs: 20, maxDelayMs: 100, windowMs: 60_000 },
-      disableAfterFailingMs: 3_600_000,
-      leaseMs: 8_000,
-      concurrency: 8,
-      perEndpointConcurrency: 4,
-      pollIntervalMs: 20,
-      door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 2_000, responseTimeoutMs: 5_000, responseMaxBytes: 4_096 },
-      claimCoalesceMs: 20,
-      keepAlive: { idleMs: 4_000, maxOrigins: 256 },
-    },
+    settings: { ...fastDelivererSettings, perEndpointConcurrency: 4 },
     render: (row) => renderEvent(row),
     renderEndpoint: webhookEndpointToWire,
     onlyTenants: [tenant],

@@ -544,8 +544,8 @@ export interface CursorBatch {
   events: Array<{ event: EventRow; position: CursorPosition }>;
 }
 
-/** One first attempt of a cursor batch. */
-export interface BatchAttempt {
+/** What one attempt to send an event came to, in either lane. */
+export interface AttemptResult {
   eventId: string;
   startedAt: Date;
   durationMs: number;
@@ -558,6 +558,9 @@ export interface BatchAttempt {
   /** After a failure, when the retry lane tries again; null: it fails for good (410, or no window left). */
   retryAt: Date | null;
 }
+
+/** One first attempt of a cursor batch. */
+export type BatchAttempt = AttemptResult;
 
 /** A batch whose attempts are over: `to` is where the cursor moves (the last event attempted, or the batch's end). */
 export interface FinishedBatch {
@@ -721,22 +724,11 @@ export async function eventsBehindCursor(pool: LedgerPool, endpointId: string): 
   return result.rows[0]!.n;
 }
 
-export interface AttemptOutcome {
+export interface AttemptOutcome extends AttemptResult {
   deliveryId: number;
   endpointId: string;
-  eventId: string;
   attempt: number;
   owner: string;
-  startedAt: Date;
-  durationMs: number;
-  statusCode: number | null;
-  error: string | null;
-  /** A 2xx. */
-  delivered: boolean;
-  /** A 410 Gone: the endpoint is disabled. */
-  gone: boolean;
-  /** When to try again if this attempt failed; null: give up (the retry window is over). */
-  retryAt: Date | null;
   /** An endpoint failing at least this long (since its first failure in a row) is disabled. */
   disableAfterFailingMs: number;
 }
