@@ -12,6 +12,7 @@
  *
  *   npx tsx bench/experiments/tree-ab.ts [--a <checkout>] [--b <checkout>] [--scenario p1|p1-provider]
  *     [--b-scenario p1|p1-provider|p1-webhook] [--n 1,8,32] [--blocks 8] [--block-s 4] [--warmup-s 4]
+ *     [--a-env K=V,…] [--b-env K=V,…]
  *
  * --a and --b default to this checkout (A/A: the method's own noise). An older checkout needs its
  * own `npm ci`; its tracked files are not touched (the driver copy is untracked and removed at the
@@ -51,6 +52,8 @@ const { values: flags } = parseArgs({
     blocks: { type: 'string', default: '8' },
     'block-s': { type: 'string', default: '4' },
     'warmup-s': { type: 'string', default: '4' },
+    'a-env': { type: 'string', default: '' },
+    'b-env': { type: 'string', default: '' },
   },
 });
 const scenarios: readonly DriverScenario[] = ['p1', 'p1-provider', 'p1-webhook'];
@@ -70,6 +73,15 @@ const blocksPerSide = integerIn(flags.blocks, '--blocks', 2, 64);
 if (blocksPerSide % 2 !== 0) throw new Error('--blocks: an even number (the order is A B B A per two pairs)');
 const blockMs = integerIn(flags['block-s'], '--block-s', 1, 120) * 1000;
 const warmupMs = integerIn(flags['warmup-s'], '--warmup-s', 0, 120) * 1000;
+
+/** `K=V,K2=V2` (--a-env, --b-env): variables one side's driver gets on top of this process's. */
+function sideEnvironment(pairs: string): Record<string, string> {
+  return Object.fromEntries(pairs.split(',').filter((pair) => pair !== '').map((pair) => {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--a-env/--b-env: K=V pairs separated by commas, not ${pair}`);
+    return [pair.slice(0, at), pair.slice(at + 1)];
+  }));
+}
 
 const log = (line: string): void => void process.stderr.write(`${line}\n`);
 const loadAverage = (): number => Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
@@ -100,6 +112,7 @@ class Driver {
       TREE_AB_DATA_DIR: join(runDir, `side-${name}`),
       TREE_AB_DATABASE_URL: databaseUrl,
       TREE_AB_TEMPORAL_ADDRESS: servers.temporalAddress,
+      ...sideEnvironment(name === 'A' ? flags['a-env'] : flags['b-env']),
     };
     // Each driver writes its own payload key file with its own checkout's code.
     delete env.CHARGEGUARD_PAYLOAD_KEYS_FILE;
@@ -182,11 +195,27 @@ function bootstrapMedian90(xs: readonly number[]): [number, number] {
   return [medians[Math.floor(0.05 * medians.length)]!, medians[Math.floor(0.95 * medians.length)]!];
 }
 
+/** Where a block's CPU went: its own driver, the idle one, Temporal, PostgreSQL, and the whole machine (the receiver and anything else included). */
+const cpuParts = ['own driver', 'other driver', 'temporal', 'postgres', 'machine'] as const;
+type CpuPart = (typeof cpuParts)[number];
+
+/** A block's CPU per charge decided, milliseconds, by part. */
+function cpuMsPerCharge(side: 'A' | 'B', before: CpuSnapshot, after: CpuSnapshot, charges: number): Record<CpuPart, number> {
+  const spent = (name: string): number => ((after.secondsBy[name] ?? Number.NaN) - (before.secondsBy[name] ?? Number.NaN)) * 1000 / charges;
+  return {
+    'own driver': spent(`driver${side}`),
+    'other driver': spent(`driver${side === 'A' ? 'B' : 'A'}`),
+    temporal: spent('temporal'),
+    postgres: spent('postgres'),
+    machine: spent('machine'),
+  };
+}
+
 interface PointResult {
   concurrency: number;
   loadBefore: number;
   loadAfter: number;
-  blocks: { pair: number; side: 'A' | 'B'; block: BlockAnswer; chargesPerSecond: number; chargesPerCpuSecond: number }[];
+  blocks: { pair: number; side: 'A' | 'B'; block: BlockAnswer; chargesPerSecond: number; chargesPerCpuSecond: number; cpuMsPerCharge: Record<CpuPart, number> }[];
   pairRatios: number[];
   /** B ÷ A of charges per CPU-second of the run's processes, per pair. */
   cpuPairRatios: number[];
@@ -201,7 +230,13 @@ interface PointResult {
 }
 
 async function measurePoint(stack: BenchStack, a: Driver, b: Driver, concurrency: number): Promise<PointResult> {
-  const cpu = (): Promise<CpuSnapshot> => takeCpuSnapshot({ temporal: stack.serverPids.temporal, postgres: stack.serverPids.postgres, worker: [a.pid, b.pid] });
+  const cpu = (): Promise<CpuSnapshot> => takeCpuSnapshot({
+      temporal: stack.serverPids.temporal,
+      postgres: stack.serverPids.postgres,
+      worker: [a.pid, b.pid],
+      processes: { driverA: a.pid, driverB: b.pid },
+      machine: true,
+    });
   const startedAtMs = performance.now();
   const loadBefore = loadAverage();
   if (warmupMs > 0) {
@@ -217,11 +252,12 @@ async function measurePoint(stack: BenchStack, a: Driver, b: Driver, concurrency
     for (const driver of order) {
       const before = await cpu();
       const block = await driver.block(`n${concurrency}-p${pair}`, concurrency, blockMs);
-      const chargesPerCpuSecond = block.completed / runCpuSeconds(before, await cpu());
+      const after = await cpu();
+      const chargesPerCpuSecond = block.completed / runCpuSeconds(before, after);
       const chargesPerSecond = rate(block);
       rates.set(driver.name, chargesPerSecond);
       cpuRates.set(driver.name, chargesPerCpuSecond);
-      blocks.push({ pair, side: driver.name, block, chargesPerSecond, chargesPerCpuSecond });
+      blocks.push({ pair, side: driver.name, block, chargesPerSecond, chargesPerCpuSecond, cpuMsPerCharge: cpuMsPerCharge(driver.name, before, after, block.completed) });
       if (block.failed > 0) log(`N=${concurrency} pair ${pair} ${driver.name}: ${block.failed} failed: ${block.failureSamples.join(' | ')}`);
     }
     pairRatios.push(rates.get('B')! / rates.get('A')!);
@@ -265,6 +301,13 @@ function report(a: Driver, b: Driver, points: PointResult[], verifications: Reco
   for (const point of points) {
     const failed = (side: 'A' | 'B'): number => sum(point.blocks.filter((x) => x.side === side).map((x) => x.block.failed));
     lines.push(`| ${point.concurrency} | **${fixed(point.medianRatio)}** | ${fixed(point.minRatio)}–${fixed(point.maxRatio)} | ${fixed(point.bootstrap90[0])}–${fixed(point.bootstrap90[1])} | ${fixed(median(sideRates(point, 'A')), 1)} | ${fixed(median(sideRates(point, 'B')), 1)} | ${fixed(point.cpuMedianRatio)} (${fixed(point.cpuMinRatio)}–${fixed(point.cpuMaxRatio)}) | ${failed('A')} / ${failed('B')} | ${point.loadBefore} → ${point.loadAfter} | ${point.durationS.toFixed(0)} |`);
+  }
+  lines.push('', 'CPU per charge decided, milliseconds, median of each side\'s blocks (10 ms ticks; "machine" also holds the receiver and anything else running):', '');
+  lines.push(`| N | side | ${cpuParts.join(' | ')} |`, `|---:|---|${cpuParts.map(() => '---:').join('|')}|`);
+  for (const point of points) {
+    const partMedian = (side: 'A' | 'B', part: CpuPart): number => median(point.blocks.filter((x) => x.side === side).map((x) => x.cpuMsPerCharge[part]));
+    for (const side of ['A', 'B'] as const) lines.push(`| ${point.concurrency} | ${side} | ${cpuParts.map((part) => fixed(partMedian(side, part), 2)).join(' | ')} |`);
+    lines.push(`| ${point.concurrency} | B − A | ${cpuParts.map((part) => fixed(partMedian('B', part) - partMedian('A', part), 2)).join(' | ')} |`);
   }
   lines.push('', 'Per block, in run order (charges/s, charges per CPU-second; p1-webhook: delivery drain ms, events delivered/written):', '');
   for (const point of points) {

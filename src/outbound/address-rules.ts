@@ -1,4 +1,4 @@
-import { BlockList, isIP } from 'node:net';
+import { BlockList, SocketAddress, isIP } from 'node:net';
 
 /**
  * Which addresses an outbound delivery may connect to (docs/webhook-endpoints.md, The outbound
@@ -115,16 +115,16 @@ export function addressKind(address: string): AddressKind {
     const v4 = embeddedIpv4(address);
     if (v4 !== null) return addressKind(v4);
   }
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  const bare = address.split('%')[0]!;
-  if (metadata.check(bare, type)) return 'metadata';
-  if (unspecified.check(bare, type)) return 'unspecified';
-  if (loopback.check(bare, type)) return 'loopback';
-  if (linkLocal.check(bare, type)) return 'link_local';
-  if (cgnat.check(bare, type)) return 'cgnat';
-  if (privateNetworks.check(bare, type)) return 'private';
-  if (multicast.check(bare, type)) return 'multicast';
-  if (reserved.check(bare, type)) return 'reserved';
+  // Parsed once for the eight lists below (a string is parsed again by each list's check).
+  const bare = new SocketAddress({ address: address.split('%')[0]!, family: family === 4 ? 'ipv4' : 'ipv6' });
+  if (metadata.check(bare)) return 'metadata';
+  if (unspecified.check(bare)) return 'unspecified';
+  if (loopback.check(bare)) return 'loopback';
+  if (linkLocal.check(bare)) return 'link_local';
+  if (cgnat.check(bare)) return 'cgnat';
+  if (privateNetworks.check(bare)) return 'private';
+  if (multicast.check(bare)) return 'multicast';
+  if (reserved.check(bare)) return 'reserved';
   if (address === '255.255.255.255') return 'reserved';
   return 'public';
 }

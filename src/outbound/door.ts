@@ -33,6 +33,12 @@ export class DoorRefusal extends Error {}
 
 /** Null when the URL's form is acceptable; else what is wrong with it, in words (for a 400 naming `url`). */
 export function urlFormProblem(url: string, settings: Pick<DoorSettings, 'allowHttp'>): string | null {
+  const form = parsedUrl(url, settings);
+  return form instanceof URL ? null : form;
+}
+
+/** The URL parsed, when its form is acceptable; else what is wrong with it, in words. */
+function parsedUrl(url: string, settings: Pick<DoorSettings, 'allowHttp'>): URL | string {
   if (url.length > webhookUrlMaxLength) return `is longer than ${webhookUrlMaxLength} characters`;
   if (!/^[\x21-\x7e]+$/.test(url)) return 'must be an absolute URL of visible ASCII characters (percent-encode the rest)';
   let parsed: URL;
@@ -46,7 +52,7 @@ export function urlFormProblem(url: string, settings: Pick<DoorSettings, 'allowH
   if (parsed.username !== '' || parsed.password !== '') return 'must not carry credentials (user:password@): the signature authenticates deliveries';
   if (parsed.hostname === '') return 'has no host';
   if (parsed.hash !== '') return 'must not have a fragment (#…)';
-  return null;
+  return parsed;
 }
 
 /** The host of a URL as a resolver or an address check takes it (IPv6 literals without brackets). */
@@ -62,9 +68,18 @@ const systemResolve = async (host: string) => dnsLookup(host, { all: true, verba
  * would otherwise be a coin toss). Throws DoorRefusal saying why.
  */
 export async function checkedAddress(url: string, settings: DoorSettings): Promise<{ address: string; family: number }> {
-  const form = urlFormProblem(url, settings);
-  if (form !== null) throw new DoorRefusal(`url ${form}`);
-  const host = bareHost(new URL(url));
+  return (await checkedTarget(url, settings)).target;
+}
+
+/** checkedAddress, with the URL as parsed for the check (a delivery needs both). */
+async function checkedTarget(url: string, settings: DoorSettings): Promise<{ parsed: URL; target: { address: string; family: number } }> {
+  const parsed = parsedUrl(url, settings);
+  if (!(parsed instanceof URL)) throw new DoorRefusal(`url ${parsed}`);
+  const target = await checkedHostAddress(bareHost(parsed), settings);
+  return { parsed, target };
+}
+
+async function checkedHostAddress(host: string, settings: DoorSettings): Promise<{ address: string; family: number }> {
   const family = isIP(host);
   if (family !== 0) {
     const refusal = addressRefusal(host, settings);
@@ -118,13 +133,13 @@ export interface DoorResponse {
 export async function postThroughDoor(url: string, headers: Record<string, string>, body: string, settings: DoorSettings, connections?: DoorConnections): Promise<DoorResponse> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
+  let parsed: URL;
   let target: { address: string; family: number };
   try {
-    target = await checkedAddress(url, settings);
+    ({ parsed, target } = await checkedTarget(url, settings));
   } catch (error) {
     return { statusCode: null, error: (error as Error).message, durationMs: elapsed(), bodyBytes: 0 };
   }
-  const parsed = new URL(url);
   const protocol = parsed.protocol === 'https:' ? 'https:' : 'http:';
   const agent = connections?.agentFor(protocol, parsed.origin, target.address) ?? false;
   const first = await sendOnce(parsed, target, headers, body, settings, agent, settings.responseTimeoutMs);
