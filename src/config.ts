@@ -224,8 +224,12 @@ const configSchema = z.object({
   WEBHOOK_DELIVERY_RETENTION_MS: positiveMs.min(3_600_000).default(30 * 24 * 60 * 60 * 1000),
   /** How often a worker's deliverer prunes finished deliveries past their retention (1 minute). */
   WEBHOOK_DELIVERY_PRUNE_INTERVAL_MS: positiveMs.max(24 * 60 * 60 * 1000).default(60_000),
-  /** `off`: this worker delivers no webhooks (another process does). */
-  WEBHOOK_DELIVERY: z.enum(['on', 'off']).default('on'),
+  /**
+   * Where this worker process delivers webhooks: `thread`, on a worker thread of its own
+   * (docs/webhook-endpoints.md, Where deliveries run); `on`, on the event loop it shares with the
+   * charges' activities; `off`, not at all (another process does).
+   */
+  WEBHOOK_DELIVERY: z.enum(['thread', 'on', 'off']).default('thread'),
 });
 
 export type ChargeguardConfig = z.infer<typeof configSchema>;

@@ -11,7 +11,7 @@ import { workerDataConverter } from '../../src/codec/data-converter.js';
 import { payloadProtectionFromEnvironment } from '../../src/codec/payload-protection.js';
 import { StripeConnector, type StripeEndpoint } from '../../src/providers/stripe/connector.js';
 import { loadConfig } from '../../src/config.js';
-import { startWebhookDeliverer } from '../../src/runtime/webhook-deliverer.js';
+import { startConfiguredDeliverer } from '../../src/runtime/webhook-deliverer-threaded.js';
 import { baselineActivities, createProviderBaselineActivities } from '../baseline-activities.js';
 
 /** The worker knobs the bench varies; both the charge and the baseline worker get the same ones. */
@@ -123,7 +123,7 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
     );
   }
   const running = workers.map((worker) => worker.run());
-  const deliverer = config.webhookDelivery ? startBenchDeliverer(config.databaseUrl) : null;
+  const deliverer = config.webhookDelivery ? await startBenchDeliverer(config.databaseUrl) : null;
   let stopping: Promise<void> | null = null;
   return {
     placement: 'in-process',
@@ -149,9 +149,11 @@ export async function startWorkersInProcess(config: BenchWorkersConfig): Promise
  * (WEBHOOK_* from the environment, defaults otherwise), loopback http allowed: the bench's receiver
  * is on 127.0.0.1.
  */
-function startBenchDeliverer(databaseUrl: string): { stop(): Promise<void> } | null {
-  const config = loadConfig({ ...process.env, WEBHOOK_DELIVERY: 'on', WEBHOOK_ALLOW_HTTP: 'on', WEBHOOK_ALLOW_LOOPBACK: 'on' });
-  return startWebhookDeliverer(config, databaseUrl, { log: (line) => process.stderr.write(`webhook deliverer: ${line}\n`) });
+async function startBenchDeliverer(databaseUrl: string): Promise<{ stop(): Promise<void> } | null> {
+  // Its own thread, as the configuration's default, unless the environment asks for the event loop's (WEBHOOK_DELIVERY=on).
+  const where = process.env.WEBHOOK_DELIVERY === 'on' ? 'on' : 'thread';
+  const config = loadConfig({ ...process.env, WEBHOOK_DELIVERY: where, WEBHOOK_ALLOW_HTTP: 'on', WEBHOOK_ALLOW_LOOPBACK: 'on' });
+  return startConfiguredDeliverer(config, databaseUrl, { log: (line) => process.stderr.write(`webhook deliverer: ${line}\n`) });
 }
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));

@@ -4,7 +4,7 @@ import { step } from '../support/progress.js';
 import type { ChargeguardConfig } from '../config.js';
 import type { LocalStack } from '../stack/stack.js';
 import { createChargeWorker } from '../worker/charge-worker.js';
-import { startWebhookDeliverer } from './webhook-deliverer.js';
+import { startConfiguredDeliverer } from './webhook-deliverer-threaded.js';
 import { startEmbeddedProvider, type EmbeddedProvider } from './embedded-provider.js';
 import { dependencyWaitLimitsFromConfig, isTemporalStartFailureTransient, openAppContext, type RuntimeContext } from './app-context.js';
 import { waitForDependency, type DependencyWaitLimits } from '../support/dependency-wait.js';
@@ -129,7 +129,7 @@ export async function startLocalRuntime(
     // Observed here so a crash is never an unhandled rejection and is logged when it happens;
     // callers still see it through workerRun, and stop() waits on this without reporting it twice.
     const workerEnded = workerRun.catch((error: unknown) => log(`the worker stopped with an error: ${(error as Error).message}`));
-    const deliverer = startWebhookDeliverer(config, stack.databaseUrl, { log });
+    const deliverer = await startConfiguredDeliverer(config, stack.databaseUrl, { log });
     if (deliverer) undo.push(['stop the webhook deliverer', () => deliverer.stop()]);
     return {
       stack,

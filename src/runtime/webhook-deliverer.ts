@@ -15,7 +15,7 @@ import { delivererSettingsFromConfig, deliveryRetentionFromConfig } from './webh
 export function startWebhookDeliverer(
   config: ChargeguardConfig,
   databaseUrl: string,
-  options: { log: (line: string) => void; render?: EventRenderer },
+  options: { log: (line: string) => void; render?: EventRenderer; onlyTenants?: readonly string[] },
 ): { stop(): Promise<void> } | null {
   if (config.WEBHOOK_DELIVERY === 'off') return null;
   const pool = createLedgerPool({ databaseUrl, maxConnections: config.WEBHOOK_DELIVERY_POOL_CONNECTIONS });
@@ -25,6 +25,7 @@ export function startWebhookDeliverer(
     render: options.render ?? ((row) => renderEvent(row)),
     renderEndpoint: webhookEndpointToWire,
     log: options.log,
+    ...(options.onlyTenants ? { onlyTenants: options.onlyTenants } : {}),
   });
   const pruner = new DeliveryPruner(pool, deliveryRetentionFromConfig(config), { log: options.log });
   deliverer.start();

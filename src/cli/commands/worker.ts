@@ -17,7 +17,7 @@ import { describePayloadProtection, payloadProtectionFromSettings } from '../../
 import { chargeTaskQueue } from '../../../workflows/definitions.js';
 import { waitForStopReason } from '../shutdown.js';
 import { checkedWorkflowBundle } from './worker-bundle.js';
-import { startWebhookDeliverer } from '../../runtime/webhook-deliverer.js';
+import { startConfiguredDeliverer } from '../../runtime/webhook-deliverer-threaded.js';
 
 export function registerWorkerCommand(program: Command): void {
   program
@@ -73,7 +73,7 @@ export function registerWorkerCommand(program: Command): void {
 `);
           const running = worker.run();
           // Webhook deliveries (docs/webhook-endpoints.md) run beside the charges, on their own pool.
-          const deliverer = startWebhookDeliverer(config, config.DATABASE_URL, { log: wait.log });
+          const deliverer = await startConfiguredDeliverer(config, config.DATABASE_URL, { log: wait.log });
           const stop = await waitForStopReason(safety, { 'the worker': running });
           await deliverer?.stop();
           failure = stop.error;
