@@ -291,8 +291,8 @@ function report(a: Driver, b: Driver, points: PointResult[], verifications: Reco
   const lines = [
     `# tree-ab: B ÷ A of charges/s, same servers, blocks A B B A …`,
     '',
-    `- A: ${a.checkout} (${a.commit}), ${a.scenario}`,
-    `- B: ${b.checkout} (${b.commit}), ${b.scenario}`,
+    `- A: ${a.checkout} (${a.commit}), ${a.scenario}${flags['a-env'] ? `, with ${flags['a-env']}` : ''}`,
+    `- B: ${b.checkout} (${b.commit}), ${b.scenario}${flags['b-env'] ? `, with ${flags['b-env']}` : ''}`,
     `- ${blocksPerSide} blocks per side per N of ${blockMs / 1000} s (+ one ${warmupMs / 1000} s warm-up block per side); setup ${setupS.toFixed(0)} s, whole run ${totalS.toFixed(0)} s`,
     '',
     '| N | **B ÷ A median** | min–max | bootstrap 90 % | A charges/s (median) | B charges/s (median) | per CPU-second: B ÷ A median (min–max) | failed A / B | 1-min load before → after | s |',
