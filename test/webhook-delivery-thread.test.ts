@@ -47,4 +47,25 @@ describe('the deliverer on its own thread', () => {
     await running.stop();
     expect(lines.filter((line) => /thread/.test(line))).toEqual([]);
   });
+
+  it('a thread that dies is started again, and deliveries go on', async () => {
+    const tenant = newTenant('wh-thread-dies');
+    await openAccount(h.pool, tenant, 'wh');
+    const rx = await receiver();
+    const { endpoint } = await createEndpoint(h.pool, { tenant, url: rx.url, enabledEvents: ['*'], description: null }, 16);
+    const lines: string[] = [];
+    const running = track(await startWebhookDelivererThread(threadConfig(), inject('stack').databaseUrl, { log: (line) => lines.push(line), onlyTenants: [tenant] }));
+    await deposit(h.pool, tenant, 'wh', 100, `wh-thread-${randomBytes(8).toString('hex')}`);
+    await waitFor(async () => (await deliveryCounts(h.pool, endpoint.id)).delivered >= 1, { what: 'the first thread delivering', timeoutMs: 30_000 });
+    const first = running.currentThread();
+    expect(first).not.toBeNull();
+    // What an uncaught error in the thread comes to: the thread ends without being asked.
+    await first!.terminate();
+    await waitFor(async () => running.currentThread() !== null && running.currentThread() !== first, { what: 'a new thread', timeoutMs: 30_000 });
+    expect(lines.some((line) => /thread exited \(code \d+\); starting it again in 1000 ms/.test(line))).toBe(true);
+    await deposit(h.pool, tenant, 'wh', 100, `wh-thread-${randomBytes(8).toString('hex')}`);
+    await waitFor(async () => (await deliveryCounts(h.pool, endpoint.id)).delivered >= 2, { what: 'the new thread delivering', timeoutMs: 30_000 });
+    expect(new Set(rx.received.map((r) => r.headers['webhook-id'])).size).toBe(2);
+    await running.stop();
+  });
 });

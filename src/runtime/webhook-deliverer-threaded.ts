@@ -54,6 +54,13 @@ async function startThread(data: DelivererThreadData, log: (line: string) => voi
   return { thread, ended: Promise.race([stoppedOnRequest, exited.then(() => undefined)]), exited };
 }
 
+export interface DelivererThreadHandle {
+  /** Stops the deliverer and ends its thread (terminated after threadStopMs). */
+  stop(): Promise<void>;
+  /** The thread running now; null between a thread's death and its restart (diagnostics, tests). */
+  currentThread(): Worker | null;
+}
+
 /**
  * The worker process's deliverer on a thread of its own (WEBHOOK_DELIVERY=thread, the default): the
  * same deliverer as in-line (webhook-deliverer.ts), but its HTTP work, signing and rendering run on
@@ -66,7 +73,7 @@ export async function startWebhookDelivererThread(
   config: ChargeguardConfig,
   databaseUrl: string,
   options: { log: (line: string) => void; onlyTenants?: readonly string[] },
-): Promise<{ stop(): Promise<void> }> {
+): Promise<DelivererThreadHandle> {
   const data: DelivererThreadData = { config, databaseUrl, ...(options.onlyTenants ? { onlyTenants: options.onlyTenants } : {}) };
   let current: RunningThread | null = await startThread(data, options.log);
   let stopping = false;
@@ -97,6 +104,7 @@ export async function startWebhookDelivererThread(
   };
   watch(current);
   return {
+    currentThread: () => current?.thread ?? null,
     stop: async () => {
       stopping = true;
       clearTimeout(restartTimer);
