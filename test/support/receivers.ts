@@ -41,14 +41,6 @@ export async function startReceiver(answer: (request: Received) => Answer | Prom
       mostInFlight = Math.max(mostInFlight, inFlight);
       const entry: Received = { n: received.length + 1, headers: request.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
       received.push(entry);
-      // In flight until answered, or until the sender gave up and closed the connection (its
-      // response timeout): a held request the sender abandoned is no longer one it is waiting on.
-      let counted = true;
-      const settle = () => {
-        if (counted) inFlight -= 1;
-        counted = false;
-      };
-      response.once('close', settle);
       void (async () => {
         try {
           const reply = await answer(entry);
@@ -59,7 +51,7 @@ export async function startReceiver(answer: (request: Received) => Answer | Prom
           response.writeHead(500);
           response.end(String(error));
         } finally {
-          settle();
+          inFlight -= 1;
         }
       })();
     });
