@@ -219,12 +219,16 @@ describe('webhook deliveries by cursor', () => {
     const quick = await receiver();
     const { endpoint: slowEndpoint } = await createEndpoint(h.pool, { tenant, url: slow.url, enabledEvents: ['*'], description: null }, 16);
     const { endpoint: quickEndpoint } = await createEndpoint(h.pool, { tenant, url: quick.url, enabledEvents: ['*'], description: null }, 16);
-    startDeliverer(tenant, { settings: { leaseMs: 30_000, door: { ...fast.door, responseTimeoutMs: 20_000 } } });
+    // The held requests must outlast the test's waits on a slow machine: a send the deliverer gave
+    // up on at its response timeout would be sent again and counted twice by the receiver.
+    startDeliverer(tenant, { settings: { leaseMs: 70_000, door: { ...fast.door, responseTimeoutMs: 60_000 } } });
     try {
       for (let i = 0; i < 6; i += 1) await writeEvent(h.pool, tenant);
       await waitFor(async () => (await deliveryCounts(h.pool, quickEndpoint.id)).delivered === 6, { what: 'the quick endpoint served' });
       // Its slots fill as the sends arrive, which on a busy machine may be after the quick endpoint was served.
-      await waitFor(async () => slow.inFlight() === fast.perEndpointConcurrency, { what: `the slow endpoint holding ${fast.perEndpointConcurrency} requests` });
+      await waitFor(async () => slow.inFlight() === fast.perEndpointConcurrency, { what: `the slow endpoint holding ${fast.perEndpointConcurrency} requests` }).catch((error: Error) => {
+        throw new Error(`${error.message}: ${slow.inFlight()} in flight, at most ${slow.mostInFlight()}, ${slow.received.length} received`);
+      });
       expect(slow.mostInFlight()).toBe(fast.perEndpointConcurrency);
       expect((await deliveryCounts(h.pool, slowEndpoint.id)).delivered).toBe(0);
     } finally {

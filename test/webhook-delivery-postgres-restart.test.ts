@@ -57,7 +57,7 @@ describe('webhook deliveries across a PostgreSQL restart', () => {
       const { endpoint, secret } = await createEndpoint(ledger, { tenant, url: rx.url, enabledEvents: ['*'], description: null }, 16);
 
       const log: string[] = [];
-      const leaseMs = 12_000;
+      const leaseMs = 32_000;
       const deliverer = new WebhookDeliverer({
         pool: deliveryPool,
         settings: {
@@ -67,8 +67,10 @@ describe('webhook deliveries across a PostgreSQL restart', () => {
           concurrency: 8,
           perEndpointConcurrency,
           pollIntervalMs: 50,
-          // The held requests last as long as the database takes to stop; the response timeout covers that.
-          door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 1_000, responseTimeoutMs: 10_000, responseMaxBytes: 4_096 },
+          // The held requests last through the first charges and the database's stop; the response
+          // timeout covers both on a slow machine. Were they given up on before the database went
+          // down, the resends would be answered at once and none would be held any more.
+          door: { allowHttp: true, allowLoopback: true, allowPrivate: false, connectTimeoutMs: 1_000, responseTimeoutMs: 30_000, responseMaxBytes: 4_096 },
           claimCoalesceMs: 20,
           keepAlive: { idleMs: 4_000, maxOrigins: 256 },
         },
