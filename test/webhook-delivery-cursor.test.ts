@@ -221,9 +221,12 @@ describe('webhook deliveries by cursor', () => {
     const { endpoint: quickEndpoint } = await createEndpoint(h.pool, { tenant, url: quick.url, enabledEvents: ['*'], description: null }, 16);
     // The held requests must outlast the test's waits on a slow machine: a send the deliverer gave
     // up on at its response timeout would be sent again and counted twice by the receiver.
+    // The events are written before the deliverer starts, so that its first batch to each endpoint
+    // has all six: one endpoint has one batch in flight at a time, and a batch taken after the first
+    // event alone would hold one slot until it is answered (a CI run saw exactly that).
+    for (let i = 0; i < 6; i += 1) await writeEvent(h.pool, tenant);
     startDeliverer(tenant, { settings: { leaseMs: 70_000, door: { ...fast.door, responseTimeoutMs: 60_000 } } });
     try {
-      for (let i = 0; i < 6; i += 1) await writeEvent(h.pool, tenant);
       await waitFor(async () => (await deliveryCounts(h.pool, quickEndpoint.id)).delivered === 6, { what: 'the quick endpoint served' });
       // Its slots fill as the sends arrive, which on a busy machine may be after the quick endpoint was served.
       await waitFor(async () => slow.inFlight() === fast.perEndpointConcurrency, { what: `the slow endpoint holding ${fast.perEndpointConcurrency} requests` }).catch((error: Error) => {
