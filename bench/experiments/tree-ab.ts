@@ -12,8 +12,11 @@
  *
  *   npx tsx bench/experiments/tree-ab.ts [--a <checkout>] [--b <checkout>] [--scenario p1|p1-provider]
  *     [--b-scenario p1|p1-provider|p1-webhook] [--n 1,8,32] [--blocks 8] [--block-s 4] [--warmup-s 4]
- *     [--a-env K=V,…] [--b-env K=V,…]
+ *     [--a-env K=V,…] [--b-env K=V,…] [--statements]
  *
+ * --statements loads pg_stat_statements (nested statements counted too) and ends the report with
+ * each side's statements that took the most server time, per charge decided over the whole run
+ * (warm-ups included); counting them slows the server a little, alike for both sides.
  * --a and --b default to this checkout (A/A: the method's own noise). An older checkout needs its
  * own `npm ci`; its tracked files are not touched (the driver copy is untracked and removed at the
  * end). A block's rate is charges decided ÷ the block's whole time (the closed loop's drain of
@@ -54,6 +57,7 @@ const { values: flags } = parseArgs({
     'warmup-s': { type: 'string', default: '4' },
     'a-env': { type: 'string', default: '' },
     'b-env': { type: 'string', default: '' },
+    statements: { type: 'boolean', default: false },
   },
 });
 const scenarios: readonly DriverScenario[] = ['p1', 'p1-provider', 'p1-webhook'];
@@ -156,6 +160,63 @@ class Driver {
     }
     if (this.copiedDriver !== null) await rm(this.copiedDriver, { force: true });
   }
+}
+
+/** What --statements loads: every statement counted, those inside functions and triggers too. */
+const statementSettings = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } as const;
+/** Statements listed per side by --statements. */
+const statementsListed = 16;
+
+/** Each side's charges so far; the statement counters start from zero here. */
+async function startStatementCount(serverUrl: string): Promise<Record<'A' | 'B', number>> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const charges = { A: await sideCharges(serverUrl, 'A'), B: await sideCharges(serverUrl, 'B') };
+    await client.query('SELECT pg_stat_statements_reset()');
+    return charges;
+  } finally {
+    await client.end();
+  }
+}
+
+async function sideCharges(serverUrl: string, side: 'A' | 'B'): Promise<number> {
+  const url = new URL(serverUrl);
+  url.pathname = `/tree_ab_${side.toLowerCase()}`;
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM charges')).rows[0]!.n);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Each side's statements by server time, microseconds and calls per charge made since startStatementCount. */
+async function statementReport(serverUrl: string, from: Record<'A' | 'B', number>): Promise<string[]> {
+  const lines = ['', 'Server time by statement, per charge made in the run (pg_stat_statements; a function\'s time includes the statements inside it, which are listed too):', ''];
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    for (const side of ['A', 'B'] as const) {
+      const charges = (await sideCharges(serverUrl, side)) - from[side];
+      const { rows } = await client.query<{ calls: string; ms: number; query: string }>(
+        `SELECT s.calls, s.total_exec_time AS ms, s.query FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+          WHERE d.datname = $1 ORDER BY s.total_exec_time DESC LIMIT $2`,
+        [`tree_ab_${side.toLowerCase()}`, statementsListed],
+      );
+      lines.push(`${side}: ${charges} charges`, '', '| µs per charge | calls per charge | statement |', '|---:|---:|---|');
+      for (const row of rows) {
+        const text = row.query.replace(/\s+/g, ' ').slice(0, 120).replace(/\|/g, '\\|');
+        lines.push(`| ${((row.ms * 1000) / charges).toFixed(1)} | ${(Number(row.calls) / charges).toFixed(2)} | \`${text}\` |`);
+      }
+      lines.push('');
+    }
+  } finally {
+    await client.end();
+  }
+  return lines;
 }
 
 async function createDatabase(serverUrl: string, name: string): Promise<string> {
@@ -325,7 +386,13 @@ function report(a: Driver, b: Driver, points: PointResult[], verifications: Reco
 
 await mkdir(runDir, { recursive: true });
 log(`tree-ab: logs in ${runDir}`);
-const stack = await startBenchStack({ dataDir: join(runDir, 'stack'), sqlitePragmas: defaultSqlitePragmas, keepData: false, log });
+const stack = await startBenchStack({
+  dataDir: join(runDir, 'stack'),
+  sqlitePragmas: defaultSqlitePragmas,
+  keepData: false,
+  log,
+  ...(flags.statements ? { postgresSettings: statementSettings } : {}),
+});
 const drivers: Driver[] = [];
 try {
   const servers = { databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress };
@@ -335,13 +402,15 @@ try {
   const [a, b] = drivers as [Driver, Driver];
   const setupS = (performance.now() - runStartedAtMs) / 1000;
   log(`tree-ab: both drivers ready after ${setupS.toFixed(0)} s`);
+  const statementsFrom = flags.statements ? await startStatementCount(stack.databaseUrl) : null;
   const points: PointResult[] = [];
   for (const concurrency of concurrencies) points.push(await measurePoint(stack, a, b, concurrency));
+  const statementLines = statementsFrom === null ? [] : await statementReport(stack.databaseUrl, statementsFrom);
   const verifications = {
     A: (await a.ask({ type: 'verify' })).verification!,
     B: (await b.ask({ type: 'verify' })).verification!,
   };
-  const text = report(a, b, points, verifications, setupS, (performance.now() - runStartedAtMs) / 1000);
+  const text = [report(a, b, points, verifications, setupS, (performance.now() - runStartedAtMs) / 1000), ...statementLines].join('\n');
   await writeFile(join(runDir, 'result.md'), `${text}\n`);
   await writeFile(join(runDir, 'result.json'), JSON.stringify({ a: { checkout: a.checkout, commit: a.commit, scenario: a.scenario }, b: { checkout: b.checkout, commit: b.commit, scenario: b.scenario }, blockMs, warmupMs, blocksPerSide, points, verifications }, null, 2));
   process.stdout.write(`${text}\n`);

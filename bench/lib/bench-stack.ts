@@ -64,6 +64,11 @@ export async function startBenchStack(options: {
   temporalKind?: TemporalKind;
   keepData: boolean;
   log: (line: string) => void;
+  /**
+   * Server settings for the embedded PostgreSQL beyond its defaults (ALTER SYSTEM, then a restart,
+   * as settings such as shared_preload_libraries need); refused with DATABASE_URL.
+   */
+  postgresSettings?: Readonly<Record<string, string>>;
 }): Promise<BenchStack> {
   const dataDir = resolve(options.dataDir);
   await mkdir(dataDir, { recursive: true, mode: 0o711 });
@@ -76,9 +81,22 @@ export async function startBenchStack(options: {
   const externalTemporal = nonEmpty(process.env.TEMPORAL_ADDRESS);
   const externalDatabase = nonEmpty(process.env.DATABASE_URL);
 
-  const postgres = externalDatabase === null
-    ? await startLedgerPostgres({ dataDir: join(dataDir, 'postgres'), logFilePath: join(logsDir, 'postgres.log') })
-    : null;
+  const postgresSettings = Object.entries(options.postgresSettings ?? {});
+  if (externalDatabase !== null && postgresSettings.length > 0) throw new Error('postgresSettings apply to the embedded PostgreSQL only; unset DATABASE_URL');
+  const postgresOptions = { dataDir: join(dataDir, 'postgres'), logFilePath: join(logsDir, 'postgres.log') };
+  let postgres = externalDatabase === null ? await startLedgerPostgres(postgresOptions) : null;
+  if (postgres !== null && postgresSettings.length > 0) {
+    const { default: pg } = await import('pg');
+    const admin = new pg.Client({ connectionString: postgres.databaseUrl });
+    await admin.connect();
+    try {
+      for (const [name, value] of postgresSettings) await admin.query(`ALTER SYSTEM SET ${admin.escapeIdentifier(name)} = ${admin.escapeLiteral(value)}`);
+    } finally {
+      await admin.end();
+    }
+    await postgres.stop();
+    postgres = await startLedgerPostgres(postgresOptions);
+  }
   const databaseUrl = externalDatabase ?? postgres!.databaseUrl;
   options.log(externalDatabase === null ? 'postgres: embedded, fresh cluster' : 'postgres: DATABASE_URL');
   await migrateLedger(databaseUrl);
