@@ -24,13 +24,12 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import pg from 'pg';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { createEndpoint, newEventId } from '../../src/ledger/webhook-endpoints.js';
 import type { DelivererOptions, DelivererSettings } from '../../src/outbound/deliverer.js';
 import { WebhookDeliverer } from '../../src/outbound/deliverer.js';
-import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
+import { statementProfileSettings, startLedgerPostgresWith } from '../lib/postgres-with-settings.js';
 import { webhookEndpointToWire } from '../../src/service/webhook-endpoints.js';
 import { takeCpuSnapshot } from '../lib/cpu.js';
 
@@ -66,17 +65,7 @@ const settings: DelivererSettings = {
 const dir = await mkdtemp(join(tmpdir(), 'delivery-profile-'));
 await chmod(dir, 0o711);
 const serverOptions = { dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') };
-let server = await startLedgerPostgres(serverOptions);
-if (statementProfile) {
-  // pg_stat_statements must be loaded at server start: set it, then restart on the same data dir.
-  const admin = new pg.Client({ connectionString: server.databaseUrl });
-  await admin.connect();
-  await admin.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
-  await admin.query(`ALTER SYSTEM SET pg_stat_statements.track = 'all'`);
-  await admin.end();
-  await server.stop();
-  server = await startLedgerPostgres(serverOptions);
-}
+const server = await startLedgerPostgresWith(serverOptions, statementProfile ? statementProfileSettings : {});
 const received = { count: 0 };
 const receiver = createServer((request, response) => {
   request.resume();

@@ -19,7 +19,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
+import { statementProfileSettings, startLedgerPostgresWith } from '../lib/postgres-with-settings.js';
 import { migrateLedger } from '../../src/ledger/migrate.js';
 import { createLedgerPool } from '../../src/ledger/pool.js';
 import { confirmHold, tryHold } from '../../src/ledger/charges.js';
@@ -38,17 +38,8 @@ const top = Number(process.env.TOP ?? 14);
 const dir = await mkdtemp(join(tmpdir(), 'outbox-profile-'));
 await chmod(dir, 0o711);
 const options = { dataDir: join(dir, 'pg'), logFilePath: join(dir, 'pg.log') };
-let server = await startLedgerPostgres(options);
+const server = await startLedgerPostgresWith(options, { ...statementProfileSettings, track_functions: 'all' });
 try {
-  // pg_stat_statements must be loaded at server start: set it, then restart on the same data dir.
-  const admin = new pg.Client({ connectionString: server.databaseUrl });
-  await admin.connect();
-  await admin.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
-  await admin.query(`ALTER SYSTEM SET pg_stat_statements.track = 'all'`);
-  await admin.query(`ALTER SYSTEM SET track_functions = 'all'`);
-  await admin.end();
-  await server.stop();
-  server = await startLedgerPostgres(options);
   if (commit === undefined) {
     await migrateLedger(server.databaseUrl);
   } else {

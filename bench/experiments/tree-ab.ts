@@ -35,6 +35,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { defaultSqlitePragmas } from '../../src/stack/temporal-dev-server.js';
 import { startBenchStack, type BenchStack } from '../lib/bench-stack.js';
+import { statementProfileSettings } from '../lib/postgres-with-settings.js';
 import { takeCpuSnapshot, type CpuSnapshot } from '../lib/cpu.js';
 import { round } from '../lib/stats.js';
 import type { Verification } from '../lib/verify.js';
@@ -109,7 +110,7 @@ class Driver {
     // This checkout runs the tracked driver; another gets an untracked copy, so its relative imports resolve to its own modules.
     const copiedDriver = checkout === thisCheckout ? null : join(checkout, 'bench', 'experiments', `.tree-ab-driver-${process.pid}-${name}.ts`);
     if (copiedDriver !== null) await copyFile(driverSource, copiedDriver);
-    const databaseUrl = await createDatabase(servers.databaseUrl, `tree_ab_${name.toLowerCase()}`);
+    const databaseUrl = await createDatabase(servers.databaseUrl, sideDatabase(name));
     const logFile = openSync(join(runDir, `driver-${name}.log`), 'a');
     const env: NodeJS.ProcessEnv = {
       ...process.env,
@@ -162,8 +163,6 @@ class Driver {
   }
 }
 
-/** What --statements loads: every statement counted, those inside functions and triggers too. */
-const statementSettings = { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } as const;
 /** Statements listed per side by --statements. */
 const statementsListed = 16;
 
@@ -182,9 +181,7 @@ async function startStatementCount(serverUrl: string): Promise<Record<'A' | 'B',
 }
 
 async function sideCharges(serverUrl: string, side: 'A' | 'B'): Promise<number> {
-  const url = new URL(serverUrl);
-  url.pathname = `/tree_ab_${side.toLowerCase()}`;
-  const client = new pg.Client({ connectionString: url.toString() });
+  const client = new pg.Client({ connectionString: databaseUrlOn(serverUrl, sideDatabase(side)) });
   await client.connect();
   try {
     return Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM charges')).rows[0]!.n);
@@ -201,10 +198,11 @@ async function statementReport(serverUrl: string, from: Record<'A' | 'B', number
   try {
     for (const side of ['A', 'B'] as const) {
       const charges = (await sideCharges(serverUrl, side)) - from[side];
+      if (charges <= 0) throw new Error(`--statements: side ${side} made no charges in the run, nothing to divide its server time by`);
       const { rows } = await client.query<{ calls: string; ms: number; query: string }>(
         `SELECT s.calls, s.total_exec_time AS ms, s.query FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
           WHERE d.datname = $1 ORDER BY s.total_exec_time DESC LIMIT $2`,
-        [`tree_ab_${side.toLowerCase()}`, statementsListed],
+        [sideDatabase(side), statementsListed],
       );
       lines.push(`${side}: ${charges} charges`, '', '| µs per charge | calls per charge | statement |', '|---:|---:|---|');
       for (const row of rows) {
@@ -227,8 +225,18 @@ async function createDatabase(serverUrl: string, name: string): Promise<string> 
   } finally {
     await client.end();
   }
+  return databaseUrlOn(serverUrl, name);
+}
+
+/** The database a side's driver runs on. */
+function sideDatabase(side: 'A' | 'B'): string {
+  return `tree_ab_${side.toLowerCase()}`;
+}
+
+/** The server's URL naming another database on it. */
+function databaseUrlOn(serverUrl: string, database: string): string {
   const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
+  url.pathname = `/${database}`;
   return url.toString();
 }
 
@@ -391,7 +399,7 @@ const stack = await startBenchStack({
   sqlitePragmas: defaultSqlitePragmas,
   keepData: false,
   log,
-  ...(flags.statements ? { postgresSettings: statementSettings } : {}),
+  ...(flags.statements ? { postgresSettings: statementProfileSettings } : {}),
 });
 const drivers: Driver[] = [];
 try {

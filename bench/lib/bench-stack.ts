@@ -5,7 +5,7 @@ import { migrateLedger } from '../../src/ledger/migrate.js';
 import { readFileIfPresent } from '../../src/support/files.js';
 import { startBenchTemporal } from './bench-temporal.js';
 import { startBenchCluster } from './bench-cluster.js';
-import { startLedgerPostgres } from '../../src/runtime/local-stack.js';
+import { startLedgerPostgresWith } from './postgres-with-settings.js';
 
 /**
  * Which Temporal server the Temporal-facing scenarios run against: `dev` is the CLI's dev server
@@ -81,22 +81,10 @@ export async function startBenchStack(options: {
   const externalTemporal = nonEmpty(process.env.TEMPORAL_ADDRESS);
   const externalDatabase = nonEmpty(process.env.DATABASE_URL);
 
-  const postgresSettings = Object.entries(options.postgresSettings ?? {});
-  if (externalDatabase !== null && postgresSettings.length > 0) throw new Error('postgresSettings apply to the embedded PostgreSQL only; unset DATABASE_URL');
-  const postgresOptions = { dataDir: join(dataDir, 'postgres'), logFilePath: join(logsDir, 'postgres.log') };
-  let postgres = externalDatabase === null ? await startLedgerPostgres(postgresOptions) : null;
-  if (postgres !== null && postgresSettings.length > 0) {
-    const { default: pg } = await import('pg');
-    const admin = new pg.Client({ connectionString: postgres.databaseUrl });
-    await admin.connect();
-    try {
-      for (const [name, value] of postgresSettings) await admin.query(`ALTER SYSTEM SET ${admin.escapeIdentifier(name)} = ${admin.escapeLiteral(value)}`);
-    } finally {
-      await admin.end();
-    }
-    await postgres.stop();
-    postgres = await startLedgerPostgres(postgresOptions);
-  }
+  if (externalDatabase !== null && Object.keys(options.postgresSettings ?? {}).length > 0) throw new Error('postgresSettings apply to the embedded PostgreSQL only; unset DATABASE_URL');
+  const postgres = externalDatabase === null
+    ? await startLedgerPostgresWith({ dataDir: join(dataDir, 'postgres'), logFilePath: join(logsDir, 'postgres.log') }, options.postgresSettings ?? {})
+    : null;
   const databaseUrl = externalDatabase ?? postgres!.databaseUrl;
   options.log(externalDatabase === null ? 'postgres: embedded, fresh cluster' : 'postgres: DATABASE_URL');
   await migrateLedger(databaseUrl);
