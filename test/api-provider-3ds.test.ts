@@ -178,6 +178,7 @@ describe('3-D Secure through the API: return_url reaches the provider, and a cha
     expect(after.status).toBe(200);
     expect(after.body).toMatchObject({ status: 'reserved', provider: { state: 'authorized' } });
     const cancelled = await api.request(`/v1/charges/${key}/cancel`, { apiKey, method: 'POST' });
+    expect(cancelled.status, cancelled.text).toBe(200);
     expect(cancelled.body).toMatchObject({ status: 'cancelled' });
     await waitFor(async () => paymentsOf(tenant, key)[0]?.status === 'canceled', { what: 'the void at the provider' });
   });
@@ -187,9 +188,10 @@ describe('3-D Secure through the API: return_url reaches the provider, and a cha
     const key = newKey('3ds-sdk');
     const { return_url: _left, ...request } = body();
     const first = await api.request('/v1/charges', { apiKey, body: request, headers: { 'idempotency-key': key } });
-    expect(first.status).toBe(202);
+    expect(first.status, first.text).toBe(202);
     expect(first.body).toMatchObject({ status: 'requires_action', next_action: { type: 'use_stripe_sdk' } });
     expect(first.text).not.toMatch(/client_secret|_secret_/);
-    await api.request(`/v1/charges/${key}/cancel`, { apiKey, method: 'POST' });
+    const cancelled = await api.request(`/v1/charges/${key}/cancel`, { apiKey, method: 'POST' });
+    expect(cancelled.status, cancelled.text).toBe(200);
   });
 });

@@ -68,6 +68,15 @@ export const generousRateLimits = {
   RATE_LIMIT_HEALTH_BURST: '100000',
 } as const;
 
+/**
+ * How long a test API's Temporal calls may take (a start, an update such as a cancel, a query):
+ * six times the service's default of 5 s. The test run shares one Temporal dev server between two
+ * test files at a time on two cores, and a file that drives it hard (a chaos storm, a cluster start)
+ * can hold another file's cancel past 5 s; that 503 is the service's correct answer to a slow
+ * Temporal, not what those files test. Tests of that answer set their own (api-outage.test.ts).
+ */
+export const testTemporalCallTimeoutMs = 30_000;
+
 export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi> {
   const stack = inject('stack');
   const ownPayloadSettings = Object.keys(options.env ?? {}).some((name) => payloadSettingNames.includes(name));
@@ -92,10 +101,11 @@ export async function openTestApi(options: TestApiOptions = {}): Promise<TestApi
           amountMinorMax: config.CHARGE_AMOUNT_MINOR_MAX,
           waitBudgetMs: config.CHARGE_WAIT_BUDGET_MS,
           taskQueue: options.charges.taskQueue,
+          startTimeoutMs: testTemporalCallTimeoutMs,
         }),
       }
     : shared;
-  const app = await buildHttpApp({ ...options, context });
+  const app = await buildHttpApp({ temporalCallTimeoutMs: testTemporalCallTimeoutMs, ...options, context });
   const baseUrl = await listenOnLoopback(app);
   return {
     app,
