@@ -161,13 +161,16 @@ describe('`chargeguard start --cluster`', () => {
         for (const id of ['payer', 'payee']) await createAccount(pool, { tenant, id, currency: 'USD', allowOverdraft: false });
         await deposit(pool, tenant, 'payer', 1_000_000, 'start-cluster-test');
         const { key: apiKey } = await createApiKey(pool, tenant, 'start --cluster test', 'agent');
-        const charged = async (label: string): Promise<boolean> => {
-          const response = await send(apiUrls[0]!, '/v1/charges', {
+        /** One POST of a 100 charge under `key`, waiting up to 5 s for its outcome; null when the API did not answer. */
+        const sendCharge = (key: string) =>
+          send(apiUrls[0]!, '/v1/charges', {
             method: 'POST',
             apiKey,
             body: chargeBody({ amount: 100 }),
-            headers: { 'idempotency-key': newKey(label), prefer: 'wait=5' },
+            headers: { 'idempotency-key': key, prefer: 'wait=5' },
           }).catch(() => null);
+        const charged = async (label: string): Promise<boolean> => {
+          const response = await sendCharge(newKey(label));
           return response !== null && response.status === 201 && wireChargeSchema.parse(response.body).status === 'succeeded';
         };
         // A fresh cluster's first charge, and the first after a worker's restart, may take longer
@@ -178,14 +181,9 @@ describe('`chargeguard start --cluster`', () => {
           await waitFor(
             async () => {
               running();
-              const response = await send(apiUrls[0]!, '/v1/charges', {
-                method: 'POST',
-                apiKey,
-                body: chargeBody({ amount: 100 }),
-                headers: { 'idempotency-key': key, prefer: 'wait=5' },
-              }).catch((error: unknown) => ({ status: 0, text: String(error), body: undefined }));
-              last = `${response.status} ${response.text.slice(0, 500)}`;
-              return (response.status === 201 || response.status === 200) && wireChargeSchema.parse(response.body).status === 'succeeded';
+              const response = await sendCharge(key);
+              last = response === null ? 'no answer' : `${response.status} ${response.text.slice(0, 500)}`;
+              return response !== null && (response.status === 201 || response.status === 200) && wireChargeSchema.parse(response.body).status === 'succeeded';
             },
             { timeoutMs: 60_000, intervalMs: 250, what: `charge ${label} to succeed` },
           ).catch((error: unknown) => {

@@ -69,11 +69,12 @@ export const generousRateLimits = {
 } as const;
 
 /**
- * How long a test API's Temporal calls may take (a start, an update such as a cancel, a query):
- * six times the service's default of 5 s. The test run shares one Temporal dev server between two
- * test files at a time on two cores, and a file that drives it hard (a chaos storm, a cluster start)
- * can hold another file's cancel past 5 s; that 503 is the service's correct answer to a slow
- * Temporal, not what those files test. Tests of that answer set their own (api-outage.test.ts).
+ * How long a test API's Temporal calls may take (an update such as a cancel, a query; and the start
+ * of a ChargeService the test API builds itself, `charges`): six times the service's default of 5 s.
+ * The run shares one Temporal dev server between two test files at a time on two cores; a CI run
+ * once answered a 3-D Secure test's cancel, and the next test's create, with 503 at 5 s. A 503 is
+ * the service's correct answer to a slow Temporal, not what those files test; tests of that answer
+ * set their own bound (api-outage.test.ts). A call that hangs still fails, after 30 s.
  */
 export const testTemporalCallTimeoutMs = 30_000;
 
