@@ -36,13 +36,16 @@ export type DriverRequest =
   | { type: 'close' };
 
 export type DriverAnswer =
-  | { ok: true; block?: BlockAnswer; verification?: Verification }
+  | { ok: true; block?: BlockAnswer; verification?: Verification; receiverPid?: number }
   | { ok: false; error: string };
 
-/** One block: charges decided (succeeded), failures, and the block's whole time (its drain, and for p1-webhook its deliveries, included). */
+/** One block: charges decided (succeeded), failures, and its times. */
 export interface BlockAnswer {
   completed: number;
   failed: number;
+  /** The closed loop's time, its drain of in-flight calls included: what the block's rate divides by. */
+  chargesMs: number;
+  /** The block's whole time: chargesMs and, for p1-webhook, the wait for its events to arrive. */
   elapsedMs: number;
   /** p1-webhook: of the elapsed time, how long the block's events took to arrive after its last charge. */
   deliveryDrainMs: number | null;
@@ -92,6 +95,8 @@ interface Side {
   operation(keyPrefix: string): Operation;
   /** p1-webhook: waits until every charge event since `since` reached the receiver. */
   drain: ((since: Date) => Promise<{ events: number; delivered: number }>) | null;
+  /** p1-webhook: the receiver's process, whose CPU tree-ab counts apart (a receiver is the caller's, elsewhere). */
+  receiverPid: number | null;
   close(): Promise<void>;
 }
 
@@ -153,8 +158,8 @@ async function open(request: Extract<DriverRequest, { type: 'open' }>): Promise<
         tally,
       });
     };
-    const drain = request.scenario === 'p1-webhook' ? await openWebhookDrain(ledger, population.tenant, closers) : null;
-    return { scenario: request.scenario, ledger, session, population, tally, operation, drain, close: closeAll };
+    const webhook = request.scenario === 'p1-webhook' ? await openWebhookDrain(ledger, population.tenant, closers) : null;
+    return { scenario: request.scenario, ledger, session, population, tally, operation, drain: webhook?.drain ?? null, receiverPid: webhook?.receiverPid ?? null, close: closeAll };
   } catch (error) {
     await closeAll();
     throw error;
@@ -169,7 +174,7 @@ async function openWebhookDrain(
   ledger: LedgerPool,
   tenant: string,
   closers: (() => Promise<void>)[],
-): Promise<(since: Date) => Promise<{ events: number; delivered: number }>> {
+): Promise<{ drain: (since: Date) => Promise<{ events: number; delivered: number }>; receiverPid: number }> {
   const { eventTypesOf } = await import('../../src/domain/events.js');
   const { webhookEndpointLimits } = await import('../../src/domain/webhook-endpoints.js');
   const { createEndpoint } = await import('../../src/ledger/webhook-endpoints.js');
@@ -183,10 +188,10 @@ async function openWebhookDrain(
   );
   // Every charge event of the tenant before a block reached the receiver in the drain of the block
   // before it; so a block's events are in when the receiver has had that many more distinct ids. The
-  // wait asks the receiver for a count only: it is inside the block's time, and a listing of every
+  // wait asks the receiver for a count only: it is inside the block's CPU window, and a listing of every
   // id each poll would load the machine it measures.
   let uniqueBefore = 0;
-  return async (since) => {
+  const drain = async (since: Date): Promise<{ events: number; delivered: number }> => {
     const deadline = Date.now() + deliveryDrainBudgetMs;
     const { rows } = await ledger.query<{ n: string }>(
       "SELECT count(*) AS n FROM events WHERE tenant = $1 AND object_type = 'charge' AND created_at >= $2",
@@ -203,6 +208,7 @@ async function openWebhookDrain(
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   };
+  return { drain, receiverPid: receiver.pid };
 }
 
 async function block(side: Side, request: Extract<DriverRequest, { type: 'block' }>): Promise<BlockAnswer> {
@@ -222,6 +228,7 @@ async function block(side: Side, request: Extract<DriverRequest, { type: 'block'
   return {
     completed: phase.completed,
     failed: phase.failed,
+    chargesMs: chargesDoneAtMs - startedAtMs,
     elapsedMs: endedAtMs - startedAtMs,
     deliveryDrainMs: deliveries === null ? null : endedAtMs - chargesDoneAtMs,
     events: deliveries?.events ?? null,
@@ -250,7 +257,7 @@ process.on('message', (message) => {
   const handle = async (): Promise<DriverAnswer> => {
     if (request.type === 'open') {
       side = await open(request);
-      return { ok: true };
+      return side.receiverPid === null ? { ok: true } : { ok: true, receiverPid: side.receiverPid };
     }
     if (request.type === 'block') return { ok: true, block: await block(need(), request) };
     if (request.type === 'verify') return { ok: true, verification: await verify(need()) };

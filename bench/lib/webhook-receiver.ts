@@ -47,6 +47,11 @@ export class LoopbackReceiver {
     }
   }
 
+  /** The receiver process's id (its CPU is the receiver's, not the service's). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   /** Brings firstSeenMs and duplicates up to date with what the receiver has had so far. */
   async refresh(): Promise<void> {
     const answer = nextMessage(this.child, 'report');
