@@ -207,8 +207,13 @@ const configSchema = z.object({
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
   /** How long a claimed delivery is held (must outlast connect + response timeouts): a killed worker's claims expire after it. */
   WEBHOOK_DELIVERY_LEASE_MS: positiveMs.default(60_000),
-  /** How often a worker looks for due deliveries. */
-  WEBHOOK_DELIVERY_POLL_MS: positiveMs.max(60_000).default(250),
+  /**
+   * How often a worker looks for due deliveries: the first attempt's lag (half of it at the median).
+   * Each look costs the worker and PostgreSQL a take whatever it finds, so a longer one spreads that
+   * over more events: 1 s rather than 250 ms took an endpoint's cost to a charge from about 7 % to
+   * about 4 % of P1's throughput (docs/bench.md, One endpoint and the poll interval).
+   */
+  WEBHOOK_DELIVERY_POLL_MS: positiveMs.max(60_000).default(1_000),
   /** After an attempt finishes, the next claim waits until this long after the last one (unless that one filled an endpoint's slots), so one claim takes several rows (0: claim after each). */
   WEBHOOK_DELIVERY_CLAIM_COALESCE_MS: z.coerce.number().int().min(0).max(1_000).default(50),
   /** Kept-alive connections to receivers: closed after this long idle, and pools (origin and checked address) kept at most. */
