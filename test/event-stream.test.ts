@@ -119,7 +119,11 @@ describe('the event stream: the outbox published to Kafka, keyed by object id, a
       const ids = await tenantEventIds(tenant);
       await waitFor(async () => (await source.status()).unpublished === 0 || null, { what: 'every event acknowledged and recorded', timeoutMs: 60_000 });
       await waitFor(async () => ids.every((id) => reader.messages.some((m) => m.value.id === id)), { what: "the tenant's events on the stream" });
-      const mine = reader.messages.filter((m) => m.value.tenant === tenant);
+      // The resent copies were acknowledged by the broker (every event recorded), but the reader may
+      // not have fetched them yet when it has one copy of each: wait for them, not for a first copy.
+      const tenantMessages = () => reader.messages.filter((m) => m.value.tenant === tenant);
+      await waitFor(async () => tenantMessages().length > ids.length, { what: "the resent copies of the tenant's events on the stream" });
+      const mine = tenantMessages();
       expect(crashes).toBe(1);
       // At least once: some sent twice, none lost, and the first copies in order.
       expect(mine.length).toBeGreaterThan(ids.length);
