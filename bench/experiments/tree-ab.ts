@@ -23,8 +23,10 @@
  * included). For p1-webhook the block then waits until its events reached the receiver, so the
  * delivery work a block causes is paid inside it (its CPU is counted) and not by the next block; that
  * wait is the deliveries' lag, not the charges' time, so the rate leaves it out. The events written
- * in the loop's last poll interval are sent during the wait: a poll's share of the block's delivery
- * work (250 ms of 8 s, about 3 % of it, well under 1 % of the machine) does not compete with the loop.
+ * in the loop's last poll interval are sent during the wait, so that share of the block's delivery
+ * work does not compete with the loop: at the default 1 s poll up to an eighth of an 8 s block's
+ * (a few tenths of a percent of the machine's work), at 250 ms a thirty-second. The per-CPU-second
+ * figure counts all of it, so read it beside the rate.
  * Beside it, each block's charges per CPU-second of the run's processes (both drivers, Temporal,
  * PostgreSQL with its backends): what a block cost rather than how fast it went, which other
  * people's work on a shared machine disturbs much less than it disturbs the rate.
@@ -250,8 +252,8 @@ function databaseUrlOn(serverUrl: string, database: string): string {
 /**
  * Charges per second of the closed loop (its drain of in-flight calls included). Not of the block's
  * whole time: for p1-webhook that also holds the wait for the last events to arrive, which is the
- * deliveries' lag (the deliverer's next poll), not their cost; dividing by it charged B about a poll
- * interval of idle wall time a block (250 ms of 8 s, 3 %; 7 % with a 1 s poll).
+ * deliveries' lag (the deliverer's next poll), not their cost; dividing by it charged B that idle
+ * wall time (a median 131 ms of an 8 s block at a 250 ms poll, 1-2 %; 450-760 ms at 1 s, about 6 %).
  */
 const rate = (block: BlockAnswer): number => (block.completed * 1000) / block.chargesMs;
 
